@@ -1,0 +1,36 @@
+--[[
+  Clean up after an owner that stops waiting or whose acquire had an unknown
+  outcome: withdraw its writer intent and, if asked, drop all its holds.
+
+  KEYS[1] stateKey   the lock's hash
+  KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  ARGV[1] owner      owner token
+  ARGV[2] dropHolds  '1': also drop every hold the owner has on this lock
+  ARGV[3] channel    the lock's wake-up channel
+
+  Reply: 1 if anything changed, else 0
+]]
+local rcall = redis.call
+local stateKey = KEYS[1]
+local leasesKey = KEYS[2]
+local owner = ARGV[1]
+local dropHolds = ARGV[2] == '1'
+local channel = ARGV[3]
+
+-- @include state
+
+local now = serverTime()
+local changed = 0
+if rcall('HGET', stateKey, 'i') == owner then
+  rcall('HDEL', stateKey, 'i', 'id')
+  changed = 1
+end
+if dropHolds and deadlineOf(owner) then
+  removeOwner(owner)
+  changed = 1
+end
+if changed == 1 then
+  rcall('SPUBLISH', channel, 'abandon')
+  refreshExpiry(now)
+end
+return changed

@@ -1,0 +1,52 @@
+--[[
+  Acquire a read hold on one lock.
+
+  KEYS[1] stateKey   the lock's hash
+  KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  ARGV[1] owner      owner token
+  ARGV[2] leaseMs    lease length in ms
+  ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
+
+  Reply: { 1, fence, leaseRemainingMs }   granted
+         { 0, retryAfterMs, reason }      refused; reason is
+           'write'  another owner holds the write lock (retryAfterMs: its lease left)
+           'intent' another owner's writer waits (retryAfterMs: its intent left)
+]]
+local rcall = redis.call
+local stateKey = KEYS[1]
+local leasesKey = KEYS[2]
+local owner = ARGV[1]
+local leaseMs = tonumber(ARGV[2])
+local honourIntent = ARGV[3] == '1'
+
+-- @include state
+
+local now, nowUs = serverTime()
+pruneExpired(now)
+
+local mine = deadlineOf(owner)
+if mine and mine <= now then
+  removeOwner(owner)
+  mine = nil
+end
+
+local writer = rcall('HGET', stateKey, 'w')
+if writer and writer ~= owner then
+  local until_ = deadlineOf(writer)
+  if until_ and until_ > now then
+    return { 0, until_ - now, 'write' }
+  end
+  removeOwner(writer)
+end
+
+-- A caller that already holds the lock (reentrant read, or the writer taking
+-- read to downgrade) never queues behind a waiting writer: that would deadlock.
+if honourIntent and not mine then
+  local _, intentUntil = otherIntent(owner, now)
+  if intentUntil then
+    return { 0, intentUntil - now, 'intent' }
+  end
+end
+
+rcall('HINCRBY', stateKey, 'r:' .. owner, 1)
+return grant(owner, now, nowUs, leaseMs)

@@ -1,0 +1,16 @@
+--[[
+  Read one lock's whole state, with the server time it was read at.
+
+  KEYS[1] stateKey   the lock's hash
+  KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+
+  Reply: { nowMs, stateFields (flat HGETALL array), leases (flat owner, deadline array) }
+]]
+local rcall = redis.call
+local stateKey = KEYS[1]
+local leasesKey = KEYS[2]
+
+-- @include state
+
+local now = serverTime()
+return { now, rcall('HGETALL', stateKey), rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES') }

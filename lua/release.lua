@@ -1,0 +1,56 @@
+--[[
+  Release one read or write hold of an owner, and wake waiters when that may
+  let one of them in.
+
+  KEYS[1] stateKey   the lock's hash
+  KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  ARGV[1] owner      owner token
+  ARGV[2] mode       'read' or 'write'
+  ARGV[3] channel    the lock's wake-up channel (same slot as the keys)
+
+  Reply: { 1, holdsLeft }  released; holdsLeft = the owner's remaining holds of that mode
+         { 0 }             the owner does not hold that mode (released, expired or never held)
+]]
+local rcall = redis.call
+local stateKey = KEYS[1]
+local leasesKey = KEYS[2]
+local owner = ARGV[1]
+local mode = ARGV[2]
+local channel = ARGV[3]
+
+-- @include state
+
+local now = serverTime()
+pruneExpired(now)
+
+local mine = deadlineOf(owner)
+if not mine then return { 0 } end
+if mine <= now then
+  removeOwner(owner)
+  refreshExpiry(now)
+  return { 0 }
+end
+
+local left
+if mode == 'write' then
+  if rcall('HGET', stateKey, 'w') ~= owner then return { 0 } end
+  left = rcall('HINCRBY', stateKey, 'wc', -1)
+  if left == 0 then rcall('HDEL', stateKey, 'w', 'wc') end
+else
+  local field = 'r:' .. owner
+  if not rcall('HGET', stateKey, field) then return { 0 } end
+  left = rcall('HINCRBY', stateKey, field, -1)
+  if left == 0 then rcall('HDEL', stateKey, field) end
+end
+if left > 0 then return { 1, left } end
+
+if rcall('HGET', stateKey, 'w') ~= owner and rcall('HEXISTS', stateKey, 'r:' .. owner) == 0 then
+  rcall('ZREM', leasesKey, owner)
+end
+-- With one live holder or none left, a waiter may now get in (a writer, a
+-- reader behind a writer, or the last reader upgrading).
+if liveCount(now) <= 1 then
+  rcall('SPUBLISH', channel, mode)
+end
+refreshExpiry(now)
+return { 1, 0 }

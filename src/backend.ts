@@ -1,0 +1,66 @@
+import type { LockMode } from './errors.js';
+import type { LockKeys } from './keys.js';
+
+/** Why an acquire was refused. */
+export type BlockReason = 'write' | 'read' | 'intent' | 'upgrade';
+
+export type AcquireOutcome =
+  | { readonly granted: true; readonly fence: number; readonly leaseRemainingMs: number }
+  | { readonly granted: false; readonly retryAfterMs: number; readonly reason: BlockReason };
+
+export interface AcquireRequest {
+  readonly keys: LockKeys;
+  readonly mode: LockMode;
+  readonly owner: string;
+  readonly leaseMs: number;
+  /** Readers: queue behind a waiting writer. */
+  readonly honourIntent: boolean;
+  /** Writers: how long a refusal keeps new readers out (0: not at all, as for a try-acquire). */
+  readonly intentMs: number;
+}
+
+export interface ExtendRequest {
+  readonly keys: LockKeys;
+  readonly owner: string;
+  readonly leaseMs: number;
+}
+
+/** A holder or waiter as `inspect` sees it. */
+export interface HolderInfo {
+  readonly owner: string;
+  /** Hold count (reentrancy). */
+  readonly holds: number;
+  /** Lease left, in ms. */
+  readonly ttlMs: number;
+}
+
+/** One lock's state, read atomically. */
+export interface LockInfo {
+  readonly resource: string;
+  /** The Redis key of the lock's state. */
+  readonly key: string;
+  readonly mode: 'free' | 'read' | 'write';
+  readonly writer: HolderInfo | null;
+  readonly readers: readonly HolderInfo[];
+  /** A writer waiting with writer preference: new readers queue behind it. */
+  readonly waitingWriter: { readonly owner: string; readonly ttlMs: number } | null;
+  /** The last fence handed out, or null when the lock's state is gone. */
+  readonly fence: number | null;
+  /** The Redis server's clock when it was read, in ms since the epoch. */
+  readonly serverTimeMs: number;
+}
+
+/**
+ * One storage layout. The lock, waiting and renewal logic above it is the same
+ * for every mode; a backend only says how one operation runs on Redis.
+ */
+export interface LockBackend {
+  acquire(request: AcquireRequest): Promise<AcquireOutcome>;
+  /** True when the owner held that mode and one hold was released. */
+  release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean>;
+  /** For each request, the lease left in ms after extending, or 0 when it is no longer held. */
+  extend(requests: readonly ExtendRequest[]): Promise<number[]>;
+  /** Withdraw a waiting writer's intent and, with dropHolds, every hold of the owner. */
+  abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void>;
+  inspect(resource: string, keys: LockKeys): Promise<LockInfo>;
+}

@@ -1,0 +1,121 @@
+import { EventEmitter } from 'node:events';
+import type { LockBackend, LockInfo } from './backend.js';
+import { ClientClosedError, InvalidArgumentError, type LockLostError, type RWLockErrorContext } from './errors.js';
+import { HashBackend } from './hash-backend.js';
+import { Holdings } from './holdings.js';
+import { validatePrefix } from './keys.js';
+import type { Lease } from './lease.js';
+import { RWLock, type LockContext } from './lock.js';
+import { resolveClientOptions, type AcquireOptions, type LockClientOptions, type ResolvedClientOptions } from './options.js';
+import { runAsOwner } from './owner-context.js';
+import { isClosed, isUsableClient, type RedisClient } from './redis.js';
+import { WakeupHub } from './wakeups.js';
+
+export interface LockClientEvents {
+  /** A held lease was lost: its lock expired or was taken over before release. */
+  lost: [error: LockLostError, leases: readonly Lease[]];
+}
+
+/**
+ * Read-write locks on one Redis server or Redis Cluster, through the ioredis
+ * client you pass (the LockClient never closes it). Create one per process
+ * and client, and `close()` it on shutdown.
+ */
+export class LockClient extends EventEmitter<LockClientEvents> {
+  /** The options in force, defaults filled in. */
+  readonly options: ResolvedClientOptions;
+  private readonly ctx: LockContext;
+  private readonly redis: RedisClient;
+  private isClosedFlag = false;
+
+  constructor(redis: RedisClient, options?: LockClientOptions) {
+    super();
+    if (!isUsableClient(redis)) {
+      throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
+    }
+    if (isClosed(redis)) {
+      throw new ClientClosedError('the ioredis client passed to LockClient is closed; pass an open one');
+    }
+    this.redis = redis;
+    this.options = resolveClientOptions(options, validatePrefix);
+    const backend: LockBackend = new HashBackend(redis);
+    const holdings = new Holdings(backend, this.options.leaseMs, ({ error, leases }) => this.emit('lost', error, leases));
+    this.ctx = {
+      options: this.options,
+      backend,
+      holdings,
+      wakeups: new WakeupHub(redis),
+      assertOpen: (context) => this.assertOpen(context),
+    };
+  }
+
+  /** True once `close()` was called. */
+  get closed(): boolean {
+    return this.isClosedFlag;
+  }
+
+  /** The read-write lock of `resource`. */
+  lock(resource: string): RWLock {
+    this.assertOpen({ resource });
+    return new RWLock(this.ctx, resource);
+  }
+
+  /**
+   * Runs `fn` under a read lease of `resource` and releases it afterwards.
+   * The lease (with its loss `signal`) is passed to `fn`; nested calls on the
+   * same resource inside `fn` reuse its owner.
+   */
+  withRead<T>(resource: string, fn: (lease: Lease) => Promise<T> | T, options?: AcquireOptions): Promise<T> {
+    return this.withLease(this.lock(resource), 'read', fn, options);
+  }
+
+  /** Runs `fn` under the write lease of `resource`; see {@link withRead}. */
+  withWrite<T>(resource: string, fn: (lease: Lease) => Promise<T> | T, options?: AcquireOptions): Promise<T> {
+    return this.withLease(this.lock(resource), 'write', fn, options);
+  }
+
+  /** The current state of `resource`'s lock, read atomically. */
+  inspect(resource: string): Promise<LockInfo> {
+    return this.lock(resource).inspect();
+  }
+
+  /**
+   * Stops renewal, releases every lease still held (best-effort), ends the
+   * waits in progress with `ClientClosedError`, and closes the subscriber
+   * connections. The ioredis client passed in stays open.
+   */
+  async close(): Promise<void> {
+    if (this.isClosedFlag) return;
+    this.isClosedFlag = true;
+    this.ctx.wakeups.close();
+    await this.ctx.holdings.close();
+  }
+
+  private async withLease<T>(
+    lock: RWLock,
+    mode: 'read' | 'write',
+    fn: (lease: Lease) => Promise<T> | T,
+    options: AcquireOptions | undefined,
+  ): Promise<T> {
+    if (typeof fn !== 'function') {
+      throw new InvalidArgumentError('fn', 'must be a function', { resource: lock.resource, mode });
+    }
+    const lease = await (mode === 'read' ? lock.acquireRead(options) : lock.acquireWrite(options));
+    let result: T;
+    try {
+      result = await runAsOwner(lock.keys.state, lease.token, async () => fn(lease));
+    } catch (error) {
+      await lease.release().catch(() => undefined); // fn's error matters more
+      throw error;
+    }
+    await lease.release(); // a lost lease rejects here: fn's work was not fully protected
+    return result;
+  }
+
+  private assertOpen(context: RWLockErrorContext): void {
+    if (this.isClosedFlag) throw new ClientClosedError('this LockClient is closed; create a new one', context);
+    if (isClosed(this.redis)) {
+      throw new ClientClosedError('the ioredis client under this LockClient is closed; pass an open one', context);
+    }
+  }
+}

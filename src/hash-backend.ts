@@ -1,0 +1,144 @@
+import type {
+  AcquireOutcome,
+  AcquireRequest,
+  BlockReason,
+  ExtendRequest,
+  HolderInfo,
+  LockBackend,
+  LockInfo,
+} from './backend.js';
+import type { LockMode } from './errors.js';
+import type { LockKeys } from './keys.js';
+import { isCluster, type RedisClient } from './redis.js';
+import { defineScripts, runScript } from './scripts.js';
+
+/**
+ * Leases renewed by one script call at most: bounds how long one renewal
+ * blocks the Redis server (each lease costs a handful of commands).
+ */
+export const EXTEND_BATCH = 2500;
+
+/** The default layout: one hash and one deadline index per lock, on one server or one Cluster slot. */
+export class HashBackend implements LockBackend {
+  constructor(private readonly client: RedisClient) {
+    defineScripts(client);
+  }
+
+  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const reply = (await (r.mode === 'read'
+      ? runScript(this.client, 'acquireRead', [r.keys.state, r.keys.leases, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
+      : runScript(this.client, 'acquireWrite', [r.keys.state, r.keys.leases, r.owner, r.leaseMs, r.intentMs]))) as [
+      number,
+      number,
+      (number | string)?,
+    ];
+    return parseAcquireReply(reply);
+  }
+
+  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+    const reply = (await runScript(this.client, 'release', [keys.state, keys.leases, owner, mode, keys.channel])) as [number];
+    return reply[0] === 1;
+  }
+
+  async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+    const results = new Array<number>(requests.length);
+    await Promise.all(
+      this.groupByNode(requests).map(async (indexes) => {
+        try {
+          await this.extendGroup(requests, indexes, results);
+        } catch (error) {
+          // The slot map moved under us (MOVED/ASK/CROSSSLOT): one call per slot is always routable.
+          if (!isCluster(this.client) || !/MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
+          const bySlot = new Map<number, number[]>();
+          for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
+          await Promise.all([...bySlot.values()].map((slotIndexes) => this.extendGroup(requests, slotIndexes, results)));
+        }
+      }),
+    );
+    return results;
+  }
+
+  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
+    await runScript(this.client, 'abandon', [keys.state, keys.leases, owner, dropHolds ? '1' : '0', keys.channel]);
+  }
+
+  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+    const [now, fields, leases] = (await runScript(this.client, 'inspect', [keys.state, keys.leases])) as [
+      number,
+      string[],
+      string[],
+    ];
+    return describeState(resource, keys.state, now, pairs(fields), pairs(leases));
+  }
+
+  private async extendGroup(requests: readonly ExtendRequest[], indexes: number[], results: number[]): Promise<void> {
+    for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
+      const chunk = indexes.slice(start, start + EXTEND_BATCH);
+      const args: (string | number)[] = [chunk.length * 2];
+      for (const i of chunk) args.push(requests[i]!.keys.state, requests[i]!.keys.leases);
+      for (const i of chunk) args.push(requests[i]!.owner, requests[i]!.leaseMs);
+      const reply = (await runScript(this.client, 'extend', args)) as number[];
+      chunk.forEach((i, k) => (results[i] = reply[k]!));
+    }
+  }
+
+  /** Request indexes grouped so that each group's keys live on one node. */
+  private groupByNode(requests: readonly ExtendRequest[]): number[][] {
+    if (!isCluster(this.client)) return [requests.map((_, i) => i)];
+    const slots = this.client.slots;
+    const groups = new Map<string, number[]>();
+    requests.forEach((r, i) => push(groups, slots[r.keys.slot]?.[0] ?? `slot:${r.keys.slot}`, i));
+    return [...groups.values()];
+  }
+}
+
+function push<K>(map: Map<K, number[]>, key: K, value: number): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+export function parseAcquireReply(reply: [number, number, (number | string)?]): AcquireOutcome {
+  if (reply[0] === 1) return { granted: true, fence: Number(reply[1]), leaseRemainingMs: Number(reply[2]) };
+  return { granted: false, retryAfterMs: Math.max(0, Number(reply[1])), reason: reply[2] as BlockReason };
+}
+
+function pairs(flat: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i < flat.length; i += 2) map.set(flat[i]!, flat[i + 1]!);
+  return map;
+}
+
+/** A {@link LockInfo} from the raw hash fields and owner deadlines; expired owners are left out. */
+export function describeState(
+  resource: string,
+  key: string,
+  now: number,
+  fields: Map<string, string>,
+  deadlines: Map<string, string>,
+): LockInfo {
+  const ttl = (owner: string) => Number(deadlines.get(owner) ?? 0) - now;
+  const writerOwner = fields.get('w');
+  const writer: HolderInfo | null =
+    writerOwner !== undefined && ttl(writerOwner) > 0
+      ? { owner: writerOwner, holds: Number(fields.get('wc') ?? 1), ttlMs: ttl(writerOwner) }
+      : null;
+  const readers: HolderInfo[] = [];
+  for (const [field, count] of fields) {
+    if (!field.startsWith('r:')) continue;
+    const owner = field.slice(2);
+    if (ttl(owner) > 0) readers.push({ owner, holds: Number(count), ttlMs: ttl(owner) });
+  }
+  const intentOwner = fields.get('i');
+  const intentTtl = Number(fields.get('id') ?? 0) - now;
+  return {
+    resource,
+    key,
+    mode: writer ? 'write' : readers.length > 0 ? 'read' : 'free',
+    writer,
+    readers,
+    waitingWriter: intentOwner !== undefined && intentTtl > 0 ? { owner: intentOwner, ttlMs: intentTtl } : null,
+    fence: fields.has('f') ? Number(fields.get('f')) : null,
+    serverTimeMs: now,
+  };
+}

@@ -1,0 +1,263 @@
+import { performance } from 'node:perf_hooks';
+import type { LockBackend } from './backend.js';
+import { ClientClosedError, LockLostError, LockNotHeldError, type LockMode } from './errors.js';
+import type { LockKeys } from './keys.js';
+import { Lease, type LeaseHost } from './lease.js';
+import { duration, MIN_LEASE_MS } from './options.js';
+import { redisFailure } from './redis.js';
+
+/**
+ * Everything one owner holds on one lock. Redis keeps one deadline per owner
+ * and lock, so leases of the same owner on the same lock are renewed, and
+ * lost, together.
+ */
+class Holding {
+  readonly leases = new Set<Lease>();
+  /** Local monotonic time (performance.now) at which the lease counts as lost; never later than Redis' deadline. */
+  expiresAt = 0;
+  timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly resource: string,
+    readonly keys: LockKeys,
+    readonly owner: string,
+  ) {}
+
+  /** How many of `leases` are renewed automatically. */
+  autoRenewed = 0;
+}
+
+export interface LossEvent {
+  readonly error: LockLostError;
+  readonly leases: readonly Lease[];
+}
+
+/**
+ * The leases one client holds: it tracks their deadlines, renews the
+ * auto-renewed ones in batches (one script call per Redis node per period,
+ * whatever their number), and turns a missed deadline or a failed renewal
+ * into a loud loss: every affected lease's signal aborts.
+ */
+export class Holdings implements LeaseHost {
+  private readonly byId = new Map<string, Holding>();
+  private readonly holdingOfLease = new WeakMap<Lease, Holding>();
+  /** Auto-renewed leases held; the renewal timer runs while there are any. */
+  private autoRenewed = 0;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private renewing = false;
+  private closed = false;
+
+  constructor(
+    private readonly backend: LockBackend,
+    /** The length of auto-renewed leases; they renew every third of it. */
+    private readonly autoLeaseMs: number,
+    private readonly onLost: (event: LossEvent) => void,
+  ) {}
+
+  /** Number of (lock, owner) pairs held; for tests and introspection. */
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /** True when this client holds something on the lock with this owner. */
+  holds(keys: LockKeys, owner: string): boolean {
+    return this.byId.has(holdingId(keys, owner));
+  }
+
+  /**
+   * Records a grant. `sentAt` is when the acquire was sent: the server's
+   * deadline is `remainingMs` after a moment later than that, so a local
+   * deadline counted from `sentAt` never runs past the server's.
+   */
+  add(
+    resource: string,
+    keys: LockKeys,
+    owner: string,
+    mode: LockMode,
+    fence: number,
+    leaseMs: number,
+    autoRenew: boolean,
+    sentAt: number,
+    remainingMs: number,
+  ): Lease {
+    const id = holdingId(keys, owner);
+    let holding = this.byId.get(id);
+    if (!holding) this.byId.set(id, (holding = new Holding(id, resource, keys, owner)));
+    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, new AbortController());
+    holding.leases.add(lease);
+    this.holdingOfLease.set(lease, holding);
+    this.setDeadline(holding, Math.max(holding.expiresAt, sentAt + remainingMs));
+    if (autoRenew) {
+      holding.autoRenewed++;
+      this.autoRenewed++;
+      this.startRenewing();
+    }
+    return lease;
+  }
+
+  async releaseLease(lease: Lease): Promise<void> {
+    if (lease.state === 'released') return;
+    if (lease.state === 'lost') throw notHeld(lease);
+    if (lease.pending) return lease.pending;
+    const holding = this.holdingOf(lease);
+    const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+    lease.pending = (async () => {
+      let held: boolean;
+      try {
+        held = await this.backend.release(holding.keys, lease.mode, lease.token);
+      } catch (error) {
+        throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, context);
+      } finally {
+        lease.pending = undefined;
+      }
+      if (!held) {
+        this.lose(holding, 'Redis no longer holds it (its lease ran out or it was released by force)');
+        throw notHeld(lease);
+      }
+      lease.state = 'released';
+      this.remove(holding, lease);
+    })();
+    return lease.pending;
+  }
+
+  async extendLease(lease: Lease, leaseMs: number | undefined): Promise<void> {
+    const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+    const ms = leaseMs === undefined ? lease.leaseMs : duration('leaseMs', leaseMs, MIN_LEASE_MS, context);
+    if (lease.state === 'released') throw notHeld(lease, 'it was released');
+    if (lease.state === 'lost') throw lost(lease, 'it was lost before');
+    const holding = this.holdingOf(lease);
+    const sentAt = performance.now();
+    let remaining: number;
+    try {
+      [remaining] = (await this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms }])) as [number];
+    } catch (error) {
+      throw redisFailure(`extending the ${lease.mode} lock on "${lease.resource}"`, error, context);
+    }
+    if (remaining <= 0) {
+      this.lose(holding, 'Redis no longer holds it');
+      throw lost(lease, 'Redis no longer holds it');
+    }
+    if (this.byId.get(holding.id) === holding) this.setDeadline(holding, sentAt + remaining);
+  }
+
+  /**
+   * Stops renewing and releases everything still held, best-effort; every
+   * lease is then `released` (or `lost` if Redis no longer had it).
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+    const leases = [...this.byId.values()].flatMap((h) => [...h.leases]);
+    await Promise.allSettled(leases.map((lease) => this.releaseLease(lease)));
+    for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
+  }
+
+  /** One renewal round: one script call per Redis node for every auto-renewed holding. */
+  async renewNow(): Promise<void> {
+    if (this.renewing) return; // a slow round must not overlap the next
+    this.renewing = true;
+    try {
+      const now = performance.now();
+      const due: Holding[] = [];
+      for (const holding of this.byId.values()) {
+        if (holding.autoRenewed === 0) continue;
+        // After an event-loop stall longer than the lease, the lock may be someone else's by now.
+        if (now >= holding.expiresAt) this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)');
+        else due.push(holding);
+      }
+      if (due.length === 0) return;
+      let results: number[];
+      try {
+        results = await this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
+      } catch {
+        return; // Redis unreachable: try again next period; the deadline timers report loss if it never comes back
+      }
+      due.forEach((holding, i) => {
+        if (this.byId.get(holding.id) !== holding) return; // released meanwhile
+        if (results[i]! > 0) this.setDeadline(holding, now + results[i]!);
+        else this.lose(holding, 'renewal found it no longer held');
+      });
+    } finally {
+      this.renewing = false;
+    }
+  }
+
+  private startRenewing(): void {
+    if (this.renewTimer || this.closed) return;
+    this.renewTimer = setInterval(() => void this.renewNow(), Math.max(1, Math.floor(this.autoLeaseMs / 3)));
+    this.renewTimer.unref();
+  }
+
+  private setDeadline(holding: Holding, expiresAt: number): void {
+    holding.expiresAt = expiresAt;
+    clearTimeout(holding.timer);
+    holding.timer = setTimeout(
+      () => this.lose(holding, 'its lease ran out without renewal'),
+      Math.max(0, expiresAt - performance.now()),
+    );
+    holding.timer.unref();
+  }
+
+  private lose(holding: Holding, why: string): void {
+    if (this.byId.get(holding.id) !== holding) return;
+    const leases = [...holding.leases];
+    for (const lease of leases) this.remove(holding, lease);
+    const error = new LockLostError(`lost the lock on "${holding.resource}": ${why}`, {
+      resource: holding.resource,
+      mode: leases.some((l) => l.mode === 'write') ? 'write' : 'read',
+      owner: holding.owner,
+    });
+    for (const lease of leases) {
+      lease.state = 'lost';
+      lease.controller.abort(error);
+    }
+    this.onLost({ error, leases });
+  }
+
+  /** Forgets one lease; the holding goes with its last lease. */
+  private remove(holding: Holding, lease: Lease): void {
+    if (!holding.leases.delete(lease)) return;
+    if (lease.autoRenew) {
+      holding.autoRenewed--;
+      if (--this.autoRenewed === 0) {
+        clearInterval(this.renewTimer);
+        this.renewTimer = undefined;
+      }
+    }
+    if (holding.leases.size === 0) {
+      clearTimeout(holding.timer);
+      if (this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
+    }
+  }
+
+  private holdingOf(lease: Lease): Holding {
+    const holding = this.holdingOfLease.get(lease);
+    if (holding && this.byId.get(holding.id) === holding) return holding;
+    throw new ClientClosedError(`the lease on "${lease.resource}" belongs to a closed LockClient`, {
+      resource: lease.resource,
+      mode: lease.mode,
+      owner: lease.token,
+    });
+  }
+}
+
+function holdingId(keys: LockKeys, owner: string): string {
+  return `${keys.state}\u0000${owner}`;
+}
+
+function notHeld(lease: Lease, why = 'it was lost'): LockNotHeldError {
+  return new LockNotHeldError(
+    `the ${lease.mode} lock on "${lease.resource}" is not held by this lease (${why}); nothing was changed`,
+    { resource: lease.resource, mode: lease.mode, owner: lease.token },
+  );
+}
+
+function lost(lease: Lease, why: string): LockLostError {
+  return new LockLostError(`cannot extend the ${lease.mode} lock on "${lease.resource}": ${why}`, {
+    resource: lease.resource,
+    mode: lease.mode,
+    owner: lease.token,
+  });
+}

@@ -1,0 +1,126 @@
+import calculateSlot from 'cluster-key-slot';
+import { CrossSlotError, InvalidArgumentError } from './errors.js';
+
+/** Longest resource name accepted, in UTF-8 bytes. */
+export const MAX_RESOURCE_BYTES = 4096;
+/** Longest key prefix accepted, in UTF-8 bytes. */
+export const MAX_PREFIX_BYTES = 256;
+
+// eslint-disable-next-line no-control-regex
+const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+const PREFIX_FORBIDDEN = /[{}#\s]/;
+
+/** Every Redis name one lock uses. They all hash to `slot`. */
+export interface LockKeys {
+  /** The hash holding the lock's state: `<prefix>:{<resource>}`. */
+  readonly state: string;
+  /** The sorted set of owner deadlines: `<prefix>#leases:{<resource>}`. */
+  readonly leases: string;
+  /** The sharded pub/sub channel on which releases wake waiters (same name as `state`). */
+  readonly channel: string;
+  /** The Cluster slot of all of the above. */
+  readonly slot: number;
+}
+
+/**
+ * The hash tag Redis Cluster would hash for `name`: the text between the first
+ * `{` and the first `}` after it, if non-empty; otherwise undefined.
+ */
+export function hashTagOf(name: string): string | undefined {
+  const open = name.indexOf('{');
+  if (open < 0) return undefined;
+  const close = name.indexOf('}', open + 1);
+  if (close < 0 || close === open + 1) return undefined;
+  return name.slice(open + 1, close);
+}
+
+/**
+ * The part of every key that decides the slot. A resource that already carries
+ * a non-empty hash tag (`user:{42}:profile`) is kept as it is, so the lock
+ * lands in the slot of the user's own data; any other resource (no braces,
+ * `{}` first, an unmatched `{`) is wrapped whole in braces. Wrapped, the first
+ * `{` is ours and the first `}` after it lies inside the wrapper, so the tag is
+ * always within this part and every name built from it shares one slot.
+ */
+export function slotPart(resource: string): string {
+  return hashTagOf(resource) === undefined ? `{${resource}}` : resource;
+}
+
+export function validatePrefix(prefix: unknown): string {
+  if (typeof prefix !== 'string' || prefix.length === 0) {
+    throw new InvalidArgumentError('prefix', `must be a non-empty string, got ${describe(prefix)}`);
+  }
+  if (PREFIX_FORBIDDEN.test(prefix) || CONTROL_CHARS.test(prefix)) {
+    throw new InvalidArgumentError(
+      'prefix',
+      `must not contain braces, "#", white space or control characters, got ${JSON.stringify(prefix)}; ` +
+        'braces would change the Cluster slot and "#" separates the lock\'s own keys',
+    );
+  }
+  if (Buffer.byteLength(prefix) > MAX_PREFIX_BYTES) {
+    throw new InvalidArgumentError('prefix', `must be at most ${MAX_PREFIX_BYTES} bytes long`);
+  }
+  return prefix;
+}
+
+export function validateResource(resource: unknown): string {
+  if (typeof resource !== 'string' || resource.length === 0) {
+    throw new InvalidArgumentError('resource', `must be a non-empty string, got ${describe(resource)}`);
+  }
+  if (!resource.isWellFormed()) {
+    throw new InvalidArgumentError(
+      'resource',
+      'contains a lone UTF-16 surrogate; two such names could map to the same Redis key, so use well-formed text',
+      { resource },
+    );
+  }
+  if (CONTROL_CHARS.test(resource)) {
+    throw new InvalidArgumentError('resource', 'must not contain control characters', { resource });
+  }
+  const bytes = Buffer.byteLength(resource);
+  if (bytes > MAX_RESOURCE_BYTES) {
+    throw new InvalidArgumentError(
+      'resource',
+      `is ${bytes} bytes long; at most ${MAX_RESOURCE_BYTES} are allowed (hash long names yourself)`,
+      { resource: resource.slice(0, 64) + '…' },
+    );
+  }
+  return resource;
+}
+
+/**
+ * The names of one lock, checked to share a slot before anything is sent, so
+ * a bad layout is a clear error here and never a CROSSSLOT reply.
+ */
+export function lockKeys(prefix: string, resource: string): LockKeys {
+  const part = slotPart(resource);
+  const state = `${prefix}:${part}`;
+  const leases = `${prefix}#leases:${part}`;
+  return { state, leases, channel: state, slot: assertSameSlot(resource, [state, leases]) };
+}
+
+/** The common slot of `names`, or a {@link CrossSlotError} naming the culprits. */
+export function assertSameSlot(resource: string, names: readonly string[]): number {
+  const slot = calculateSlot(names[0]!);
+  for (const name of names) {
+    const other = calculateSlot(name);
+    if (other !== slot) {
+      throw new CrossSlotError(
+        `the names of lock "${resource}" hash to different Cluster slots ("${names[0]}" to ${slot}, ` +
+          `"${name}" to ${other}); give them a common hash tag such as {${resource}}`,
+        { resource },
+      );
+    }
+  }
+  return slot;
+}
+
+/** A short description of a bad value for error messages. */
+export function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value);
+  if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}

@@ -1,0 +1,193 @@
+import { performance } from 'node:perf_hooks';
+import { v4 as uuidv4 } from 'uuid';
+import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
+import {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  InvalidArgumentError,
+  UpgradeConflictError,
+  type LockMode,
+  type RWLockErrorContext,
+} from './errors.js';
+import type { Holdings } from './holdings.js';
+import { lockKeys, validateResource, type LockKeys } from './keys.js';
+import type { Lease } from './lease.js';
+import {
+  duration,
+  MIN_LEASE_MS,
+  ownerToken,
+  ownOptions,
+  type AcquireOptions,
+  type ResolvedClientOptions,
+  type TryAcquireOptions,
+} from './options.js';
+import { enclosingOwner } from './owner-context.js';
+import { redisFailure } from './redis.js';
+import type { WakeupHub } from './wakeups.js';
+
+/** What a lock needs from the {@link LockClient} that made it. */
+export interface LockContext {
+  readonly options: ResolvedClientOptions;
+  readonly backend: LockBackend;
+  readonly holdings: Holdings;
+  readonly wakeups: WakeupHub;
+  /** Throws `ClientClosedError` when the LockClient or its Redis client is closed. */
+  assertOpen(context: RWLockErrorContext): void;
+}
+
+const BLOCKED_BY: Record<BlockReason, string> = {
+  write: 'another owner holds the write lock',
+  read: 'other owners hold the read lock',
+  intent: 'a writer is waiting and writers go first',
+  upgrade: 'another reader is upgrading',
+};
+
+const WAIT_OPTIONS = ['waitMs', 'signal', 'leaseMs', 'owner'] as const;
+const TRY_OPTIONS = ['leaseMs', 'owner'] as const;
+
+/** The read-write lock of one resource. Cheap to create; holds no state of its own. */
+export class RWLock {
+  /** The resource name. */
+  readonly resource: string;
+  /** The Redis names this lock uses, all in one Cluster slot. */
+  readonly keys: LockKeys;
+
+  constructor(
+    private readonly ctx: LockContext,
+    resource: string,
+  ) {
+    this.resource = validateResource(resource);
+    this.keys = lockKeys(ctx.options.prefix, this.resource);
+  }
+
+  /** Waits up to `waitMs` for a shared read lease; rejects with `AcquireTimeoutError` when it runs out. */
+  acquireRead(options?: AcquireOptions): Promise<Lease> {
+    return this.acquire('read', options, true);
+  }
+
+  /**
+   * Waits up to `waitMs` for the exclusive write lease. The caller's own read
+   * hold (same owner) is upgraded in place once it is the only reader.
+   */
+  acquireWrite(options?: AcquireOptions): Promise<Lease> {
+    return this.acquire('write', options, true);
+  }
+
+  /** One try for a read lease: the lease, or null when the lock is taken. */
+  tryAcquireRead(options?: TryAcquireOptions): Promise<Lease | null> {
+    return this.acquire('read', options, false).catch(nullIfTimeout);
+  }
+
+  /** One try for the write lease: the lease, or null when the lock is taken. */
+  tryAcquireWrite(options?: TryAcquireOptions): Promise<Lease | null> {
+    return this.acquire('write', options, false).catch(nullIfTimeout);
+  }
+
+  /** The lock's current state, read atomically. */
+  async inspect(): Promise<LockInfo> {
+    const context = { resource: this.resource };
+    this.ctx.assertOpen(context);
+    try {
+      return await this.ctx.backend.inspect(this.resource, this.keys);
+    } catch (error) {
+      throw redisFailure(`inspecting the lock on "${this.resource}"`, error, context);
+    }
+  }
+
+  private async acquire(mode: LockMode, options: unknown, waiting: boolean): Promise<Lease> {
+    const { ctx, keys, resource } = this;
+    const base: RWLockErrorContext = { resource, mode };
+    const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
+    const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base);
+    const context = { ...base, owner };
+    const autoRenew = o.leaseMs === undefined;
+    const leaseMs = autoRenew ? ctx.options.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS, context);
+    const waitMs =
+      !waiting ? 0 : o.waitMs === undefined ? ctx.options.waitMs : duration('waitMs', o.waitMs, 0, context);
+    const signal = o.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      throw new InvalidArgumentError('signal', 'must be an AbortSignal', context);
+    }
+    ctx.assertOpen(context);
+    if (signal?.aborted) throw aborted(signal, context);
+
+    const recheckMs = ctx.options.recheckMs;
+    const request: AcquireRequest = {
+      keys,
+      mode,
+      owner,
+      leaseMs,
+      honourIntent: ctx.options.writerPreference,
+      // A waiting writer re-tries at least every recheckMs; its intent outlives two of those.
+      intentMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
+    };
+    const deadline = performance.now() + waitMs;
+    let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
+    let leftIntent = false;
+    try {
+      for (;;) {
+        if (watch) watch.woken = false;
+        const sentAt = performance.now();
+        const outcome = await this.attempt(request, context);
+        if (outcome.granted) {
+          return ctx.holdings.add(resource, keys, owner, mode, outcome.fence, leaseMs, autoRenew, sentAt, outcome.leaseRemainingMs);
+        }
+        leftIntent ||= mode === 'write' && request.intentMs > 0;
+        if (outcome.reason === 'upgrade') {
+          throw new UpgradeConflictError(
+            `cannot upgrade the read lock on "${resource}" to write: another reader is already waiting to upgrade, ` +
+              'and waiting too would deadlock both; release this read lease, then acquire write',
+            context,
+          );
+        }
+        const left = deadline - performance.now();
+        if (left <= 0) throw new AcquireTimeoutError(waitMs, BLOCKED_BY[outcome.reason], context);
+        ctx.assertOpen(context);
+        if (signal?.aborted) throw aborted(signal, context);
+        if (!watch) {
+          // Subscribe, then try again at once: a release between the failed try
+          // and the subscription cannot be missed.
+          watch = await ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs));
+          continue;
+        }
+        await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
+        ctx.assertOpen(context);
+        if (signal?.aborted) throw aborted(signal, context);
+      }
+    } catch (error) {
+      // A writer that gives up withdraws its intent, so readers need not wait it out.
+      if (leftIntent) await ctx.backend.abandon(keys, owner, false).catch(() => undefined);
+      throw error;
+    } finally {
+      watch?.close();
+    }
+  }
+
+  /**
+   * One try. When its outcome is unknown (the connection failed or timed out
+   * after the command was sent), it may have been granted: release the
+   * owner's holds best-effort, unless this client already held the lock with
+   * that owner (a reentrant try must not drop the outer hold).
+   */
+  private async attempt(request: AcquireRequest, context: RWLockErrorContext): Promise<AcquireOutcome> {
+    try {
+      return await this.ctx.backend.acquire(request);
+    } catch (error) {
+      const dropHolds = !this.ctx.holdings.holds(request.keys, request.owner);
+      await this.ctx.backend.abandon(request.keys, request.owner, dropHolds).catch(() => undefined);
+      throw redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
+    }
+  }
+}
+
+function aborted(signal: AbortSignal, context: RWLockErrorContext): AcquireAbortedError {
+  return new AcquireAbortedError(`acquiring the ${context.mode} lock on "${context.resource}" was aborted`, {
+    ...context,
+    cause: signal.reason,
+  });
+}
+
+function nullIfTimeout(error: unknown): null {
+  if (error instanceof AcquireTimeoutError) return null;
+  throw error;
+}

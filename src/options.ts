@@ -1,0 +1,145 @@
+import { InvalidArgumentError, type RWLockErrorContext } from './errors.js';
+import { describe } from './keys.js';
+
+/** Longest duration accepted anywhere, in ms: the longest a Node timer can wait (~24.8 days). */
+export const MAX_DURATION_MS = 2 ** 31 - 1;
+/** Shortest lease accepted, in ms. */
+export const MIN_LEASE_MS = 10;
+/** Longest owner token accepted, in characters. */
+export const MAX_OWNER_LENGTH = 256;
+
+/** Options of a {@link LockClient}; every field is optional. */
+export interface LockClientOptions {
+  /** Prefix of every key and channel. Default `rwlock`. */
+  prefix?: string;
+  /**
+   * Lease of acquisitions that give no `leaseMs` of their own; such leases are
+   * renewed automatically every `leaseMs / 3` while held. Default 30 000.
+   */
+  leaseMs?: number;
+  /** How long an acquire waits when the call gives no `waitMs`. Default 10 000. */
+  waitMs?: number;
+  /**
+   * Writer preference: new readers queue behind a waiting writer, so a stream
+   * of readers cannot starve it. Default true.
+   */
+  writerPreference?: boolean;
+  /**
+   * A waiter re-checks the lock at least this often even without a wake-up
+   * message, so a lost message costs at most this much. Default 500.
+   */
+  recheckMs?: number;
+}
+
+/** Options of one acquisition. */
+export interface AcquireOptions {
+  /** How long to wait for the lock, in ms; 0 tries once. Default: the client's `waitMs`. */
+  waitMs?: number;
+  /** Aborts the wait; the acquire then rejects with `AcquireAbortedError`. */
+  signal?: AbortSignal;
+  /**
+   * Lease length in ms. Given, the lease is not renewed automatically and is
+   * lost when it runs out; omitted, the client's `leaseMs` applies and the
+   * lease is renewed while held.
+   */
+  leaseMs?: number;
+  /**
+   * Owner token: acquisitions with the same owner are the same holder
+   * (reentrancy, upgrade, downgrade). Default: the owner of an enclosing
+   * `withRead`/`withWrite` on the same resource, else a fresh uuid v4.
+   */
+  owner?: string;
+}
+
+/** Options of a try-acquire: as {@link AcquireOptions}, without waiting. */
+export type TryAcquireOptions = Omit<AcquireOptions, 'waitMs' | 'signal'>;
+
+export interface ResolvedClientOptions {
+  readonly prefix: string;
+  readonly leaseMs: number;
+  readonly waitMs: number;
+  readonly writerPreference: boolean;
+  readonly recheckMs: number;
+}
+
+export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
+  prefix: 'rwlock',
+  leaseMs: 30_000,
+  waitMs: 10_000,
+  writerPreference: true,
+  recheckMs: 500,
+});
+
+/**
+ * The own properties of an options object, with unknown names refused (a typo
+ * such as `leasems` would otherwise be silently ignored) and inherited ones
+ * ignored, so a polluted prototype cannot inject options.
+ */
+export function ownOptions<K extends string>(
+  value: unknown,
+  allowed: readonly K[],
+  argument: string,
+  context: RWLockErrorContext = {},
+): Partial<Record<K, unknown>> {
+  if (value === undefined) return {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`, context);
+  }
+  const out: Partial<Record<K, unknown>> = {};
+  for (const name of Object.keys(value)) {
+    if (!(allowed as readonly string[]).includes(name)) {
+      throw new InvalidArgumentError(
+        argument,
+        `unknown option ${JSON.stringify(name)}; the options are ${allowed.join(', ')}`,
+        context,
+      );
+    }
+    const v = (value as Record<string, unknown>)[name];
+    if (v !== undefined) out[name as K] = v;
+  }
+  return out;
+}
+
+/** A whole number of ms within [min, MAX_DURATION_MS]. */
+export function duration(name: string, value: unknown, min: number, context: RWLockErrorContext = {}): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > MAX_DURATION_MS) {
+    throw new InvalidArgumentError(
+      name,
+      `must be a whole number of milliseconds from ${min} to ${MAX_DURATION_MS}, got ${describe(value)}`,
+      context,
+    );
+  }
+  return value;
+}
+
+export function ownerToken(value: unknown, context: RWLockErrorContext = {}): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_OWNER_LENGTH) {
+    throw new InvalidArgumentError(
+      'owner',
+      `must be a string of 1 to ${MAX_OWNER_LENGTH} characters, got ${describe(value)}`,
+      context,
+    );
+  }
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(value) || !value.isWellFormed()) {
+    throw new InvalidArgumentError('owner', 'must not contain control characters or lone surrogates', context);
+  }
+  return value;
+}
+
+function flag(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(name, `must be a boolean, got ${describe(value)}`);
+  return value;
+}
+
+export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
+  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs'], 'options');
+  return Object.freeze({
+    prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
+    leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
+    waitMs: o.waitMs === undefined ? CLIENT_DEFAULTS.waitMs : duration('waitMs', o.waitMs, 0),
+    writerPreference:
+      o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
+    recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),
+  });
+}

@@ -1,0 +1,37 @@
+import type { Cluster, Redis } from 'ioredis';
+import { ClientClosedError, RedisUnavailableError, RWLockError, type RWLockErrorContext } from './errors.js';
+
+/** The ioredis clients a {@link LockClient} runs on. */
+export type RedisClient = Redis | Cluster;
+
+/** Duck-typed, so that a Cluster from another copy of ioredis is recognised too. */
+export function isCluster(client: RedisClient): client is Cluster {
+  return (client as { isCluster?: boolean }).isCluster === true;
+}
+
+export function isUsableClient(value: unknown): value is RedisClient {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { defineCommand?: unknown }).defineCommand === 'function' &&
+    typeof (value as { duplicate?: unknown }).duplicate === 'function'
+  );
+}
+
+/** True once the user's client was closed with quit() or disconnect() for good. */
+export function isClosed(client: RedisClient): boolean {
+  return client.status === 'end';
+}
+
+/** Wraps an ioredis failure into a typed error that says what to do. */
+export function redisFailure(what: string, cause: unknown, context: RWLockErrorContext): RWLockError {
+  if (cause instanceof RWLockError) return cause;
+  const message = cause instanceof Error ? cause.message : String(cause);
+  if (/Connection is closed|connection is closed|Connection is in closed state/.test(message)) {
+    return new ClientClosedError(`${what} failed: the Redis connection is closed (${message}); use an open client`, {
+      ...context,
+      cause,
+    });
+  }
+  return new RedisUnavailableError(`${what} failed: ${message}; the operation may be retried`, { ...context, cause });
+}
