@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import type { LockBackend } from './backend.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, type LockMode } from './errors.js';
 import type { LockKeys } from './keys.js';

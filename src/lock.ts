@@ -1,4 +1,3 @@
-import { performance } from 'node:perf_hooks';
 import { v4 as uuidv4 } from 'uuid';
 import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
 import {

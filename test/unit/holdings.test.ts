@@ -1,0 +1,125 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import type { ExtendRequest, LockBackend } from '../../src/backend.js';
+import { LockLostError, LockNotHeldError } from '../../src/errors.js';
+import { Holdings, type LossEvent } from '../../src/holdings.js';
+import { lockKeys } from '../../src/keys.js';
+
+// Control flow and timing of renewal and loss, with a scripted backend: the
+// behaviour against real Redis is covered by the integration tests.
+describe('Holdings (renewal timing and loss)', () => {
+  let clock: sinon.SinonFakeTimers;
+  let extendCalls: ExtendRequest[][];
+  let extendReply: (requests: readonly ExtendRequest[]) => number[];
+  let released: string[];
+  let losses: LossEvent[];
+  let holdings: Holdings;
+
+  const backend: LockBackend = {
+    acquire: () => Promise.reject(new Error('unused')),
+    release: async (_keys, _mode, owner) => (released.push(owner), true),
+    extend: async (requests) => (extendCalls.push([...requests]), extendReply(requests)),
+    abandon: async () => undefined,
+    inspect: () => Promise.reject(new Error('unused')),
+  };
+
+  beforeEach(() => {
+    clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'performance'] });
+    extendCalls = [];
+    extendReply = (r) => r.map((x) => x.leaseMs);
+    released = [];
+    losses = [];
+    holdings = new Holdings(backend, 3000, (e) => losses.push(e));
+  });
+  afterEach(() => clock.restore());
+
+  const grant = (resource: string, owner: string, autoRenew = true, leaseMs = 3000) =>
+    holdings.add(resource, lockKeys('p', resource), owner, 'write', 1, leaseMs, autoRenew, performance.now(), leaseMs);
+
+  it('renews every auto-renewed lease in one batched call each lease/3', async () => {
+    const leases = Array.from({ length: 50 }, (_, i) => grant(`r${i}`, `o${i}`));
+    await clock.tickAsync(999);
+    expect(extendCalls).to.have.length(0);
+    await clock.tickAsync(1);
+    expect(extendCalls).to.have.length(1);
+    expect(extendCalls[0]).to.have.length(50);
+    await clock.tickAsync(1000 * 30);
+    expect(extendCalls).to.have.length(31);
+    expect(leases.every((l) => l.held && !l.signal.aborted)).to.equal(true);
+    expect(losses).to.have.length(0);
+  });
+
+  it('does not renew leases with an explicit lease, and reports them lost when it runs out', async () => {
+    const lease = grant('r', 'o', false, 500);
+    await clock.tickAsync(499);
+    expect(lease.signal.aborted).to.equal(false);
+    await clock.tickAsync(1);
+    expect(extendCalls).to.have.length(0);
+    expect(lease.signal.aborted).to.equal(true);
+    expect(lease.signal.reason).to.be.instanceOf(LockLostError);
+    expect(losses).to.have.length(1);
+    await lease.release().then(
+      () => expect.fail('release of a lost lease must reject'),
+      (e) => expect(e).to.be.instanceOf(LockNotHeldError),
+    );
+    expect(released).to.deep.equal([]); // nothing sent for a lease known to be lost
+  });
+
+  it('aborts the signal when renewal finds the lock gone', async () => {
+    const kept = grant('a', 'o1');
+    const gone = grant('b', 'o2');
+    extendReply = (r) => r.map((x) => (x.owner === 'o2' ? 0 : x.leaseMs));
+    await clock.tickAsync(1000);
+    expect(gone.signal.aborted).to.equal(true);
+    expect((gone.signal.reason as LockLostError).resource).to.equal('b');
+    expect(kept.signal.aborted).to.equal(false);
+    await gone.extend().then(
+      () => expect.fail('extend of a lost lease must reject'),
+      (e) => expect(e).to.be.instanceOf(LockLostError),
+    );
+  });
+
+  it('reports loss when Redis stays unreachable until the lease runs out', async () => {
+    const lease = grant('r', 'o');
+    extendReply = () => {
+      throw new Error('connection refused');
+    };
+    await clock.tickAsync(2999);
+    expect(lease.signal.aborted).to.equal(false);
+    await clock.tickAsync(1);
+    expect(lease.signal.aborted).to.equal(true);
+  });
+
+  it('reports an event-loop stall longer than the lease as loss instead of renewing', async () => {
+    const lease = grant('r', 'o');
+    // A blocked event loop: time jumps, and each overdue timer fires once, late.
+    clock.jump(5000);
+    await clock.tickAsync(0);
+    expect(lease.signal.aborted).to.equal(true);
+    expect(losses).to.have.length(1);
+    expect(extendCalls).to.have.length(0);
+  });
+
+  it('stops the renewal timer when the last auto-renewed lease is released', async () => {
+    const lease = grant('r', 'o');
+    await lease.release();
+    await lease.release(); // a second release is a no-op
+    expect(released).to.deep.equal(['o']);
+    await clock.tickAsync(10_000);
+    expect(extendCalls).to.have.length(0);
+    expect(clock.countTimers()).to.equal(0);
+  });
+
+  it('does not start a renewal round while the previous one is still running', async () => {
+    grant('r', 'o');
+    let finish!: () => void;
+    backend.extend = (requests) => {
+      extendCalls.push([...requests]);
+      return new Promise((resolve) => (finish = () => resolve(requests.map((x) => x.leaseMs))));
+    };
+    await clock.tickAsync(1000);
+    await clock.tickAsync(1000);
+    expect(extendCalls).to.have.length(1);
+    finish();
+  });
+});
