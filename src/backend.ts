@@ -55,6 +55,8 @@ export interface LockInfo {
  * for every mode; a backend only says how one operation runs on Redis.
  */
 export interface LockBackend {
+  /** The Redis names of one resource's lock, checked to share one Cluster slot. */
+  keysFor(resource: string): LockKeys;
   acquire(request: AcquireRequest): Promise<AcquireOutcome>;
   /** True when the owner held that mode and one hold was released. */
   release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean>;

@@ -38,7 +38,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
     this.redis = redis;
     this.options = resolveClientOptions(options, validatePrefix);
-    const backend: LockBackend = new HashBackend(redis);
+    const backend: LockBackend = new HashBackend(redis, this.options.prefix);
     const holdings = new Holdings(backend, this.options.leaseMs, ({ error, leases }) => this.emit('lost', error, leases));
     this.ctx = {
       options: this.options,

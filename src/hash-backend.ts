@@ -8,7 +8,7 @@ import type {
   LockInfo,
 } from './backend.js';
 import type { LockMode } from './errors.js';
-import type { LockKeys } from './keys.js';
+import { lockKeys, type LockKeys } from './keys.js';
 import { isCluster, type RedisClient } from './redis.js';
 import { defineScripts, runScript } from './scripts.js';
 
@@ -20,8 +20,15 @@ export const EXTEND_BATCH = 2500;
 
 /** The default layout: one hash and one deadline index per lock, on one server or one Cluster slot. */
 export class HashBackend implements LockBackend {
-  constructor(private readonly client: RedisClient) {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly prefix: string,
+  ) {
     defineScripts(client);
+  }
+
+  keysFor(resource: string): LockKeys {
+    return lockKeys(this.prefix, resource);
   }
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {

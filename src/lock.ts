@@ -9,7 +9,7 @@ import {
   type RWLockErrorContext,
 } from './errors.js';
 import type { Holdings } from './holdings.js';
-import { lockKeys, validateResource, type LockKeys } from './keys.js';
+import { validateResource, type LockKeys } from './keys.js';
 import type { Lease } from './lease.js';
 import {
   duration,
@@ -56,7 +56,7 @@ export class RWLock {
     resource: string,
   ) {
     this.resource = validateResource(resource);
-    this.keys = lockKeys(ctx.options.prefix, this.resource);
+    this.keys = ctx.backend.keysFor(this.resource);
   }
 
   /** Waits up to `waitMs` for a shared read lease; rejects with `AcquireTimeoutError` when it runs out. */

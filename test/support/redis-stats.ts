@@ -1,0 +1,29 @@
+import type { RedisClient } from '../../src/redis.js';
+import { isCluster } from '../../src/redis.js';
+
+/** The masters behind a client: the server itself, or every Cluster master. */
+export function masters(redis: RedisClient) {
+  return isCluster(redis) ? redis.nodes('master') : [redis];
+}
+
+/** Keys on every master together. */
+export async function totalKeys(redis: RedisClient): Promise<number> {
+  const sizes = await Promise.all(masters(redis).map((node) => node.dbsize()));
+  return sizes.reduce((a, b) => a + b, 0);
+}
+
+/** Calls of the given commands so far (from INFO commandstats), summed over every master. */
+export async function commandCalls(redis: RedisClient, commands: readonly string[]): Promise<number> {
+  let total = 0;
+  for (const node of masters(redis)) {
+    const info = await node.info('commandstats');
+    for (const command of commands) {
+      const match = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info);
+      if (match) total += Number(match[1]);
+    }
+  }
+  return total;
+}
+
+/** Script calls (EVAL and EVALSHA) so far, summed over every master. */
+export const scriptCalls = (redis: RedisClient) => commandCalls(redis, ['eval', 'evalsha']);
