@@ -16,6 +16,7 @@ describe('Holdings (renewal timing and loss)', () => {
   let holdings: Holdings;
 
   const backend: LockBackend = {
+    keysFor: (resource) => lockKeys('p', resource),
     acquire: () => Promise.reject(new Error('unused')),
     release: async (_keys, _mode, owner) => (released.push(owner), true),
     extend: async (requests) => (extendCalls.push([...requests]), extendReply(requests)),
