@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backend.js';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, type RWLockErrorContext } from './errors.js';
-import { HashBackend } from './hash-backend.js';
 import { Holdings } from './holdings.js';
+import { createBackend } from './modes.js';
 import { validatePrefix } from './keys.js';
 import type { Lease } from './lease.js';
 import { RWLock, type LockContext } from './lock.js';
@@ -38,7 +38,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
     this.redis = redis;
     this.options = resolveClientOptions(options, validatePrefix);
-    const backend: LockBackend = new HashBackend(redis, this.options.prefix);
+    const backend: LockBackend = createBackend(redis, this.options);
     const holdings = new Holdings(backend, this.options.leaseMs, ({ error, leases }) => this.emit('lost', error, leases));
     this.ctx = {
       options: this.options,
