@@ -18,9 +18,13 @@ export function isUsableClient(value: unknown): value is RedisClient {
   );
 }
 
-/** True once the user's client was closed with quit() or disconnect() for good. */
+/**
+ * True once the user's client was closed with quit() or disconnect() for good
+ * (a Cluster can stay 'disconnecting' after quit() resolved, and then queues
+ * commands forever).
+ */
 export function isClosed(client: RedisClient): boolean {
-  return client.status === 'end';
+  return client.status === 'end' || client.status === 'disconnecting';
 }
 
 /** Wraps an ioredis failure into a typed error that says what to do. */

@@ -1,0 +1,63 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+
+const WORKER = fileURLToPath(new URL('../workers/counter-worker.ts', import.meta.url));
+const PROCESSES = 4;
+const OPS_PER_PROCESS = 1_250;
+const RESOURCES = ['alpha', 'beta', 'gamma'];
+
+interface WorkerResult {
+  writes: Record<string, number>;
+  reads: number;
+  halfBuilt: number;
+}
+
+function targetOf(ctx: TopologyContext) {
+  return ctx.kind === 'cluster'
+    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes }
+    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
+}
+
+function runWorker(target: object): Promise<WorkerResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+      env: {
+        ...process.env,
+        RWLOCK_TARGET: JSON.stringify(target),
+        RWLOCK_OPS: String(OPS_PER_PROCESS),
+        RWLOCK_RESOURCES: RESOURCES.join(','),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`worker exited ${code}: ${err}`)),
+    );
+  });
+}
+
+forEachTopology('several processes', (ctx) => {
+  it(`lose no update of a non-atomic counter over ${PROCESSES * OPS_PER_PROCESS} mixed operations in ${PROCESSES} processes`, async function () {
+    this.timeout(180_000);
+    const results = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker(targetOf(ctx))));
+    const redis = ctx.client();
+    let operations = 0;
+    for (const resource of RESOURCES) {
+      const writes = results.reduce((sum, r) => sum + r.writes[resource]!, 0);
+      operations += writes;
+      expect(Number(await redis.get(`data:{${resource}}:counter`)), `counter of ${resource}`).to.equal(writes);
+      expect(writes).to.be.greaterThan(100);
+    }
+    operations += results.reduce((sum, r) => sum + r.reads, 0);
+    expect(operations).to.equal(PROCESSES * OPS_PER_PROCESS);
+    expect(results.reduce((sum, r) => sum + r.halfBuilt, 0), 'reads that saw a half-built value').to.equal(0);
+    // Every lock was released: only the data keys remain.
+    const keys = ctx.kind === 'cluster' ? (await Promise.all(ctx.client().nodes('master').map((n) => n.keys('rwlock*')))).flat() : await redis.keys('rwlock*');
+    expect(keys).to.deep.equal([]);
+  });
+});
