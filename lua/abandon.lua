@@ -1,9 +1,11 @@
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
-  outcome: withdraw its writer intent and, if asked, drop all its holds.
+  outcome: take it out of the writers' queue (or the upgrade slot) and, if
+  asked, drop all its holds.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] dropHolds  '1': also drop every hold the owner has on this lock
   ARGV[3] channel    the lock's wake-up channel
@@ -13,6 +15,7 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
 local owner = ARGV[1]
 local dropHolds = ARGV[2] == '1'
 local channel = ARGV[3]
@@ -21,8 +24,12 @@ local channel = ARGV[3]
 
 local now = serverTime()
 local changed = 0
-if rcall('HGET', stateKey, 'i') == owner then
-  rcall('HDEL', stateKey, 'i', 'id')
+if rcall('ZSCORE', queueKey, owner) then
+  dequeue(owner)
+  changed = 1
+end
+if rcall('HGET', stateKey, 'u') == owner then
+  rcall('HDEL', stateKey, 'u', 'ud')
   changed = 1
 end
 if dropHolds and deadlineOf(owner) then
@@ -30,6 +37,7 @@ if dropHolds and deadlineOf(owner) then
   changed = 1
 end
 if changed == 1 then
+  -- Whoever waited behind this owner may go now.
   rcall('SPUBLISH', channel, 'abandon')
   refreshExpiry(now)
 end

@@ -3,6 +3,7 @@
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] leaseMs    lease length in ms
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
@@ -10,11 +11,13 @@
   Reply: { 1, fence, leaseRemainingMs }   granted
          { 0, retryAfterMs, reason }      refused; reason is
            'write'  another owner holds the write lock (retryAfterMs: its lease left)
-           'intent' another owner's writer waits (retryAfterMs: its intent left)
+           'intent' a writer waits, or a reader waits to upgrade (retryAfterMs: until it
+                    must have re-tried)
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local honourIntent = ARGV[3] == '1'

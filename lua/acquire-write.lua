@@ -1,31 +1,42 @@
 --[[
   Acquire a write hold on one lock: reentrant for its writer, an in-place
-  upgrade for its sole reader.
+  upgrade for its sole reader; writers that wait queue in arrival order.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] leaseMs    lease length in ms
-  ARGV[3] intentMs   how long a refused writer's intent keeps new readers out (0: leave none)
+  ARGV[3] waitBeatMs a refused caller waits and re-tries within this many ms:
+                     it queues (new readers and writers then go behind it) and
+                     drops out of the queue if it stops re-trying; 0 for a try
+                     that does not wait
+  ARGV[4] fair       '1': only the longest-waiting writer may take a free lock;
+                     '0': so may any writer that was already waiting when the
+                     lock was last freed, but the longest-waiting one is passed
+                     over at most MAX_SKIPS times in a row; newcomers (the
+                     releaser among them) never pass waiters
 
   Reply: { 1, fence, leaseRemainingMs }   granted
          { 0, retryAfterMs, reason }      refused; reason is
            'write'   another owner holds write (retryAfterMs: its lease left)
            'read'    other owners hold read (retryAfterMs: until the first of their leases ends)
+           'queue'   the lock is free but earlier waiting writers go first
            'upgrade' the caller reads and another reader already waits to upgrade:
                      waiting would deadlock both, so the caller must give up
-  A refused caller leaves (or renews) its writer intent, unless another live
-  writer's intent is there; a waiting upgrader's intent takes precedence over
-  a plain writer's, so that a second upgrader always sees it.
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
-local intentMs = tonumber(ARGV[3])
+local waitBeatMs = tonumber(ARGV[3])
+local fair = ARGV[4] == '1'
 
 -- @include state
+
+local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
 pruneExpired(now)
@@ -36,14 +47,18 @@ if mine and mine <= now then
   mine = nil
 end
 
-local function isReader(o)
-  return rcall('HEXISTS', stateKey, 'r:' .. o) == 1
-end
-
-local function refuse(retryAfterMs, reason, upgrading)
-  local intentOwner = otherIntent(owner, now)
-  if intentMs > 0 and (not intentOwner or (upgrading and not isReader(intentOwner))) then
-    rcall('HSET', stateKey, 'i', owner, 'id', int(now + intentMs))
+-- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
+-- anyone else in the queue.
+local function refuse(retryAfterMs, reason)
+  if waitBeatMs > 0 then
+    if mine then
+      if not otherUpgrader(owner, now) then
+        rcall('HSET', stateKey, 'u', owner)
+        heartbeat('ud', now, waitBeatMs)
+      end
+    else
+      enqueue(owner, now, nowUs, waitBeatMs)
+    end
     refreshExpiry(now)
   end
   return { 0, retryAfterMs, reason }
@@ -57,7 +72,7 @@ end
 if writer then
   local until_ = deadlineOf(writer)
   if until_ and until_ > now then
-    return refuse(until_ - now, 'write', false)
+    return refuse(until_ - now, 'write')
   end
   removeOwner(writer)
 end
@@ -65,22 +80,36 @@ end
 local others = liveCount(now)
 if mine then others = others - 1 end
 if others > 0 then
-  local upgrading = mine ~= nil
-  if upgrading then
-    local intentOwner = otherIntent(owner, now)
-    if intentOwner and isReader(intentOwner) then
-      return { 0, 0, 'upgrade' }
-    end
+  if mine and otherUpgrader(owner, now) then
+    return { 0, 0, 'upgrade' }
   end
   -- The first live lease to end, other than ours, bounds the wait.
   local first = rcall('ZRANGE', leasesKey, '(' .. int(now), '+inf', 'BYSCORE', 'LIMIT', 0, 2, 'WITHSCORES')
   local retry = tonumber(first[2]) - now
   if first[1] == owner and first[4] then retry = tonumber(first[4]) - now end
-  return refuse(retry, 'read', upgrading)
+  return refuse(retry, 'read')
 end
 
-if rcall('HGET', stateKey, 'i') == owner then
-  rcall('HDEL', stateKey, 'i', 'id')
+-- No other holder. A holder (upgrading) goes ahead; anyone else goes behind
+-- the writers already waiting, so a releaser cannot take the lock straight back.
+if not mine then
+  local head, beat = queueHead(now)
+  if head == owner then
+    rcall('HDEL', stateKey, 'sk')
+  elseif head then
+    local arrival = rcall('ZSCORE', queueKey, owner)
+    local mayPass = not fair and arrival and isQueued(owner, now)
+      and tonumber(arrival) < numberField('fa') and numberField('sk') < MAX_SKIPS
+    if not mayPass then
+      return refuse(beat - now, 'queue')
+    end
+    rcall('HINCRBY', stateKey, 'sk', 1)
+  end
+end
+
+dequeue(owner)
+if rcall('HGET', stateKey, 'u') == owner then
+  rcall('HDEL', stateKey, 'u', 'ud')
 end
 rcall('HSET', stateKey, 'w', owner, 'wc', 1)
 return grant(owner, now, nowUs, leaseMs)

@@ -3,14 +3,17 @@
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  KEYS[3] queueKey   the lock's waiting writers, in arrival order
 
-  Reply: { nowMs, stateFields (flat HGETALL array), leases (flat owner, deadline array) }
+  Reply: { nowMs, stateFields (flat HGETALL array), leases (flat owner, deadline array),
+           queue (waiting writers' owner tokens, first come first) }
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
 
 -- @include state
 
 local now = serverTime()
-return { now, rcall('HGETALL', stateKey), rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES') }
+return { now, rcall('HGETALL', stateKey), rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES'), rcall('ZRANGE', queueKey, 0, -1) }

@@ -4,6 +4,7 @@
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
+  KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] mode       'read' or 'write'
   ARGV[3] channel    the lock's wake-up channel (same slot as the keys)
@@ -14,13 +15,14 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
 local owner = ARGV[1]
 local mode = ARGV[2]
 local channel = ARGV[3]
 
 -- @include state
 
-local now = serverTime()
+local now, nowUs = serverTime()
 pruneExpired(now)
 
 local mine = deadlineOf(owner)
@@ -48,8 +50,11 @@ if rcall('HGET', stateKey, 'w') ~= owner and rcall('HEXISTS', stateKey, 'r:' .. 
   rcall('ZREM', leasesKey, owner)
 end
 -- With one live holder or none left, a waiter may now get in (a writer, a
--- reader behind a writer, or the last reader upgrading).
-if liveCount(now) <= 1 then
+-- reader behind a writer, or the last reader upgrading). Writers waiting from
+-- before this moment may take a lock freed of every holder.
+local live = liveCount(now)
+if live == 0 then rcall('HSET', stateKey, 'fa', int(nowUs)) end
+if live <= 1 then
   rcall('SPUBLISH', channel, mode)
 end
 refreshExpiry(now)

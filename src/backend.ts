@@ -2,7 +2,7 @@ import type { LockMode } from './errors.js';
 import type { LockKeys } from './keys.js';
 
 /** Why an acquire was refused. */
-export type BlockReason = 'write' | 'read' | 'intent' | 'upgrade';
+export type BlockReason = 'write' | 'read' | 'intent' | 'queue' | 'upgrade';
 
 export type AcquireOutcome =
   | { readonly granted: true; readonly fence: number; readonly leaseRemainingMs: number }
@@ -15,8 +15,13 @@ export interface AcquireRequest {
   readonly leaseMs: number;
   /** Readers: queue behind a waiting writer. */
   readonly honourIntent: boolean;
-  /** Writers: how long a refusal keeps new readers out (0: not at all, as for a try-acquire). */
-  readonly intentMs: number;
+  /**
+   * Writers: a refused writer that will wait re-tries within this many ms; it
+   * queues until then (0: a try that does not wait, and does not queue).
+   */
+  readonly waitBeatMs: number;
+  /** Writers: only the longest-waiting writer may take a free lock. */
+  readonly fair: boolean;
 }
 
 export interface ExtendRequest {
@@ -34,6 +39,13 @@ export interface HolderInfo {
   readonly ttlMs: number;
 }
 
+/** A waiting writer as `inspect` sees it. */
+export interface WaiterInfo {
+  readonly owner: string;
+  /** How long it is known to keep waiting: it re-tries, and renews this, before then. */
+  readonly ttlMs: number;
+}
+
 /** One lock's state, read atomically. */
 export interface LockInfo {
   readonly resource: string;
@@ -42,8 +54,13 @@ export interface LockInfo {
   readonly mode: 'free' | 'read' | 'write';
   readonly writer: HolderInfo | null;
   readonly readers: readonly HolderInfo[];
-  /** A writer waiting with writer preference: new readers queue behind it. */
-  readonly waitingWriter: { readonly owner: string; readonly ttlMs: number } | null;
+  /**
+   * The writer new readers queue behind: a reader waiting to upgrade, else the
+   * longest-waiting writer; `ttlMs` is how long it is known to keep waiting.
+   */
+  readonly waitingWriter: WaiterInfo | null;
+  /** Writers waiting for the lock, first come first. */
+  readonly queue: readonly WaiterInfo[];
   /** The last fence handed out, or null when the lock's state is gone. */
   readonly fence: number | null;
   /** The Redis server's clock when it was read, in ms since the epoch. */

@@ -33,8 +33,8 @@ export class HashBackend implements LockBackend {
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     const reply = (await (r.mode === 'read'
-      ? runScript(this.client, 'acquireRead', [r.keys.state, r.keys.leases, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
-      : runScript(this.client, 'acquireWrite', [r.keys.state, r.keys.leases, r.owner, r.leaseMs, r.intentMs]))) as [
+      ? runScript(this.client, 'acquireRead', [...lockNames(r.keys), r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
+      : runScript(this.client, 'acquireWrite', [...lockNames(r.keys), r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as [
       number,
       number,
       (number | string)?,
@@ -43,7 +43,7 @@ export class HashBackend implements LockBackend {
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
-    const reply = (await runScript(this.client, 'release', [keys.state, keys.leases, owner, mode, keys.channel])) as [number];
+    const reply = (await runScript(this.client, 'release', [...lockNames(keys), owner, mode, keys.channel])) as [number];
     return reply[0] === 1;
   }
 
@@ -66,23 +66,24 @@ export class HashBackend implements LockBackend {
   }
 
   async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
-    await runScript(this.client, 'abandon', [keys.state, keys.leases, owner, dropHolds ? '1' : '0', keys.channel]);
+    await runScript(this.client, 'abandon', [...lockNames(keys), owner, dropHolds ? '1' : '0', keys.channel]);
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
-    const [now, fields, leases] = (await runScript(this.client, 'inspect', [keys.state, keys.leases])) as [
+    const [now, fields, leases, queue] = (await runScript(this.client, 'inspect', lockNames(keys))) as [
       number,
       string[],
       string[],
+      string[],
     ];
-    return describeState(resource, keys.state, now, pairs(fields), pairs(leases));
+    return describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue);
   }
 
   private async extendGroup(requests: readonly ExtendRequest[], indexes: number[], results: number[]): Promise<void> {
     for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
       const chunk = indexes.slice(start, start + EXTEND_BATCH);
-      const args: (string | number)[] = [chunk.length * 2];
-      for (const i of chunk) args.push(requests[i]!.keys.state, requests[i]!.keys.leases);
+      const args: (string | number)[] = [chunk.length * 3];
+      for (const i of chunk) args.push(...lockNames(requests[i]!.keys));
       for (const i of chunk) args.push(requests[i]!.owner, requests[i]!.leaseMs);
       const reply = (await runScript(this.client, 'extend', args)) as number[];
       chunk.forEach((i, k) => (results[i] = reply[k]!));
@@ -97,6 +98,11 @@ export class HashBackend implements LockBackend {
     requests.forEach((r, i) => push(groups, slots[r.keys.slot]?.[0] ?? `slot:${r.keys.slot}`, i));
     return [...groups.values()];
   }
+}
+
+/** The keys every hash-mode script takes, in their KEYS order. */
+function lockNames(keys: LockKeys): [string, string, string] {
+  return [keys.state, keys.leases, keys.queue];
 }
 
 function push<K>(map: Map<K, number[]>, key: K, value: number): void {
@@ -123,6 +129,7 @@ export function describeState(
   now: number,
   fields: Map<string, string>,
   deadlines: Map<string, string>,
+  queue: readonly string[],
 ): LockInfo {
   const ttl = (owner: string) => Number(deadlines.get(owner) ?? 0) - now;
   const writerOwner = fields.get('w');
@@ -136,15 +143,21 @@ export function describeState(
     const owner = field.slice(2);
     if (ttl(owner) > 0) readers.push({ owner, holds: Number(count), ttlMs: ttl(owner) });
   }
-  const intentOwner = fields.get('i');
-  const intentTtl = Number(fields.get('id') ?? 0) - now;
+  const beat = (field: string) => Number(fields.get(field) ?? 0) - now;
+  const waiting = queue.filter((owner) => beat(`q:${owner}`) > 0).map((owner) => ({ owner, ttlMs: beat(`q:${owner}`) }));
+  const upgrader = fields.get('u');
+  const waitingWriter =
+    upgrader !== undefined && beat('ud') > 0 && fields.has(`r:${upgrader}`)
+      ? { owner: upgrader, ttlMs: beat('ud') }
+      : (waiting[0] ?? null);
   return {
     resource,
     key,
     mode: writer ? 'write' : readers.length > 0 ? 'read' : 'free',
     writer,
     readers,
-    waitingWriter: intentOwner !== undefined && intentTtl > 0 ? { owner: intentOwner, ttlMs: intentTtl } : null,
+    waitingWriter,
+    queue: waiting,
     fence: fields.has('f') ? Number(fields.get('f')) : null,
     serverTimeMs: now,
   };

@@ -16,6 +16,8 @@ export interface LockKeys {
   readonly state: string;
   /** The sorted set of owner deadlines: `<prefix>#leases:{<resource>}`. */
   readonly leases: string;
+  /** The sorted set of waiting writers in arrival order: `<prefix>#queue:{<resource>}`. */
+  readonly queue: string;
   /** The sharded pub/sub channel on which releases wake waiters (same name as `state`). */
   readonly channel: string;
   /** The Cluster slot of all of the above. */
@@ -96,7 +98,8 @@ export function lockKeys(prefix: string, resource: string): LockKeys {
   const part = slotPart(resource);
   const state = `${prefix}:${part}`;
   const leases = `${prefix}#leases:${part}`;
-  return { state, leases, channel: state, slot: assertSameSlot(resource, [state, leases]) };
+  const queue = `${prefix}#queue:${part}`;
+  return { state, leases, queue, channel: state, slot: assertSameSlot(resource, [state, leases, queue]) };
 }
 
 /** The common slot of `names`, or a {@link CrossSlotError} naming the culprits. */

@@ -38,6 +38,7 @@ const BLOCKED_BY: Record<BlockReason, string> = {
   write: 'another owner holds the write lock',
   read: 'other owners hold the read lock',
   intent: 'a writer is waiting and writers go first',
+  queue: 'writers that came earlier are waiting',
   upgrade: 'another reader is upgrading',
 };
 
@@ -117,8 +118,9 @@ export class RWLock {
       owner,
       leaseMs,
       honourIntent: ctx.options.writerPreference,
-      // A waiting writer re-tries at least every recheckMs; its intent outlives two of those.
-      intentMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
+      // A waiter re-tries at least every recheckMs; its place in the queue outlives two of those.
+      waitBeatMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
+      fair: ctx.options.fair,
     };
     const deadline = performance.now() + waitMs;
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
@@ -131,7 +133,7 @@ export class RWLock {
         if (outcome.granted) {
           return ctx.holdings.add(resource, keys, owner, mode, outcome.fence, leaseMs, autoRenew, sentAt, outcome.leaseRemainingMs);
         }
-        leftIntent ||= mode === 'write' && request.intentMs > 0;
+        leftIntent ||= mode === 'write' && request.waitBeatMs > 0;
         if (outcome.reason === 'upgrade') {
           throw new UpgradeConflictError(
             `cannot upgrade the read lock on "${resource}" to write: another reader is already waiting to upgrade, ` +
@@ -154,7 +156,7 @@ export class RWLock {
         if (signal?.aborted) throw aborted(signal, context);
       }
     } catch (error) {
-      // A writer that gives up withdraws its intent, so readers need not wait it out.
+      // A writer that gives up leaves the queue, so nobody waits behind it for nothing.
       if (leftIntent) await ctx.backend.abandon(keys, owner, false).catch(() => undefined);
       throw error;
     } finally {

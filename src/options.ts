@@ -29,6 +29,12 @@ export interface LockClientOptions {
    * message, so a lost message costs at most this much. Default 500.
    */
   recheckMs?: number;
+  /**
+   * Waiting writers get the lock strictly in arrival order. Off (the default),
+   * any waiting writer may take a freed lock, but a writer that is not yet
+   * waiting never passes the waiting ones. See the README on fairness.
+   */
+  fair?: boolean;
 }
 
 /** Options of one acquisition. */
@@ -60,6 +66,7 @@ export interface ResolvedClientOptions {
   readonly waitMs: number;
   readonly writerPreference: boolean;
   readonly recheckMs: number;
+  readonly fair: boolean;
 }
 
 export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
@@ -68,6 +75,7 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   waitMs: 10_000,
   writerPreference: true,
   recheckMs: 500,
+  fair: false,
 });
 
 /**
@@ -133,7 +141,7 @@ function flag(name: string, value: unknown): boolean {
 }
 
 export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
-  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs'], 'options');
+  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair'], 'options');
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
     leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
@@ -141,5 +149,6 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
     writerPreference:
       o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
     recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),
+    fair: o.fair === undefined ? CLIENT_DEFAULTS.fair : flag('fair', o.fair),
   });
 }

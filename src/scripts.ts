@@ -3,12 +3,12 @@ import type { RedisClient } from './redis.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
 const NUMBER_OF_KEYS = {
-  acquireRead: 2,
-  acquireWrite: 2,
-  release: 2,
+  acquireRead: 3,
+  acquireWrite: 3,
+  release: 3,
   extend: undefined,
-  inspect: 2,
-  abandon: 2,
+  inspect: 3,
+  abandon: 3,
 } as const satisfies Record<keyof typeof LUA_SOURCES, number | undefined>;
 
 export type ScriptName = keyof typeof LUA_SOURCES;

@@ -1,16 +1,22 @@
 --[[
   Shared helpers of the hash-mode scripts. Expects these locals to be bound
-  by the including script: rcall, stateKey, leasesKey.
+  by the including script: rcall, stateKey, leasesKey, queueKey.
 
   Layout:
     stateKey  (hash)  w      owner token of the writer
                       wc     the writer's hold count (reentrancy)
                       r:<o>  owner o's read hold count
                       f      the last fence handed out
-                      i, id  writer intent: owner of a waiting writer, and its deadline (ms)
+                      q:<o>  waiting writer o's heartbeat deadline (ms); it re-tries before then
+                      u, ud  a reader waiting to upgrade, and its heartbeat deadline (ms)
+                      qx     the latest heartbeat deadline ever set (keeps the keys alive for it)
+                      fa     when the lock was last freed of every holder (server us)
+                      sk     how often the longest-waiting writer was passed over since it became first
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
+    queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
   An owner holds something exactly while it is a member of leasesKey with a
-  deadline in the future; the hash fields of expired owners are pruned lazily.
+  deadline in the future; the hash fields of expired owners, and waiters
+  whose heartbeat lapsed, are pruned lazily.
 ]]
 
 -- How many expired owners one call prunes at most: bounds every call's work,
@@ -29,6 +35,10 @@ local function int(n)
   return string.format('%.0f', n)
 end
 
+local function numberField(field)
+  return tonumber(rcall('HGET', stateKey, field) or '0')
+end
+
 local function deadlineOf(owner)
   local d = rcall('ZSCORE', leasesKey, owner)
   if d then return tonumber(d) end
@@ -45,7 +55,7 @@ local function removeOwner(owner)
 end
 
 local function pruneExpired(now)
-  local expired = rcall('ZRANGE', leasesKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, PRUNE_BATCH)
+  local expired = rcall('ZRANGE', leasesKey, '-inf', int(now), 'BYSCORE', 'LIMIT', 0, PRUNE_BATCH)
   for _, owner in ipairs(expired) do
     removeOwner(owner)
   end
@@ -56,28 +66,74 @@ local function liveCount(now)
   return rcall('ZCOUNT', leasesKey, '(' .. int(now), '+inf')
 end
 
--- Live writer intent other than `owner`'s: its owner and deadline, or nil.
-local function otherIntent(owner, now)
-  local i = rcall('HGET', stateKey, 'i')
-  if i and i ~= owner then
-    local id = tonumber(rcall('HGET', stateKey, 'id') or '0')
-    if id > now then return i, id end
+local function dequeue(owner)
+  rcall('ZREM', queueKey, owner)
+  rcall('HDEL', stateKey, 'q:' .. owner)
+end
+
+-- The first waiting writer whose heartbeat is live, and that heartbeat;
+-- waiters that stopped re-trying are dropped on the way (each once).
+local function queueHead(now)
+  while true do
+    local head = rcall('ZRANGE', queueKey, 0, 0)[1]
+    if not head then return nil end
+    local beat = numberField('q:' .. head)
+    if beat > now then return head, beat end
+    dequeue(head)
+  end
+end
+
+local function isQueued(owner, now)
+  return rcall('ZSCORE', queueKey, owner) ~= false and numberField('q:' .. owner) > now
+end
+
+local function heartbeat(field, now, ms)
+  local until_ = now + ms
+  rcall('HSET', stateKey, field, int(until_))
+  if until_ > numberField('qx') then rcall('HSET', stateKey, 'qx', int(until_)) end
+end
+
+-- Join (or stay in) the writers' queue, keeping the place of first arrival.
+local function enqueue(owner, now, nowUs, ms)
+  rcall('ZADD', queueKey, 'NX', int(nowUs), owner)
+  heartbeat('q:' .. owner, now, ms)
+end
+
+-- A reader waiting to upgrade other than `owner`, or nil.
+local function otherUpgrader(owner, now)
+  local u = rcall('HGET', stateKey, 'u')
+  if u and u ~= owner and numberField('ud') > now and rcall('HEXISTS', stateKey, 'r:' .. u) == 1 then
+    return u
   end
   return nil
 end
 
--- Make both keys expire with the latest live deadline (an abandoned lock
--- disappears by itself), or delete them when nothing is held or pending.
+-- A live waiting writer other than `owner` (an upgrader first, else the queue's
+-- head) and until when it is known to wait; new readers queue behind it.
+local function otherIntent(owner, now)
+  local u = otherUpgrader(owner, now)
+  if u then return u, numberField('ud') end
+  local head, beat = queueHead(now)
+  if head and head ~= owner then return head, beat end
+  return nil
+end
+
+-- Make every key of the lock expire with the latest live deadline or waiter
+-- heartbeat (an abandoned lock disappears by itself), or delete them all when
+-- nothing is held and nobody waits.
 local function refreshExpiry(now)
   local top = rcall('ZRANGE', leasesKey, 0, 0, 'REV', 'WITHSCORES')
   local latest = tonumber(top[2] or '0')
-  local intentUntil = tonumber(rcall('HGET', stateKey, 'id') or '0')
-  if intentUntil > latest then latest = intentUntil end
+  if rcall('EXISTS', queueKey) == 1 or rcall('HEXISTS', stateKey, 'u') == 1 then
+    local beats = numberField('qx')
+    if beats > latest then latest = beats end
+  end
   if latest > now then
     rcall('PEXPIREAT', stateKey, int(latest))
-    if top[2] then rcall('PEXPIREAT', leasesKey, int(latest)) end
+    rcall('PEXPIREAT', leasesKey, int(latest))
+    rcall('PEXPIREAT', queueKey, int(latest))
   else
-    rcall('DEL', stateKey, leasesKey)
+    rcall('DEL', stateKey, leasesKey, queueKey)
   end
 end
 
@@ -90,7 +146,7 @@ local function grant(owner, now, nowUs, leaseMs)
   local current = deadlineOf(owner)
   if current and current > deadline then deadline = current end
   rcall('ZADD', leasesKey, int(deadline), owner)
-  local fence = tonumber(rcall('HGET', stateKey, 'f') or '0') + 1
+  local fence = numberField('f') + 1
   if nowUs > fence then fence = nowUs end
   rcall('HSET', stateKey, 'f', int(fence))
   refreshExpiry(now)

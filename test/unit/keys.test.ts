@@ -8,6 +8,7 @@ describe('key routing', () => {
     const keys = lockKeys('rwlock', 'cache:user:42');
     expect(keys.state).to.equal('rwlock:{cache:user:42}');
     expect(keys.leases).to.equal('rwlock#leases:{cache:user:42}');
+    expect(keys.queue).to.equal('rwlock#queue:{cache:user:42}');
     expect(keys.channel).to.equal(keys.state);
     expect(keys.slot).to.equal(calculateSlot('cache:user:42'));
   });
@@ -37,7 +38,7 @@ describe('key routing', () => {
     it(`routes ${JSON.stringify(resource.length > 30 ? resource.slice(0, 12) + '…(' + resource.length + ')' : resource)} to one slot`, () => {
       expect(hashTagOf(resource)).to.equal(tag);
       const keys = lockKeys('rwlock', resource);
-      const slots = [keys.state, keys.leases, keys.channel].map((k) => calculateSlot(k));
+      const slots = [keys.state, keys.leases, keys.queue, keys.channel].map((k) => calculateSlot(k));
       expect(new Set(slots).size).to.equal(1);
       expect(keys.slot).to.equal(slots[0]);
       if (tag !== undefined) expect(keys.slot).to.equal(calculateSlot(resource));
@@ -48,7 +49,7 @@ describe('key routing', () => {
     const names = ['a', 'x{a}', 'x{a}:leases', '#leases:{a}', 'leases:{a}', '{}', '{}{}', '{', '}', '{}}', '}{'];
     const all = names.flatMap((n) => {
       const k = lockKeys('rwlock', n);
-      return [k.state, k.leases];
+      return [k.state, k.leases, k.queue];
     });
     expect(new Set(all).size).to.equal(all.length);
   });

@@ -1,0 +1,47 @@
+/**
+ * `redis-rwlock/testing`: start real `redis-server` processes on loopback
+ * ports for tests — a standalone server, a Redis Cluster (masters and
+ * replicas, with failover helpers) or N independent masters — without Docker.
+ *
+ * Needs `redis-server` and `redis-cli` 7 or newer on PATH (or in
+ * `REDIS_SERVER_BIN` / `REDIS_CLI_BIN`). Every process started here is killed
+ * when the starting process exits, including on SIGINT/SIGTERM.
+ *
+ * @example
+ * ```ts
+ * import { startRedisCluster, stopAllServers } from 'redis-rwlock/testing';
+ * const cluster = await startRedisCluster();   // 3 masters, 3 replicas
+ * const redis = cluster.client();              // ioredis Cluster
+ * // ...
+ * await stopAllServers();                      // e.g. in a root afterAll hook
+ * ```
+ *
+ * @packageDocumentation
+ */
+export { CLUSTER_BUS_PORT_OFFSET, findFreePort, findFreePorts, isPortFree, LOOPBACK_HOST, type FindFreePortOptions } from './ports.js';
+export { reapStaleServers, runningServers, stopAllServers, type RunningServerInfo } from './registry.js';
+export {
+  DEFAULT_START_TIMEOUT_MS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  RedisServerStartError,
+  startRedisServer,
+  type FlushOptions,
+  type RedisServerHandle,
+  type RedisServerOptions,
+} from './redis-server.js';
+export {
+  CLUSTER_SLOTS,
+  DEFAULT_CLUSTER_NODE_TIMEOUT_MS,
+  DEFAULT_CLUSTER_START_TIMEOUT_MS,
+  DEFAULT_FAILOVER_TIMEOUT_MS,
+  startRedisCluster,
+  type ClusterRole,
+  type FailoverOptions,
+  type FailoverResult,
+  type ManualFailoverOptions,
+  type RedisClusterHandle,
+  type RedisClusterNode,
+  type RedisClusterOptions,
+  type WaitForClusterOkOptions,
+} from './redis-cluster.js';
+export { startRedisMasters, type RedisMastersHandle, type RedisMastersOptions } from './redis-masters.js';

@@ -1,0 +1,212 @@
+import { expect } from 'chai';
+import { AcquireTimeoutError, LockClient, RedisUnavailableError, type Lease, type LockClientOptions } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { defineScripts, runScript } from '../../src/scripts.js';
+import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
+import { forEachTopology } from '../setup/topologies.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+forEachTopology('liveness', (ctx) => {
+  let redis: RedisClient;
+  const opened: LockClient[] = [];
+  /** A LockClient on a connection of its own, as a separate process would have. */
+  const open = (options?: LockClientOptions) => {
+    const locks = new LockClient(ctx.client(), options);
+    opened.push(locks);
+    return locks;
+  };
+
+  beforeEach(() => {
+    redis = ctx.client();
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((l) => l.close()));
+  });
+
+  it('strands no waiter when every pub/sub connection is killed before the release', async () => {
+    // Leases of a minute and waits of 10 s: only a re-check can rescue the waiters.
+    const holder = open({ leaseMs: 60_000 });
+    const waiters = open({ leaseMs: 60_000, recheckMs: 300 });
+    const reader = await holder.lock('stranded').acquireRead();
+    const granted: string[] = [];
+    const waiting = ['w1', 'w2', 'w3'].map(async (owner) => {
+      const lease = await waiters.lock('stranded').acquireWrite({ owner, waitMs: 10_000 });
+      granted.push(owner);
+      await sleep(20);
+      await lease.release();
+    });
+    await sleep(200);
+    let killed = 0;
+    for (const node of masters(redis)) killed += Number(await node.client('KILL', 'TYPE', 'pubsub'));
+    expect(killed).to.be.greaterThan(0);
+    await reader.release(); // its wake-up message goes nowhere
+    await Promise.all(waiting);
+    expect(granted.sort()).to.deep.equal(['w1', 'w2', 'w3']);
+  });
+
+  it('never spins: a wait costs at most one script call per re-check or wake-up', async () => {
+    const holder = open();
+    const waiter = open({ recheckMs: 200 });
+    const w = await holder.lock('patient').acquireWrite();
+    const before = await scriptCalls(redis);
+    const error = await waiter
+      .lock('patient')
+      .acquireRead({ waitMs: 2_000 })
+      .then(() => undefined, (e) => e);
+    expect(error).to.be.instanceOf(AcquireTimeoutError);
+    const calls = (await scriptCalls(redis)) - before;
+    // 2 s / 200 ms re-checks = 10, plus the first try and the try right after subscribing.
+    expect(calls).to.be.within(2, 13);
+    await w.release();
+  });
+
+  it('lets a waiting writer in through a continuous stream of overlapping readers', async function () {
+    this.timeout(20_000);
+    const readers = open();
+    const writers = open();
+    let stop = false;
+    let reads = 0;
+    const loops = Array.from({ length: 6 }, async (_, i) => {
+      await sleep(i * 17); // staggered, so that some reader always holds the lock
+      while (!stop) {
+        await readers.withRead('hot', () => sleep(100));
+        reads++;
+      }
+    });
+    await sleep(300);
+    const readsBefore = reads;
+    const w = await writers.lock('hot').acquireWrite({ waitMs: 3_000 });
+    await w.release();
+    expect(reads).to.be.greaterThan(readsBefore); // readers kept coming while it waited
+    stop = true;
+    await Promise.all(loops);
+  });
+
+  it('without writer preference lets readers pass a waiting writer, which may then starve', async function () {
+    this.timeout(20_000);
+    const readers = open({ writerPreference: false });
+    const writers = open({ writerPreference: false });
+    let stop = false;
+    const loops = Array.from({ length: 6 }, async (_, i) => {
+      await sleep(i * 17);
+      while (!stop) await readers.withRead('hot', () => sleep(100));
+    });
+    await sleep(300);
+    const error = await writers
+      .lock('hot')
+      .acquireWrite({ waitMs: 1_500 })
+      .then((lease) => lease.release(), (e) => e);
+    stop = true;
+    await Promise.all(loops);
+    expect(error).to.be.instanceOf(AcquireTimeoutError);
+  });
+
+  it('releases what an acquire may have taken when its outcome is unknown', async () => {
+    const impatient = new LockClient(ctx.client({ commandTimeout: 100 } as never));
+    opened.push(impatient);
+    // Writes are held back for 400 ms: the acquire is sent but its reply comes too late.
+    for (const node of masters(redis)) await node.client('PAUSE', 400, 'WRITE');
+    const error = await impatient
+      .lock('unknown')
+      .acquireWrite({ waitMs: 0 })
+      .then(() => undefined, (e) => e);
+    expect(error).to.be.instanceOf(RedisUnavailableError);
+    await sleep(700); // the paused acquire ran, granting; the best-effort release ran right after it
+    expect((await impatient.inspect('unknown')).mode).to.equal('free');
+    expect(await totalKeys(redis)).to.equal(0);
+    const other = await open().lock('unknown').tryAcquireWrite();
+    expect(other).to.not.equal(null); // no orphan lock to wait out
+    await other!.release();
+  });
+
+  it('does not hand a contended lock straight back to its releaser', async function () {
+    this.timeout(30_000);
+    const names = ['a', 'b', 'c', 'd'];
+    const grants: string[] = [];
+    let stop = false;
+    const loops = names.map(async (name) => {
+      const locks = open();
+      while (!stop) {
+        const lease = await locks.lock('race').acquireWrite({ owner: name, waitMs: 10_000 });
+        grants.push(name);
+        await sleep(2);
+        await lease.release(); // and queue again at once
+      }
+    });
+    while (grants.length < 200) await sleep(20);
+    stop = true;
+    await Promise.all(loops);
+    let repeats = 0;
+    for (let i = 1; i < grants.length; i++) if (grants[i] === grants[i - 1]) repeats++;
+    const share = repeats / (grants.length - 1);
+    expect(share, `share of grants to the previous holder`).to.be.below(0.5);
+    // The longest wait, in grants to others between two grants of one writer: with 3 others
+    // ahead and each first waiter passed over at most twice, at most (3 + 1) * 3.
+    for (const name of names) {
+      const mine = grants.flatMap((g, i) => (g === name ? [i] : []));
+      const gaps = mine.slice(1).map((at, k) => at - mine[k]! - 1);
+      expect(Math.max(...gaps), `longest wait of ${name}, in grants`).to.be.at.most(12);
+    }
+  });
+
+  it('grants waiting writers in arrival order with fair: true', async () => {
+    const locks = open({ fair: true });
+    const holder = await locks.lock('fifo').acquireWrite();
+    const order: string[] = [];
+    const arrivals = ['first', 'second', 'third', 'fourth'];
+    const waiting: Promise<void>[] = [];
+    for (const owner of arrivals) {
+      // Each on a connection of its own, arriving 50 ms apart.
+      const own = open({ fair: true });
+      waiting.push(
+        own
+          .lock('fifo')
+          .acquireWrite({ owner, waitMs: 10_000 })
+          .then(async (lease: Lease) => {
+            order.push(owner);
+            await sleep(10);
+            await lease.release();
+          }),
+      );
+      await sleep(50);
+    }
+    expect((await locks.inspect('fifo')).queue.map((w) => w.owner)).to.deep.equal(arrivals);
+    await holder.release();
+    await Promise.all(waiting);
+    expect(order).to.deep.equal(arrivals);
+  });
+
+  it('skips a waiter that stopped re-trying, so a dead waiter never blocks the queue', async () => {
+    const locks = open({ fair: true });
+    const holder = await locks.lock('dead-waiter').acquireWrite();
+    const keys = locks.lock('dead-waiter').keys;
+    // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
+    defineScripts(redis);
+    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1']);
+    expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
+    const next = open({ fair: true }).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
+    await sleep(50);
+    await holder.release();
+    const lease = await next;
+    expect(lease.token).to.equal('alive');
+    expect((await locks.inspect('dead-waiter')).queue).to.deep.equal([]);
+    await lease.release();
+  });
+
+  it('renews thousands of held leases with a few script calls per node per period', async function () {
+    this.timeout(30_000);
+    const locks = open({ leaseMs: 3_000 }); // renewed every second
+    const leases = await Promise.all(Array.from({ length: 3_000 }, (_, i) => locks.lock(`held:${i}`).acquireWrite()));
+    await sleep(200);
+    const before = await scriptCalls(redis);
+    await sleep(2_000); // two renewal periods
+    const calls = (await scriptCalls(redis)) - before;
+    const nodes = masters(redis).length;
+    // Per period and node: one call per 2,500 leases.
+    expect(calls).to.be.within(1, 2 * nodes * 2);
+    expect(leases.every((l) => l.held && !l.signal.aborted)).to.equal(true);
+    await Promise.all(leases.map((l) => l.release()));
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+});
