@@ -1,11 +1,13 @@
 #!lua flags=allow-cross-slot-keys
 --[[
   Extend the leases of one or many owners, each on its own lock: one call
-  renews every lease a client holds on one Redis node (Cluster slots may
-  differ, the node must be the same).
+  renews every lease a client holds on one Redis node. On a Cluster the locks
+  may lie in different slots of that node; Redis routes and checks only the
+  declared keys (which must share a slot), so the first lock's keys are
+  declared and every lock's names travel in ARGV.
 
-  KEYS[3k-2] stateKey of lock k   KEYS[3k-1] leasesKey of lock k   KEYS[3k] queueKey of lock k
-  ARGV[2k-1] owner on lock k      ARGV[2k]   new lease length in ms
+  KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
+  ARGV[5k-4..5k]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
 
   Reply: one integer per lock k: the lease left in ms (> 0) after extending,
          or 0 when the owner no longer holds lock k (it is then lost).
@@ -17,9 +19,10 @@ local stateKey, leasesKey, queueKey
 
 local now = serverTime()
 local results = {}
-for k = 1, #KEYS / 3 do
-  stateKey, leasesKey, queueKey = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
-  local owner, leaseMs = ARGV[2 * k - 1], tonumber(ARGV[2 * k])
+for k = 1, #ARGV / 5 do
+  local at = 5 * (k - 1)
+  stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
   local mine = deadlineOf(owner)
   if mine and mine > now then
     rcall('ZADD', leasesKey, int(now + leaseMs), owner)

@@ -54,8 +54,8 @@ export class HashBackend implements LockBackend {
         try {
           await this.extendGroup(requests, indexes, results);
         } catch (error) {
-          // The slot map moved under us (MOVED/ASK/CROSSSLOT): one call per slot is always routable.
-          if (!isCluster(this.client) || !/MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
+          // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
+          if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
           const bySlot = new Map<number, number[]>();
           for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
           await Promise.all([...bySlot.values()].map((slotIndexes) => this.extendGroup(requests, slotIndexes, results)));
@@ -82,9 +82,8 @@ export class HashBackend implements LockBackend {
   private async extendGroup(requests: readonly ExtendRequest[], indexes: number[], results: number[]): Promise<void> {
     for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
       const chunk = indexes.slice(start, start + EXTEND_BATCH);
-      const args: (string | number)[] = [chunk.length * 3];
-      for (const i of chunk) args.push(...lockNames(requests[i]!.keys));
-      for (const i of chunk) args.push(requests[i]!.owner, requests[i]!.leaseMs);
+      const args: (string | number)[] = [3, ...lockNames(requests[chunk[0]!]!.keys)];
+      for (const i of chunk) args.push(...lockNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
       const reply = (await runScript(this.client, 'extend', args)) as number[];
       chunk.forEach((i, k) => (results[i] = reply[k]!));
     }

@@ -103,7 +103,10 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('releases what an acquire may have taken when its outcome is unknown', async () => {
-    const impatient = new LockClient(ctx.client({ commandTimeout: 100 } as never));
+    const timeout = { commandTimeout: 100 };
+    const client = ctx.kind === 'cluster' ? ctx.client({ redisOptions: timeout }) : ctx.client(timeout);
+    await client.get('connected'); // connected, and on a Cluster the slots are known
+    const impatient = new LockClient(client);
     opened.push(impatient);
     // Writes are held back for 400 ms: the acquire is sent but its reply comes too late.
     for (const node of masters(redis)) await node.client('PAUSE', 400, 'WRITE');
