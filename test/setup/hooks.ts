@@ -1,0 +1,22 @@
+/**
+ * Mocha root hooks (loaded through `.mocharc.json` "require").
+ *
+ * - Stops the shared standalone server and cluster, and any other server a
+ *   test started and left running, once the whole run is over, also when
+ *   tests failed. (`src/testing` kills leftovers on process exit as a last resort.)
+ * - Turns unhandled promise rejections into failures: mocha only re-emits
+ *   them, and without another listener they would vanish. Throwing here makes
+ *   them uncaught exceptions, which mocha charges to the running test.
+ */
+import { stopSharedTopologies } from './topologies.js';
+
+process.on('unhandledRejection', (reason) => {
+  throw reason;
+});
+
+export const mochaHooks = {
+  async afterAll(this: Mocha.Context): Promise<void> {
+    this.timeout(Math.max(this.timeout(), 30_000));
+    await stopSharedTopologies();
+  },
+};
