@@ -80,6 +80,15 @@ export class Holdings implements LeaseHost {
     sentAt: number,
     remainingMs: number,
   ): Lease {
+    if (this.closed) {
+      // Granted while close() ran: give it straight back, so nothing stays locked.
+      void this.backend.release(keys, mode, owner).catch(() => undefined);
+      throw new ClientClosedError('this LockClient was closed while the acquire was in flight; nothing is held', {
+        resource,
+        mode,
+        owner,
+      });
+    }
     const id = holdingId(keys, owner);
     let holding = this.byId.get(id);
     if (!holding) this.byId.set(id, (holding = new Holding(id, resource, keys, owner)));

@@ -108,9 +108,6 @@ export class RWLock {
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidArgumentError('signal', 'must be an AbortSignal', context);
     }
-    ctx.assertOpen(context);
-    if (signal?.aborted) throw aborted(signal, context);
-
     const recheckMs = ctx.options.recheckMs;
     const request: AcquireRequest = {
       keys,
@@ -127,6 +124,8 @@ export class RWLock {
     let leftIntent = false;
     try {
       for (;;) {
+        ctx.assertOpen(context);
+        if (signal?.aborted) throw aborted(signal, context);
         if (watch) watch.woken = false;
         const sentAt = performance.now();
         const outcome = await this.attempt(request, context);
@@ -143,8 +142,6 @@ export class RWLock {
         }
         const left = deadline - performance.now();
         if (left <= 0) throw new AcquireTimeoutError(waitMs, BLOCKED_BY[outcome.reason], context);
-        ctx.assertOpen(context);
-        if (signal?.aborted) throw aborted(signal, context);
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try
           // and the subscription cannot be missed.
@@ -152,8 +149,6 @@ export class RWLock {
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
-        ctx.assertOpen(context);
-        if (signal?.aborted) throw aborted(signal, context);
       }
     } catch (error) {
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing.
