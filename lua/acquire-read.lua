@@ -25,6 +25,8 @@ local honourIntent = ARGV[3] == '1'
 -- @include state
 
 local now, nowUs = serverTime()
+local fast = grantToFreshLock(owner, now, nowUs, leaseMs, { 'r:' .. owner, 1 })
+if fast then return fast end
 pruneExpired(now)
 
 local mine = deadlineOf(owner)

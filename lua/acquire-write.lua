@@ -39,6 +39,8 @@ local fair = ARGV[4] == '1'
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
+local fast = grantToFreshLock(owner, now, nowUs, leaseMs, { 'w', owner, 'wc', 1 })
+if fast then return fast end
 pruneExpired(now)
 
 local mine = deadlineOf(owner)

@@ -92,7 +92,7 @@ export class Holdings implements LeaseHost {
     const id = holdingId(keys, owner);
     let holding = this.byId.get(id);
     if (!holding) this.byId.set(id, (holding = new Holding(id, resource, keys, owner)));
-    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, new AbortController());
+    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew);
     holding.leases.add(lease);
     this.holdingOfLease.set(lease, holding);
     this.setDeadline(holding, Math.max(holding.expiresAt, sentAt + remainingMs));
@@ -218,8 +218,7 @@ export class Holdings implements LeaseHost {
       owner: holding.owner,
     });
     for (const lease of leases) {
-      lease.state = 'lost';
-      lease.controller.abort(error);
+      lease.markLost(error);
     }
     this.onLost({ error, leases });
   }

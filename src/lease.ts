@@ -15,12 +15,11 @@ export type LeaseState = 'held' | 'released' | 'lost';
 export class Lease implements AsyncDisposable {
   /** How long the lease lasts from its last grant or extension, in ms. */
   readonly leaseMs: number;
-  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. */
-  readonly signal: AbortSignal;
-  /** @internal */
-  readonly controller: AbortController;
   /** @internal */
   state: LeaseState = 'held';
+  // Made on first use of `signal`: most leases are released without anyone looking at it.
+  private controller: AbortController | undefined;
+  private lostReason: unknown;
   /** @internal */
   pending: Promise<void> | undefined;
 
@@ -40,11 +39,24 @@ export class Lease implements AsyncDisposable {
     leaseMs: number,
     /** True when the lease is renewed automatically while held. */
     readonly autoRenew: boolean,
-    controller: AbortController,
   ) {
     this.leaseMs = leaseMs;
-    this.controller = controller;
-    this.signal = controller.signal;
+  }
+
+  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.state === 'lost') this.controller.abort(this.lostReason);
+    }
+    return this.controller.signal;
+  }
+
+  /** @internal Marks the lease lost and aborts its signal with `reason`. */
+  markLost(reason: unknown): void {
+    this.state = 'lost';
+    this.lostReason = reason;
+    this.controller?.abort(reason);
   }
 
   /** True until the lease is released or lost. */

@@ -137,6 +137,21 @@ local function refreshExpiry(now)
   end
 end
 
+-- The uncontended case, in a handful of commands: when the lock has no state
+-- at all (nothing held, nobody waiting), grant `holdFields` straight away.
+-- Returns the reply, or nil when the full path must run.
+local function grantToFreshLock(owner, now, nowUs, leaseMs, holdFields)
+  if rcall('EXISTS', stateKey, leasesKey) ~= 0 then return nil end
+  local deadline = int(now + leaseMs)
+  holdFields[#holdFields + 1] = 'f'
+  holdFields[#holdFields + 1] = int(nowUs)
+  rcall('HSET', stateKey, unpack(holdFields))
+  rcall('ZADD', leasesKey, deadline, owner)
+  rcall('PEXPIREAT', stateKey, deadline)
+  rcall('PEXPIREAT', leasesKey, deadline)
+  return { 1, nowUs, leaseMs }
+end
+
 -- Record a grant to `owner` until now + leaseMs (never shortening a longer
 -- deadline it already has) and return the fence: strictly larger than the
 -- last one stored, and never below the server clock in us, so fences keep

@@ -1,0 +1,30 @@
+--[[
+  The body of an abandon, shared by the hash-mode and the legacy/bridge
+  scripts. Expects: rcall, the keys of `state`, owner, dropHolds, channel, and
+  the peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
+  documented in lua/abandon.lua.
+]]
+local now = serverTime()
+local changed = 0
+if rcall('ZSCORE', queueKey, owner) then
+  dequeue(owner)
+  changed = 1
+end
+if rcall('HGET', stateKey, 'u') == owner then
+  rcall('HDEL', stateKey, 'u', 'ud')
+  changed = 1
+end
+if dropHolds then
+  if deadlineOf(owner) then
+    removeOwner(owner)
+    changed = 1
+  end
+  peerMirror(owner, now)
+end
+if changed == 1 then
+  -- Whoever waited behind this owner may go now.
+  rcall('SPUBLISH', channel, 'abandon')
+  peerWake('abandon')
+  refreshExpiry(now)
+end
+return changed

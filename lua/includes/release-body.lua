@@ -1,0 +1,46 @@
+--[[
+  The body of a release, shared by the hash-mode and the legacy/bridge
+  scripts. Expects: rcall, the keys of `state`, owner, mode, channel, and the
+  peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
+  documented in lua/release.lua.
+]]
+local now, nowUs = serverTime()
+pruneExpired(now)
+
+local mine = deadlineOf(owner)
+if not mine then return { 0 } end
+if mine <= now then
+  removeOwner(owner)
+  peerMirror(owner, now)
+  refreshExpiry(now)
+  return { 0 }
+end
+
+local left
+if mode == 'write' then
+  if rcall('HGET', stateKey, 'w') ~= owner then return { 0 } end
+  left = rcall('HINCRBY', stateKey, 'wc', -1)
+  if left == 0 then rcall('HDEL', stateKey, 'w', 'wc') end
+else
+  local field = 'r:' .. owner
+  if not rcall('HGET', stateKey, field) then return { 0 } end
+  left = rcall('HINCRBY', stateKey, field, -1)
+  if left == 0 then rcall('HDEL', stateKey, field) end
+end
+if left > 0 then return { 1, left } end
+
+if rcall('HGET', stateKey, 'w') ~= owner and rcall('HEXISTS', stateKey, 'r:' .. owner) == 0 then
+  rcall('ZREM', leasesKey, owner)
+end
+peerMirror(owner, now)
+-- With one live holder or none left, a waiter may now get in (a writer, a
+-- reader behind a writer, or the last reader upgrading). Writers waiting from
+-- before this moment may take a lock freed of every holder.
+local live = liveCount(now)
+if live == 0 then rcall('HSET', stateKey, 'fa', int(nowUs)) end
+if live <= 1 then
+  rcall('SPUBLISH', channel, mode)
+  peerWake(mode)
+end
+refreshExpiry(now)
+return { 1, 0 }
