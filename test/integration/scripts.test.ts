@@ -1,0 +1,20 @@
+import { createHash } from 'node:crypto';
+import { expect } from 'chai';
+import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
+import { commandName, defineScripts } from '../../src/scripts.js';
+import { masters } from '../support/redis-stats.js';
+import { forEachTopology } from '../setup/topologies.js';
+
+forEachTopology('Lua scripts', (ctx) => {
+  for (const [name, lua] of Object.entries(LUA_SOURCES)) {
+    it(`${name} loads on every master, under the SHA the client sends`, async () => {
+      const redis = ctx.client();
+      defineScripts(redis);
+      const sha = createHash('sha1').update(lua).digest('hex');
+      // ioredis keeps the Script it sends EVALSHA with under the command's name.
+      const script = (redis as unknown as { scriptsSet: Record<string, { sha: string }> }).scriptsSet[commandName(name as keyof typeof LUA_SOURCES)];
+      expect(script?.sha).to.equal(sha);
+      for (const node of masters(redis)) expect(await node.script('LOAD', lua)).to.equal(sha);
+    });
+  }
+});
