@@ -1,0 +1,103 @@
+/**
+ * Every count and duration of the benchmark, in one place. `full` is what
+ * `npm run bench` runs (about 8-10 minutes on 2 cores, both topologies);
+ * `smoke` is what CI runs (`npm run bench:smoke`): the same code paths with
+ * tiny counts, a few seconds in all.
+ */
+export interface BenchConfig {
+  readonly name: 'full' | 'smoke';
+  /** Each workload is measured this many times; every figure is the median of the runs. */
+  readonly runs: number;
+  /** Topologies measured, in order. */
+  readonly topologies: readonly ('standalone' | 'cluster')[];
+
+  /** (a) uncontended acquire+release cycles on distinct resources. */
+  readonly uncontended: {
+    readonly inFlight: readonly number[];
+    /** Untimed cycles before each measurement (JIT, script cache, slot map). */
+    readonly warmupMs: number;
+    readonly durationMs: number;
+    /** Upper bound of cycles per measurement, whatever the duration. */
+    readonly maxCycles: number;
+  };
+
+  /** (b) contended handoff of one write lock among waiters on separate connections. */
+  readonly contended: {
+    readonly waiters: number;
+    /** How long a holder keeps the lock. */
+    readonly holdMs: number;
+    readonly warmupMs: number;
+    readonly durationMs: number;
+    readonly maxGrants: number;
+    /** After the measurement, how long waiters may take to leave; a lock that takes longer is reported. */
+    readonly drainMs: number;
+  };
+
+  /** (c) many readers on one resource, one writer taking it periodically. */
+  readonly readers: {
+    readonly readers: number;
+    /** Connections (one LockClient each) the readers are spread over. */
+    readonly readerConnections: number;
+    readonly writerEveryMs: number;
+    readonly writerHoldMs: number;
+    readonly warmupMs: number;
+    readonly durationMs: number;
+    readonly maxCycles: number;
+  };
+
+  /** (d) read cycles on a resource that already has this many live readers. */
+  readonly scale: {
+    readonly liveReaders: readonly number[];
+    readonly inFlight: number;
+    readonly warmupMs: number;
+    readonly durationMs: number;
+    readonly maxCycles: number;
+  };
+
+  /** (e) renewal cost of many held auto-renewed leases. */
+  readonly renewal: {
+    readonly leases: number;
+    /** Lease length of the held leases: they renew every third of it. */
+    readonly leaseMs: number;
+    /** Renewal periods observed. */
+    readonly periods: number;
+    /** Explicit `lease.extend()` calls counted for the one-script-per-extend check. */
+    readonly extends: number;
+    /** In flight while the leases are taken. */
+    readonly acquireInFlight: number;
+  };
+
+  /** (f) memory of a held lock. */
+  readonly memory: {
+    readonly readers: number;
+  };
+
+  /** Retry interval of the floor's polling waiters, and of the peers' "fast" settings (Node's timers do not go below 1 ms). */
+  readonly fastRetryMs: number;
+}
+
+export const FULL: BenchConfig = {
+  name: 'full',
+  runs: 3,
+  topologies: ['standalone', 'cluster'],
+  uncontended: { inFlight: [1, 16, 64], warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
+  contended: { waiters: 8, holdMs: 1, warmupMs: 300, durationMs: 2_500, maxGrants: 100_000, drainMs: 15_000 },
+  readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 300, durationMs: 2_500, maxCycles: 500_000 },
+  scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
+  renewal: { leases: 10_000, leaseMs: 3_000, periods: 3, extends: 200, acquireInFlight: 64 },
+  memory: { readers: 100 },
+  fastRetryMs: 1,
+};
+
+export const SMOKE: BenchConfig = {
+  name: 'smoke',
+  runs: 1,
+  topologies: ['standalone'],
+  uncontended: { inFlight: [1, 16, 64], warmupMs: 20, durationMs: 60, maxCycles: 2_000 },
+  contended: { waiters: 8, holdMs: 1, warmupMs: 20, durationMs: 150, maxGrants: 2_000, drainMs: 5_000 },
+  readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 20, durationMs: 200, maxCycles: 5_000 },
+  scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 20, durationMs: 60, maxCycles: 2_000 },
+  renewal: { leases: 200, leaseMs: 300, periods: 2, extends: 10, acquireInFlight: 64 },
+  memory: { readers: 100 },
+  fastRetryMs: 1,
+};

@@ -1,0 +1,149 @@
+/**
+ * The locks the bench compares, behind one small interface: a waiting
+ * exclusive (or shared) acquire, and a release.
+ *
+ * - floor: ioredis `SET key token NX PX` plus an owner-checked release
+ *   script (GET == token then DEL), the cheapest correct exclusive lock; a
+ *   blocked floor waiter polls every `fastRetryMs`.
+ * - semaphore / semaphore-fast: redis-semaphore `Mutex`, default settings
+ *   (retryInterval 10 ms) and fastest retry (retryInterval 1 ms).
+ * - redlock / redlock-fast: @sesamecare-oss/redlock on the one server (or
+ *   Cluster client), default settings (retryDelay 200 ms, jitter 100 ms,
+ *   retryCount 10) and fastest retry (retryDelay 1 ms, no jitter).
+ * - rwlock-write / rwlock-read / rwlock-mix: this library's LockClient with
+ *   default options (auto-renewed 30 s leases); mix is 90 % read, 10 % write.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { Redlock } from '@sesamecare-oss/redlock';
+import { Mutex } from 'redis-semaphore';
+import { LockClient } from '../src/index.js';
+import type { RedisClient } from '../src/redis.js';
+
+export type LibName =
+  | 'floor'
+  | 'semaphore'
+  | 'semaphore-fast'
+  | 'redlock'
+  | 'redlock-fast'
+  | 'rwlock-write'
+  | 'rwlock-read'
+  | 'rwlock-mix';
+
+export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write'];
+/** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
+export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix'];
+
+export const LIB_LABEL: Record<LibName, string> = {
+  floor: 'floor (SET NX PX)',
+  semaphore: 'redis-semaphore Mutex',
+  'semaphore-fast': 'redis-semaphore Mutex (retry 1 ms)',
+  redlock: 'redlock',
+  'redlock-fast': 'redlock (retry 1 ms)',
+  'rwlock-write': 'redis-rwlock write',
+  'rwlock-read': 'redis-rwlock read',
+  'rwlock-mix': 'redis-rwlock 90/10 mix',
+};
+
+export interface Held {
+  release(): Promise<void>;
+}
+
+export interface AcquireSpec {
+  /** Shared (read) or exclusive; only the rwlock adapters can share. */
+  readonly mode: 'read' | 'write';
+  /** Ends a wait early (the acquire then rejects). */
+  readonly signal?: AbortSignal;
+}
+
+export interface LockAdapter {
+  /** Waits for the lock (with the library's own wait limit); rejects when it gives up. */
+  acquire(resource: string, spec: AcquireSpec): Promise<Held>;
+  close(): Promise<void>;
+}
+
+/** How long the exclusive locks are taken for (the rwlock adapters use their default, also 30 s, auto-renewed). */
+export const LOCK_TTL_MS = 30_000;
+/** How long a floor waiter polls before it gives up (as redis-semaphore's default acquireTimeout). */
+const FLOOR_WAIT_MS = 10_000;
+
+const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
+
+type FloorClient = RedisClient & { benchFloorRelease(key: string, token: string): Promise<number> };
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
+  switch (lib) {
+    case 'floor': {
+      redis.defineCommand('benchFloorRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+      const client = redis as FloorClient;
+      return {
+        async acquire(resource, { signal }) {
+          const key = `floor:${resource}`;
+          const token = randomUUID();
+          const deadline = performance.now() + FLOOR_WAIT_MS;
+          for (;;) {
+            if ((await client.set(key, token, 'PX', LOCK_TTL_MS, 'NX')) === 'OK') {
+              return { release: async () => void (await client.benchFloorRelease(key, token)) };
+            }
+            signal?.throwIfAborted();
+            if (performance.now() > deadline) throw new Error(`floor: timed out waiting for ${key}`);
+            await sleep(fastRetryMs);
+          }
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'semaphore':
+    case 'semaphore-fast': {
+      const options = lib === 'semaphore' ? {} : { retryInterval: fastRetryMs };
+      return {
+        async acquire(resource, { signal }) {
+          const mutex = new Mutex(redis as Redis, `semaphore:${resource}`, options);
+          await mutex.acquire(signal);
+          return { release: () => mutex.release() };
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'redlock':
+    case 'redlock-fast': {
+      const redlock = new Redlock(
+        [redis],
+        lib === 'redlock' ? {} : { retryDelay: fastRetryMs, retryJitter: 0, retryCount: 10_000 },
+      );
+      // Redlock emits 'error' for every refused attempt; they are expected here.
+      redlock.on('error', () => undefined);
+      return {
+        async acquire(resource) {
+          const lock = await redlock.acquire([`redlock:${resource}`], LOCK_TTL_MS);
+          return { release: async () => void (await lock.release()) };
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'rwlock-write':
+    case 'rwlock-read':
+    case 'rwlock-mix': {
+      const locks = new LockClient(redis);
+      return {
+        async acquire(resource, { mode, signal }) {
+          const lock = locks.lock(resource);
+          const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
+          return { release: () => lease.release() };
+        },
+        close: () => locks.close(),
+      };
+    }
+  }
+}
+
+/** The mode a cycle of `lib` takes: the mix draws 10 % writes. */
+export function modeOf(lib: LibName): 'read' | 'write' {
+  if (lib === 'rwlock-read') return 'read';
+  if (lib === 'rwlock-mix') return Math.random() < 0.9 ? 'read' : 'write';
+  return 'write';
+}

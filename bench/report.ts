@@ -1,0 +1,179 @@
+/** The Markdown report of a bench run. */
+import { LIB_LABEL, type LibName } from './libs.js';
+import type { BenchResults, TopologyResults } from './results.js';
+
+function fmt(n: number | null | undefined, digits = 2): string {
+  if (typeof n !== 'number' || !Number.isFinite(n)) return '–';
+  if (Math.abs(n) >= 1000) return Math.round(n).toLocaleString('en-US');
+  if (Math.abs(n) >= 100) return n.toFixed(0);
+  return n.toFixed(digits);
+}
+
+const pct = (n: number | null | undefined) => (typeof n === 'number' ? `${(n * 100).toFixed(0)} %` : '–');
+const x = (n: number | null | undefined) => (typeof n === 'number' ? `${fmt(n)}x` : '–');
+const label = (lib: LibName) => LIB_LABEL[lib];
+
+function table(header: string[], rows: string[][]): string {
+  return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+export function renderMarkdown(results: BenchResults): string {
+  const m = results.machine;
+  const out: string[] = [];
+  out.push(`# redis-rwlock benchmark (${results.config.name} run)`);
+  out.push('');
+  out.push(`- date: ${results.date}`);
+  out.push(`- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}`);
+  out.push(`- node ${m.node}, redis-server ${m.redis}, ioredis ${m.ioredis}; ${Object.entries(results.versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  out.push(`- command: \`${results.command}\`; ${results.config.runs} run(s) per figure, each figure the median of the runs, each ratio the median of per-run ratios; took ${fmt(results.seconds, 0)} s`);
+  out.push('');
+  out.push('## Targets');
+  out.push('');
+  out.push(
+    table(
+      ['target', 'topology', 'measured', 'bound', 'result', 'note'],
+      results.targets.map((t) => [
+        t.what,
+        t.topology,
+        t.unit === 'x' ? x(t.value) : `${fmt(t.value)} ${t.unit}`,
+        t.unit === 'x' ? t.bound : `${t.bound} ${t.unit}`,
+        t.pass === null ? 'n/a' : t.pass ? 'PASS' : '**MISS**',
+        t.note ?? '',
+      ]),
+    ),
+  );
+  for (const [kind, r] of Object.entries(results.topologies) as [string, TopologyResults][]) {
+    out.push('');
+    out.push(`## ${kind}`);
+    out.push(...renderTopology(r));
+  }
+  out.push('');
+  return out.join('\n');
+}
+
+function renderTopology(r: TopologyResults): string[] {
+  const out: string[] = [];
+  const ratios = r.ratios;
+  if (r.uncontended) {
+    out.push('', '### (a) uncontended acquire+release cycles, distinct resources', '');
+    out.push(
+      table(
+        ['library', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script'],
+        r.uncontended.median.map((c) => [
+          label(c.lib),
+          String(c.inFlight),
+          fmt(c.cyclesPerSec),
+          fmt(c.p50Ms, 3),
+          fmt(c.p99Ms, 3),
+          c.lib.startsWith('rwlock') ? x(ratios[`uncontended.${c.inFlight}.${c.lib}/floor`]) : '',
+          c.lib.startsWith('rwlock') ? x(ratios[`uncontended.${c.inFlight}.${c.lib}/semaphore`]) : '',
+          fmt(c.scriptsPerCycle),
+          fmt(c.sentPerCycle),
+          fmt(c.serverUsecPerScript, 1),
+        ]),
+      ),
+    );
+  }
+  if (r.contended) {
+    out.push('', '### (b) contended handoff, one write lock, waiters on separate connections', '');
+    out.push(
+      table(
+        ['library', 'variant', 'grants/s', 'handoffs/s', 'handoff p50 ms', 'handoff p99 ms', 'to previous holder', 'wait p50 ms', 'longest wait ms', 'gave up', 'commands/grant', 'hold ms', 'release ms', 'rwlock vs this'],
+        r.contended.median.map((c) => [
+          label(c.lib),
+          c.variant,
+          fmt(c.grantsPerSec),
+          fmt(c.handoffsPerSec),
+          fmt(c.handoffP50Ms, 3),
+          fmt(c.handoffP99Ms, 3),
+          pct(c.previousHolderShare),
+          fmt(c.waitP50Ms),
+          fmt(c.longestWaitMs),
+          fmt(c.gaveUp, 0),
+          fmt(c.commandsPerGrant, 1),
+          fmt(c.holdActualMs, 3),
+          fmt(c.releaseMs, 3),
+          c.lib === 'rwlock-write' ? '' : x(ratios[`${c.variant}.rwlock-write/${c.lib}`]),
+        ]),
+      ),
+    );
+  }
+  if (r.readers) {
+    out.push('', '### (c) readers sharing one resource, a writer every interval', '');
+    out.push(
+      table(
+        ['writer', 'reads/s', 'read p50 ms', 'read p99 ms', 'writer grants', 'writer wait p50 ms', 'writer wait p99 ms', 'writer wait max ms'],
+        r.readers.median.map((c) => [
+          c.withWriter ? 'yes' : 'no',
+          fmt(c.readsPerSec),
+          fmt(c.readP50Ms, 3),
+          fmt(c.readP99Ms, 3),
+          fmt(c.writerGrants, 0),
+          fmt(c.writerWaitP50Ms),
+          fmt(c.writerWaitP99Ms),
+          fmt(c.writerWaitMaxMs),
+        ]),
+      ),
+    );
+    out.push('', `Read throughput with the writer vs without: ${x(ratios['readers.withWriter/withoutWriter'])}`);
+  }
+  if (r.scale) {
+    const base = Math.min(...r.scale.median.map((m) => m.liveReaders));
+    out.push('', '### (d) read cycles on a resource with N live readers', '');
+    out.push(
+      table(
+        ['live readers', 'cycles/s', 'p50 ms', 'p99 ms', 'server µs/script', `vs ${base} reader(s)`],
+        r.scale.median.map((c) => [
+          String(c.liveReaders),
+          fmt(c.cyclesPerSec),
+          fmt(c.p50Ms, 3),
+          fmt(c.p99Ms, 3),
+          fmt(c.serverUsecPerScript, 1),
+          x(ratios[`scale.${c.liveReaders}/${base}`]),
+        ]),
+      ),
+    );
+  }
+  if (r.renewal) {
+    out.push('', '### (e) renewal of held leases (medians over the observed periods)', '');
+    const rows = [r.renewal.rwlock, r.renewal.semaphore].filter((v) => v !== undefined);
+    out.push(
+      table(
+        ['library', 'leases', 'period ms', 'script calls/period', 'busiest master', 'sent/period', 'server commands/period (incl. inside scripts)', 'longest command µs', 'lost'],
+        rows.map((c) => [
+          c.lib === 'rwlock' ? 'redis-rwlock (batched)' : 'redis-semaphore Mutex (one refresh each)',
+          fmt(c.leases, 0),
+          fmt(c.periodMs, 0),
+          fmt(c.scriptCallsPerPeriod, 1),
+          fmt(c.scriptCallsPerPeriodPerMasterMax, 1),
+          fmt(c.sentPerPeriod, 1),
+          fmt(c.serverCommandsPerPeriod, 0),
+          c.longestCommandUsec === null ? '< 1000' : `${fmt(c.longestCommandUsec, 0)} (${c.longestCommand})`,
+          fmt(c.lost, 0),
+        ]),
+      ),
+    );
+    const e = r.renewal.extend;
+    if (e) out.push('', `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`);
+  }
+  if (r.memory) {
+    const mem = r.memory;
+    out.push('', '### (f) memory (MEMORY USAGE ... SAMPLES 0)', '');
+    out.push(
+      table(
+        ['lock', 'keys (encoding: bytes)', 'bytes', 'data bytes'],
+        [mem.floor, mem.write, mem.oneReader, mem.manyReaders].map((l) => [
+          l.what,
+          l.keys.map((k) => `${k.key.split(':')[0]} ${k.encoding}: ${k.bytes}`).join(', '),
+          fmt(l.bytes, 0),
+          fmt(l.dataBytes, 0),
+        ]),
+      ),
+    );
+    out.push(
+      '',
+      `Per extra reader: ${fmt(mem.bytesPerExtraReader, 1)} bytes (its data: ${fmt(mem.dataBytesPerExtraReader, 1)} bytes). Keys left after every release: ${mem.keysLeftAfterRelease}.`,
+    );
+  }
+  return out;
+}

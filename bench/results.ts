@@ -1,0 +1,98 @@
+/** The shape of bench/results/*.json, and the per-run ratios. */
+import type { BenchConfig } from './config.js';
+import type { Target } from './targets.js';
+import type { TopologyKind } from './topology.js';
+import type { ContendedResult } from './workloads/contended.js';
+import type { MemoryResult } from './workloads/memory.js';
+import type { ReadersResult } from './workloads/readers.js';
+import type { ExtendResult, RenewalResult } from './workloads/renewal.js';
+import type { ScaleResult } from './workloads/scale.js';
+import type { CycleResult } from './workloads/uncontended.js';
+import { median, ratio } from './stats.js';
+
+export interface Measured<T> {
+  /** Every run's records. */
+  readonly runs: T[][];
+  /** Per record, the median of the runs. */
+  readonly median: T[];
+}
+
+export interface TopologyResults {
+  uncontended?: Measured<CycleResult>;
+  contended?: Measured<ContendedResult>;
+  readers?: Measured<ReadersResult>;
+  scale?: Measured<ScaleResult>;
+  renewal?: { rwlock?: RenewalResult; semaphore?: RenewalResult; extend?: ExtendResult };
+  memory?: MemoryResult;
+  /** Medians of per-run ratios, by name (see `perRunRatios`). */
+  ratios: Record<string, number | null>;
+  /** How long this topology's workloads took, in seconds. */
+  seconds: number;
+}
+
+export interface Machine {
+  readonly cpu: string;
+  readonly cores: number;
+  readonly memoryGiB: number;
+  readonly os: string;
+  readonly node: string;
+  readonly redis: string;
+  readonly ioredis: string;
+  readonly loadAverageAtStart: number[];
+}
+
+export interface BenchResults {
+  readonly date: string;
+  readonly command: string;
+  readonly machine: Machine;
+  readonly config: BenchConfig;
+  readonly versions: Record<string, string>;
+  readonly topologies: Partial<Record<TopologyKind, TopologyResults>>;
+  readonly targets: Target[];
+  readonly seconds: number;
+}
+
+/** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>`. */
+export function perRunRatios(
+  run: { uncontended?: CycleResult[]; contended?: ContendedResult[]; readers?: ReadersResult[]; scale?: ScaleResult[] },
+): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  if (run.uncontended) {
+    const at = (lib: string, n: number) => run.uncontended!.find((m) => m.lib === lib && m.inFlight === n)?.cyclesPerSec;
+    for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
+      for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix']) {
+        for (const base of ['floor', 'semaphore', 'redlock']) out[`uncontended.${n}.${lib}/${base}`] = ratio(at(lib, n), at(base, n));
+      }
+    }
+  }
+  if (run.contended) {
+    const get = (lib: string, variant: string) => run.contended!.find((m) => m.lib === lib && m.variant === variant);
+    for (const base of ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
+      out[`baton.rwlock-write/${base}`] = ratio(get('rwlock-write', 'baton')?.handoffsPerSec, get(base, 'baton')?.handoffsPerSec);
+      out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
+    }
+    for (const m of run.contended.filter((x) => x.variant === 'race')) {
+      // The longest wait in cycle times: how many grants' worth of time the unluckiest waiter waited.
+      out[`race.${m.lib}.longestWaitCycles`] = m.longestWaitMs === null || m.grantsPerSec === 0 ? null : m.longestWaitMs / (1000 / m.grantsPerSec);
+    }
+  }
+  if (run.readers) {
+    const w = run.readers.find((m) => m.withWriter);
+    const n = run.readers.find((m) => !m.withWriter);
+    out['readers.withWriter/withoutWriter'] = ratio(w?.readsPerSec, n?.readsPerSec);
+  }
+  if (run.scale) {
+    const counts = run.scale.map((m) => m.liveReaders);
+    const base = run.scale.find((m) => m.liveReaders === Math.min(...counts));
+    for (const m of run.scale) out[`scale.${m.liveReaders}/${base?.liveReaders}`] = ratio(m.cyclesPerSec, base?.cyclesPerSec);
+  }
+  return out;
+}
+
+/** Median of each named ratio over the runs. */
+export function medianRatios(runs: Record<string, number | null>[]): Record<string, number | null> {
+  const names = new Set(runs.flatMap((r) => Object.keys(r)));
+  const out: Record<string, number | null> = {};
+  for (const name of names) out[name] = median(runs.map((r) => r[name]));
+  return out;
+}

@@ -1,0 +1,264 @@
+/**
+ * `npm run bench` / `npm run bench:smoke`: starts its own Redis servers (a
+ * standalone server and a 6-node Cluster, loopback only), measures every
+ * workload for every library side by side, and writes
+ * bench/results/<name>.json and .md (and, after a full run of everything,
+ * the table in bench/README.md).
+ *
+ * Options:
+ *   --smoke                 tiny counts (CI); writes bench/results/smoke.*
+ *   --topology a[,b]        standalone, cluster
+ *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory
+ *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
+ *   --runs N                runs per figure
+ *   --out path/prefix       where to write the .json and .md
+ */
+import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { FULL, SMOKE, type BenchConfig } from './config.js';
+import { EXCLUSIVE_LIBS, UNCONTENDED_LIBS, type LibName } from './libs.js';
+import { renderMarkdown } from './report.js';
+import { medianRatios, perRunRatios, type BenchResults, type Machine, type TopologyResults } from './results.js';
+import { medianRecord } from './stats.js';
+import { evaluateTargets } from './targets.js';
+import { startTopology, type Topology, type TopologyKind } from './topology.js';
+import { measureContended, type ContendedResult } from './workloads/contended.js';
+import { measureMemory } from './workloads/memory.js';
+import { measureReaders, type ReadersResult } from './workloads/readers.js';
+import { measureExtend, measureRwlockRenewal, measureSemaphoreRenewal } from './workloads/renewal.js';
+import { measureScale, type ScaleResult } from './workloads/scale.js';
+import { uncontendedRun, type CycleResult } from './workloads/uncontended.js';
+import { stopAllServers } from '../src/testing/index.js';
+
+const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'memory'] as const;
+type Workload = (typeof WORKLOADS)[number];
+
+const benchDir = path.dirname(fileURLToPath(import.meta.url));
+const root = path.join(benchDir, '..');
+
+function list<T extends string>(value: string | undefined, allowed: readonly T[], what: string): T[] | undefined {
+  if (value === undefined) return undefined;
+  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const item of items) if (!allowed.includes(item as T)) throw new Error(`--${what}: unknown "${item}" (use ${allowed.join(', ')})`);
+  return items as T[];
+}
+
+function log(message: string): void {
+  process.stderr.write(`${message}\n`);
+}
+
+function packageVersion(name: string): string {
+  try {
+    return (JSON.parse(readFileSync(path.join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+function rotate<T>(items: readonly T[], by: number): T[] {
+  const k = by % Math.max(1, items.length);
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
+async function machine(topology: Topology | undefined): Promise<Machine> {
+  let redis = 'unknown';
+  if (topology) {
+    const [m] = await topology.masters();
+    redis = /redis_version:(\S+)/.exec(await m!.info('server'))?.[1] ?? 'unknown';
+  }
+  return {
+    cpu: os.cpus()[0]?.model.trim() ?? 'unknown',
+    cores: os.cpus().length,
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    redis,
+    ioredis: packageVersion('ioredis'),
+    loadAverageAtStart: os.loadavg(),
+  };
+}
+
+const short = (n: number | null | undefined, d = 1) => (typeof n === 'number' ? n.toFixed(d) : '–');
+
+async function runTopology(topology: Topology, config: BenchConfig, only: readonly Workload[], libs: readonly LibName[]): Promise<TopologyResults> {
+  const started = performance.now();
+  const results: TopologyResults = { ratios: {}, seconds: 0 };
+  const runs: { uncontended?: CycleResult[]; contended?: ContendedResult[]; readers?: ReadersResult[]; scale?: ScaleResult[] }[] = [];
+  const stamp = Date.now().toString(36);
+  const tagOf = (run: number) => `${stamp}${run}`;
+  const want = (w: Workload) => only.includes(w);
+
+  if (want('memory')) {
+    log(`[${topology.kind}] (f) memory`);
+    results.memory = await measureMemory(topology, config, tagOf(0));
+  }
+  for (let run = 0; run < config.runs; run++) {
+    const tag = tagOf(run);
+    const record: (typeof runs)[number] = {};
+    runs.push(record);
+    const order = rotate(libs, run);
+    if (want('uncontended')) {
+      log(`[${topology.kind}] run ${run + 1}/${config.runs}: (a) uncontended`);
+      record.uncontended = await uncontendedRun(topology, config, tag, order);
+      for (const c of record.uncontended) log(`  ${c.lib.padEnd(14)} x${String(c.inFlight).padEnd(3)} ${short(c.cyclesPerSec, 0).padStart(7)} cycles/s  p50 ${short(c.p50Ms, 3)} ms  p99 ${short(c.p99Ms, 3)} ms  ${short(c.sentPerCycle, 2)} cmds/cycle`);
+    }
+    if (want('contended')) {
+      record.contended = [];
+      for (const variant of ['baton', 'race'] as const) {
+        for (const lib of order.filter((l) => EXCLUSIVE_LIBS.includes(l))) {
+          log(`[${topology.kind}] run ${run + 1}/${config.runs}: (b) ${variant} ${lib}`);
+          const c = await measureContended(topology, config, lib, variant, tag);
+          record.contended.push(c);
+          log(`  ${short(c.grantsPerSec, 0)} grants/s, ${short(c.handoffsPerSec, 0)} handoffs/s, handoff p50 ${short(c.handoffP50Ms, 3)} p99 ${short(c.handoffP99Ms, 3)} ms, previous holder ${short((c.previousHolderShare ?? NaN) * 100, 0)} %, longest wait ${short(c.longestWaitMs)} ms, ${short(c.commandsPerGrant)} cmds/grant`);
+        }
+      }
+    }
+    if (want('readers')) {
+      record.readers = [];
+      for (const withWriter of run % 2 === 0 ? [true, false] : [false, true]) {
+        log(`[${topology.kind}] run ${run + 1}/${config.runs}: (c) readers ${withWriter ? 'with' : 'without'} writer`);
+        const c = await measureReaders(topology, config, withWriter, tag);
+        record.readers.push(c);
+        log(`  ${short(c.readsPerSec, 0)} reads/s, writer grants ${c.writerGrants}, writer wait p99 ${short(c.writerWaitP99Ms)} ms, max ${short(c.writerWaitMaxMs)} ms`);
+      }
+    }
+    if (want('scale')) {
+      record.scale = [];
+      for (const n of rotate(config.scale.liveReaders, run)) {
+        log(`[${topology.kind}] run ${run + 1}/${config.runs}: (d) ${n} live readers`);
+        const c = await measureScale(topology, config, n, tag);
+        record.scale.push(c);
+        log(`  ${short(c.cyclesPerSec, 0)} cycles/s, server ${short(c.serverUsecPerScript)} µs/script (checked ${c.checkedReaders} readers)`);
+      }
+    }
+  }
+  const merge = <T extends object>(key: 'uncontended' | 'contended' | 'readers' | 'scale', id: (t: T) => string, sortBy: (a: T, b: T) => number) => {
+    const all = runs.map((r) => (r[key] ?? []) as unknown as T[]);
+    if (all.every((a) => a.length === 0)) return undefined;
+    const ids = [...new Set(all.flat().map(id))];
+    const median = ids.map((i) => medianRecord(all.flat().filter((t) => id(t) === i))).sort(sortBy);
+    return { runs: all, median };
+  };
+  const libIndex = (lib: LibName) => [...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS].indexOf(lib);
+  results.uncontended = merge<CycleResult>('uncontended', (c) => `${c.lib}@${c.inFlight}`, (a, b) => a.inFlight - b.inFlight || libIndex(a.lib) - libIndex(b.lib));
+  results.contended = merge<ContendedResult>('contended', (c) => `${c.lib}@${c.variant}`, (a, b) => a.variant.localeCompare(b.variant) || libIndex(a.lib) - libIndex(b.lib));
+  results.readers = merge<ReadersResult>('readers', (c) => String(c.withWriter), (a, b) => Number(b.withWriter) - Number(a.withWriter));
+  results.scale = merge<ScaleResult>('scale', (c) => String(c.liveReaders), (a, b) => a.liveReaders - b.liveReaders);
+  for (const key of ['uncontended', 'contended', 'readers', 'scale'] as const) if (results[key] === undefined) delete results[key];
+  results.ratios = medianRatios(runs.map(perRunRatios));
+
+  if (want('renewal')) {
+    const tag = tagOf(config.runs);
+    results.renewal = {};
+    log(`[${topology.kind}] (e) renewal: redis-rwlock, ${config.renewal.leases} leases`);
+    results.renewal.rwlock = await measureRwlockRenewal(topology, config, tag);
+    log(`  ${short(results.renewal.rwlock.scriptCallsPerPeriod)} script calls/period (busiest master ${short(results.renewal.rwlock.scriptCallsPerPeriodPerMasterMax)}), longest command ${results.renewal.rwlock.longestCommandUsec ?? '<1000'} µs`);
+    if (libs.some((l) => l.startsWith('semaphore'))) {
+      log(`[${topology.kind}] (e) renewal: redis-semaphore, ${config.renewal.leases} mutexes`);
+      results.renewal.semaphore = await measureSemaphoreRenewal(topology, config, tag);
+      log(`  ${short(results.renewal.semaphore.scriptCallsPerPeriod)} script calls/period`);
+    }
+    results.renewal.extend = await measureExtend(topology, config, tag);
+  }
+  results.seconds = (performance.now() - started) / 1000;
+  return results;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      smoke: { type: 'boolean', default: false },
+      topology: { type: 'string' },
+      only: { type: 'string' },
+      libs: { type: 'string' },
+      runs: { type: 'string' },
+      out: { type: 'string' },
+    },
+  });
+  const base = values.smoke ? SMOKE : FULL;
+  const topologies = list<TopologyKind>(values.topology, ['standalone', 'cluster'], 'topology') ?? base.topologies;
+  const config: BenchConfig = { ...base, topologies, runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs };
+  const only = list<Workload>(values.only, WORKLOADS, 'only') ?? [...WORKLOADS];
+  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])];
+  const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
+  const complete = values.only === undefined && values.libs === undefined && config.name === 'full' && topologies.length === 2;
+  const outPrefix = values.out ?? path.join(benchDir, 'results', config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke');
+  const command = `npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${process.argv.length > 2 ? ' -- ' + process.argv.slice(2).filter((a) => a !== '--smoke').join(' ') : ''}`.replace(/ -- $/, '');
+
+  // Every loop is bounded by its own count and duration; this is the last resort.
+  const watchdogMs = config.name === 'smoke' ? 120_000 : 30 * 60_000;
+  const watchdog = setTimeout(() => {
+    log(`bench: still running after ${watchdogMs / 1000} s; giving up`);
+    void stopAllServers().finally(() => process.exit(2));
+  }, watchdogMs);
+  watchdog.unref();
+
+  const started = performance.now();
+  const results: BenchResults['topologies'] = {};
+  let machineInfo: Machine | undefined;
+  for (const kind of topologies) {
+    log(`[${kind}] starting servers`);
+    const topology = await startTopology(kind);
+    try {
+      machineInfo ??= await machine(topology);
+      results[kind] = await runTopology(topology, config, only, libs);
+    } finally {
+      await topology.stop();
+    }
+  }
+  const targets = (Object.entries(results) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) => evaluateTargets(kind, r, config.contended.waiters));
+  const bench: BenchResults = {
+    date: new Date().toISOString(),
+    command,
+    machine: machineInfo ?? (await machine(undefined)),
+    config,
+    versions: {
+      'redis-semaphore': packageVersion('redis-semaphore'),
+      '@sesamecare-oss/redlock': packageVersion('@sesamecare-oss/redlock'),
+    },
+    topologies: results,
+    targets,
+    seconds: (performance.now() - started) / 1000,
+  };
+  mkdirSync(path.dirname(outPrefix), { recursive: true });
+  writeFileSync(`${outPrefix}.json`, JSON.stringify(bench, null, 2) + '\n');
+  const markdown = renderMarkdown(bench);
+  writeFileSync(`${outPrefix}.md`, markdown);
+  if (complete) updateReadme(markdown);
+  log('');
+  log(markdown.slice(0, markdown.indexOf('\n## ', markdown.indexOf('## Targets') + 3)));
+  log(`bench: wrote ${path.relative(root, outPrefix)}.json and .md in ${bench.seconds.toFixed(0)} s`);
+
+  // Correctness, not speed, fails a run: a double grant or a leaked key is a bug whatever the counts.
+  const broken = targets.filter((t) => (t.id === 'b-exclusion' || t.id === 'f-left') && t.pass === false);
+  for (const t of broken) log(`bench: FAILED ${t.what} on ${t.topology}: ${t.value}`);
+  return broken.length > 0 ? 1 : 0;
+}
+
+const README_START = '<!-- bench:latest:start -->';
+const README_END = '<!-- bench:latest:end -->';
+
+function updateReadme(markdown: string): void {
+  const file = path.join(benchDir, 'README.md');
+  const text = readFileSync(file, 'utf8');
+  const a = text.indexOf(README_START);
+  const b = text.indexOf(README_END);
+  if (a < 0 || b < a) return;
+  const body = markdown.replace(/^# .*\n/, '').replace(/^## /gm, '### ').replace(/^### \(/gm, '#### (');
+  writeFileSync(file, `${text.slice(0, a + README_START.length)}\n${body}\n${text.slice(b)}`);
+}
+
+main().then(
+  async (code) => {
+    await stopAllServers();
+    process.exit(code);
+  },
+  async (error: unknown) => {
+    log(`bench: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    await stopAllServers();
+    process.exit(1);
+  },
+);

@@ -1,0 +1,109 @@
+/**
+ * The targets of issue 6, evaluated on one topology's results. Ratios are
+ * medians of per-run ratios (both sides measured in the same run).
+ */
+import type { TopologyKind } from './topology.js';
+import type { TopologyResults } from './results.js';
+
+export interface Target {
+  readonly id: string;
+  readonly topology: TopologyKind;
+  readonly what: string;
+  /** The measured figure (a ratio, ms, count or bytes). */
+  readonly value: number | null;
+  /** How the figure is compared, e.g. ">= 0.9". */
+  readonly bound: string;
+  readonly pass: boolean | null;
+  readonly unit: string;
+  /** Context: e.g. why a target cannot be met, with the figures that show it. */
+  readonly note?: string;
+}
+
+const atLeast = (v: number | null, b: number) => (v === null ? null : v >= b);
+const atMost = (v: number | null, b: number) => (v === null ? null : v <= b);
+
+/** How many cycle times the longest race wait may last: twice a full round of every waiter in turn. */
+export const RACE_WAIT_CYCLES_PER_WAITER = 2;
+/** "A few" script calls per master per renewal period. */
+export const RENEWAL_SCRIPTS_PER_MASTER = 5;
+/** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
+export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
+
+export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters: number): Target[] {
+  const out: Target[] = [];
+  const add = (id: string, what: string, value: number | null, bound: string, pass: boolean | null, unit = 'x', note?: string) =>
+    out.push({ id, topology: kind, what, value, bound, pass, unit, ...(note ? { note } : {}) });
+  const ratio = (key: string) => r.ratios[key] ?? null;
+
+  if (r.uncontended) {
+    const top = Math.max(...r.uncontended.median.map((m) => m.inFlight));
+    const semaphoreBound = kind === 'standalone' ? 1.2 : 1.0;
+    for (const mode of ['write', 'read'] as const) {
+      const v = ratio(`uncontended.${top}.rwlock-${mode}/floor`);
+      add(`a-${mode}-floor`, `uncontended ${mode} cycles/s at ${top} in flight vs floor`, v, '>= 0.9', atLeast(v, 0.9));
+      const s = ratio(`uncontended.${top}.rwlock-${mode}/semaphore`);
+      add(`a-${mode}-semaphore`, `uncontended ${mode} cycles/s at ${top} in flight vs redis-semaphore Mutex`, s, `>= ${semaphoreBound}`, atLeast(s, semaphoreBound));
+    }
+    for (const lib of ['rwlock-write', 'rwlock-read'] as const) {
+      const m = r.uncontended.median.filter((x) => x.lib === lib);
+      const scripts = Math.max(...m.map((x) => x.scriptsPerCycle));
+      const sent = Math.max(...m.map((x) => x.sentPerCycle));
+      const redirects = m.reduce((a, x) => a + x.redirects, 0);
+      add(`one-call-${lib}`, `${lib.replace('rwlock-', '')} acquire+release: script calls per cycle (server), worst concurrency`, scripts, '= 2', Math.abs(scripts - 2) < 0.005, 'calls');
+      add(`one-rtt-${lib}`, `${lib.replace('rwlock-', '')} acquire+release: commands sent per cycle (client), worst concurrency`, sent, '= 2', Math.abs(sent - 2) < 0.005, 'cmds');
+      add(`redirects-${lib}`, `${lib.replace('rwlock-', '')}: MOVED/ASK redirects after warm-up`, redirects, '= 0', redirects === 0, 'replies');
+    }
+  }
+  if (r.renewal?.extend) {
+    const e = r.renewal.extend;
+    add('one-call-extend', 'extend: script calls per lease.extend()', e.scriptsPerExtend, '= 1', Math.abs(e.scriptsPerExtend - 1) < 0.005, 'calls');
+    add('one-rtt-extend', 'extend: commands sent per lease.extend()', e.sentPerExtend, '= 1', Math.abs(e.sentPerExtend - 1) < 0.005, 'cmds');
+  }
+  if (r.contended) {
+    const baton = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'baton');
+    for (const peer of ['semaphore', 'redlock'] as const) {
+      const v = ratio(`baton.rwlock-write/${peer}`);
+      const peerResult = r.contended.median.find((m) => m.lib === peer && m.variant === 'baton');
+      const ceiling = baton?.ceilingPerSec ?? null;
+      const ceilingRatio = ceiling !== null && peerResult?.handoffsPerSec ? ceiling / peerResult.handoffsPerSec : null;
+      const note =
+        ceilingRatio === null
+          ? undefined
+          : `${peer} ${peerResult!.handoffsPerSec.toFixed(0)}/s; a zero-delay handoff would give at most ${ceiling!.toFixed(0)}/s ` +
+            `(hold ${baton!.holdActualMs!.toFixed(2)} ms + release ${baton!.releaseMs!.toFixed(2)} ms) = ${ceilingRatio.toFixed(1)}x` +
+            (ceilingRatio < 10 ? ': 10x cannot be reached with this hold time' : '');
+      add(`b-baton-${peer}`, `baton handoffs/s vs ${peer === 'semaphore' ? 'redis-semaphore' : 'redlock'} (default settings)`, v, '>= 10', atLeast(v, 10), 'x', note);
+    }
+    add('b-handoff-p50', 'baton handoff p50 (release reply to next grant)', baton?.handoffP50Ms ?? null, '<= 0.5', atMost(baton?.handoffP50Ms ?? null, 0.5), 'ms');
+    add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 3', atMost(baton?.handoffP99Ms ?? null, 3), 'ms');
+    const race = ratio('race.rwlock-write/floor');
+    add('b-race-floor', 'race grants/s vs floor', race, '>= 0.8', atLeast(race, 0.8));
+    const cycles = ratio('race.rwlock-write.longestWaitCycles');
+    const bound = RACE_WAIT_CYCLES_PER_WAITER * waiters;
+    const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');
+    add('b-race-longest', 'race longest wait, in cycle times (1 s / grants per s)', cycles, `<= ${bound}`, atMost(cycles, bound), 'cycles',
+      raceRw ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder` : undefined);
+    const violations = r.contended.runs.flat().reduce((a, m) => a + m.violations, 0);
+    add('b-exclusion', 'grants while another waiter held the lock (every library, every run)', violations, '= 0', violations === 0, 'grants');
+  }
+  if (r.scale) {
+    const counts = r.scale.median.map((m) => m.liveReaders);
+    const v = ratio(`scale.${Math.max(...counts)}/${Math.min(...counts)}`);
+    add('d-scale', `read cycles/s with ${Math.max(...counts)} live readers vs ${Math.min(...counts)}`, v, '>= 0.7', atLeast(v, 0.7));
+  }
+  if (r.renewal?.rwlock) {
+    const v = r.renewal.rwlock.scriptCallsPerPeriodPerMasterMax;
+    add('e-renewal', `renewal of ${r.renewal.rwlock.leases} leases: script calls per period on the busiest master`, v, `<= ${RENEWAL_SCRIPTS_PER_MASTER}`, atMost(v, RENEWAL_SCRIPTS_PER_MASTER), 'calls');
+    add('e-renewal-lost', 'leases lost while renewing', r.renewal.rwlock.lost, '= 0', r.renewal.rwlock.lost === 0, 'leases');
+  }
+  if (r.memory) {
+    const m = r.memory;
+    const perReader = m.bytesPerExtraReader;
+    const bound = MEMORY_OVERHEAD_PER_DATA_BYTE * m.dataBytesPerExtraReader;
+    add('f-reader', `bytes per extra reader (its data: ${m.dataBytesPerExtraReader.toFixed(0)} B)`, perReader, `<= ${bound.toFixed(0)}`, atMost(perReader, bound), 'B');
+    const wBound = MEMORY_OVERHEAD_PER_DATA_BYTE * m.write.dataBytes + 2 * m.floor.bytes;
+    add('f-write', `bytes of a write-held lock (its data: ${m.write.dataBytes} B; floor key: ${m.floor.bytes} B)`, m.write.bytes, `<= ${wBound.toFixed(0)}`, atMost(m.write.bytes, wBound), 'B');
+    add('f-left', 'keys left after every lease was released', m.keysLeftAfterRelease, '= 0', m.keysLeftAfterRelease === 0, 'keys');
+  }
+  return out;
+}
