@@ -146,7 +146,7 @@ export function describeState(
   const waiting = queue.filter((owner) => beat(`q:${owner}`) > 0).map((owner) => ({ owner, ttlMs: beat(`q:${owner}`) }));
   const upgrader = fields.get('u');
   const waitingWriter =
-    upgrader !== undefined && beat('ud') > 0 && fields.has(`r:${upgrader}`)
+    upgrader !== undefined && beat('ud') > 0 && fields.has(`r:${upgrader}`) && ttl(upgrader) > 0
       ? { owner: upgrader, ttlMs: beat('ud') }
       : (waiting[0] ?? null);
   return {
