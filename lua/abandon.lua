@@ -21,24 +21,5 @@ local dropHolds = ARGV[2] == '1'
 local channel = ARGV[3]
 
 -- @include state
-
-local now = serverTime()
-local changed = 0
-if rcall('ZSCORE', queueKey, owner) then
-  dequeue(owner)
-  changed = 1
-end
-if rcall('HGET', stateKey, 'u') == owner then
-  rcall('HDEL', stateKey, 'u', 'ud')
-  changed = 1
-end
-if dropHolds and deadlineOf(owner) then
-  removeOwner(owner)
-  changed = 1
-end
-if changed == 1 then
-  -- Whoever waited behind this owner may go now.
-  rcall('SPUBLISH', channel, 'abandon')
-  refreshExpiry(now)
-end
-return changed
+-- @include no-peers
+-- @include abandon-body

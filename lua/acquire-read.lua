@@ -23,35 +23,5 @@ local leaseMs = tonumber(ARGV[2])
 local honourIntent = ARGV[3] == '1'
 
 -- @include state
-
-local now, nowUs = serverTime()
-local fast = grantToFreshLock(owner, now, nowUs, leaseMs, { 'r:' .. owner, 1 })
-if fast then return fast end
-pruneExpired(now)
-
-local mine = deadlineOf(owner)
-if mine and mine <= now then
-  removeOwner(owner)
-  mine = nil
-end
-
-local writer = rcall('HGET', stateKey, 'w')
-if writer and writer ~= owner then
-  local until_ = deadlineOf(writer)
-  if until_ and until_ > now then
-    return { 0, until_ - now, 'write' }
-  end
-  removeOwner(writer)
-end
-
--- A caller that already holds the lock (reentrant read, or the writer taking
--- read to downgrade) never queues behind a waiting writer: that would deadlock.
-if honourIntent and not mine then
-  local _, intentUntil = otherIntent(owner, now)
-  if intentUntil then
-    return { 0, intentUntil - now, 'intent' }
-  end
-end
-
-rcall('HINCRBY', stateKey, 'r:' .. owner, 1)
-return grant(owner, now, nowUs, leaseMs)
+-- @include no-peers
+-- @include acquire-read-body

@@ -65,6 +65,33 @@ export interface LockInfo {
   readonly fence: number | null;
   /** The Redis server's clock when it was read, in ms since the epoch. */
   readonly serverTimeMs: number;
+  /**
+   * Legacy and bridge modes: what the two-key layout shows. `mode` above also
+   * counts holders seen only there (old processes, or library processes of
+   * the other mode); `writer` and `readers` list this mode's own holders.
+   */
+  readonly legacy?: LegacyInfo;
+}
+
+/** One legacy key as `inspect` sees it. */
+export interface LegacyKeyInfo {
+  readonly key: string;
+  /** The value: an owner token when the library set it, `1` when an old process did. */
+  readonly value: string | null;
+  /** Time to live in ms; null when the key does not exist or has no expiry. */
+  readonly ttlMs: number | null;
+}
+
+/** The two-key layout of one lock, in legacy and bridge modes. */
+export interface LegacyInfo {
+  readonly read: LegacyKeyInfo;
+  readonly write: LegacyKeyInfo;
+  /** An old process (value `1`) holds the write key. */
+  readonly oldWriter: boolean;
+  /** Old processes are known to hold the read key for this long, in ms (0: none known). */
+  readonly oldReadersTtlMs: number;
+  /** Library readers of every mode on the read key (owner tokens), with their lease left. */
+  readonly readers: readonly { readonly owner: string; readonly ttlMs: number }[];
 }
 
 /**

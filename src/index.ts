@@ -1,8 +1,9 @@
 export { LockClient, type LockClientEvents } from './client.js';
 export { RWLock } from './lock.js';
 export { Lease } from './lease.js';
-export type { LockInfo, HolderInfo, WaiterInfo } from './backend.js';
-export type { LockClientOptions, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
+export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from './backend.js';
+export type { LockClientOptions, LockClientMode, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
+export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
 export type { RedisClient } from './redis.js';
 export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys.js';
 export {

@@ -1,5 +1,6 @@
 import type { LockBackend } from './backend.js';
 import { HashBackend } from './hash-backend.js';
+import { LegacyBackend } from './legacy-backend.js';
 import type { ResolvedClientOptions } from './options.js';
 import type { RedisClient } from './redis.js';
 
@@ -8,5 +9,11 @@ import type { RedisClient } from './redis.js';
  * lock, waiting and renewal logic is the same for every mode.
  */
 export function createBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {
-  return new HashBackend(redis, options.prefix);
+  switch (options.mode) {
+    case 'legacy':
+    case 'bridge':
+      return new LegacyBackend(redis, options.prefix, options.legacyKeys, options.mode);
+    default:
+      return new HashBackend(redis, options.prefix);
+  }
 }

@@ -1,5 +1,6 @@
 import { InvalidArgumentError, type RWLockErrorContext } from './errors.js';
 import { describe } from './keys.js';
+import { defaultLegacyKeys, type LegacyKeyPair } from './legacy-keys.js';
 
 /** Longest duration accepted anywhere, in ms: the longest a Node timer can wait (~24.8 days). */
 export const MAX_DURATION_MS = 2 ** 31 - 1;
@@ -35,7 +36,26 @@ export interface LockClientOptions {
    * waiting never passes the waiting ones. See the README on fairness.
    */
   fair?: boolean;
+  /**
+   * The storage layout. `hash` (default): one hash per lock, on one server or
+   * a Cluster. `legacy`: the two-key scheme of older services (a read key and
+   * a write key), interoperating with processes that still run the old
+   * scripts. `bridge`: both at once, for the migration window, so old
+   * processes and hash-mode processes exclude each other. See docs/migration.md.
+   */
+  mode?: LockClientMode;
+  /**
+   * `legacy` and `bridge` modes: the read key and write key that the old
+   * processes use for `resource`. Default `<resource>:read` and
+   * `<resource>:write`. On a Cluster both (in bridge mode: and the lock's own
+   * slot) must share one slot: give them a hash tag.
+   */
+  legacyKeys?: (resource: string) => LegacyKeyPair;
 }
+
+/** The storage layouts a {@link LockClient} can run on. */
+export type LockClientMode = 'hash' | 'legacy' | 'bridge';
+export const CLIENT_MODES: readonly LockClientMode[] = ['hash', 'legacy', 'bridge'];
 
 /** Options of one acquisition. */
 export interface AcquireOptions {
@@ -67,6 +87,8 @@ export interface ResolvedClientOptions {
   readonly writerPreference: boolean;
   readonly recheckMs: number;
   readonly fair: boolean;
+  readonly mode: LockClientMode;
+  readonly legacyKeys: (resource: string) => LegacyKeyPair;
 }
 
 export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
@@ -76,6 +98,8 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   writerPreference: true,
   recheckMs: 500,
   fair: false,
+  mode: 'hash',
+  legacyKeys: defaultLegacyKeys,
 });
 
 /**
@@ -140,8 +164,26 @@ function flag(name: string, value: unknown): boolean {
   return value;
 }
 
+function clientMode(value: unknown): LockClientMode {
+  if (!(CLIENT_MODES as readonly unknown[]).includes(value)) {
+    throw new InvalidArgumentError('mode', `must be one of ${CLIENT_MODES.map((m) => `"${m}"`).join(', ')}, got ${describe(value)}`);
+  }
+  return value as LockClientMode;
+}
+
+function legacyKeysOption(value: unknown, mode: LockClientMode): (resource: string) => LegacyKeyPair {
+  if (typeof value !== 'function') {
+    throw new InvalidArgumentError('legacyKeys', `must be a function (resource) => ({ read, write }), got ${describe(value)}`);
+  }
+  if (mode !== 'legacy' && mode !== 'bridge') {
+    throw new InvalidArgumentError('legacyKeys', `applies to mode "legacy" or "bridge" only; this client's mode is "${mode}"`);
+  }
+  return value as (resource: string) => LegacyKeyPair;
+}
+
 export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
-  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair'], 'options');
+  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys'], 'options');
+  const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : clientMode(o.mode);
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
     leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
@@ -150,5 +192,7 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
       o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
     recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),
     fair: o.fair === undefined ? CLIENT_DEFAULTS.fair : flag('fair', o.fair),
+    mode,
+    legacyKeys: o.legacyKeys === undefined ? CLIENT_DEFAULTS.legacyKeys : legacyKeysOption(o.legacyKeys, mode),
   });
 }

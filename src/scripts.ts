@@ -9,6 +9,12 @@ const NUMBER_OF_KEYS = {
   extend: undefined,
   inspect: 3,
   abandon: 3,
+  legacyAcquireRead: 6,
+  legacyAcquireWrite: 6,
+  legacyRelease: 6,
+  legacyExtend: undefined,
+  legacyInspect: 6,
+  legacyAbandon: 6,
 } as const satisfies Record<keyof typeof LUA_SOURCES, number | undefined>;
 
 export type ScriptName = keyof typeof LUA_SOURCES;

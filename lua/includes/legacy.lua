@@ -23,6 +23,9 @@
                and old readers, once seen, as the member '' (an empty string is
                never an owner token). Shared by legacy-mode and bridge-mode
                processes, so neither deletes readKey under the other's readers.
+               Old readers count only while readKey exists: an old release
+               deletes it for every reader, so old writers go ahead, and so
+               does the library.
   syncReadKey keeps readKey existing exactly while readersKey has a live
   member, expiring with the latest of them.
 
@@ -67,9 +70,9 @@ local function peerReaders(owner, now)
   if value ~= false and not liveReaderScore(value, now) then
     first = heldUntil(readKey, now)
   end
-  local live = rcall('ZRANGE', readersKey, '(' .. int(now), '+inf', 'BYSCORE', 'LIMIT', 0, 2, 'WITHSCORES')
+  local live = rcall('ZRANGE', readersKey, '(' .. int(now), '+inf', 'BYSCORE', 'LIMIT', 0, 3, 'WITHSCORES')
   for i = 1, #live, 2 do
-    if live[i] ~= owner then
+    if live[i] ~= owner and (live[i] ~= OLD or value ~= false) then
       local s = tonumber(live[i + 1])
       if not first or s < first then first = s end
       break
@@ -80,10 +83,15 @@ local function peerReaders(owner, now)
 end
 
 -- Old readers that (re)set readKey since the library last wrote it: remember
--- them as OLD until the key's TTL, before the library rewrites the key.
+-- them as OLD until the key's TTL, before the library rewrites the key; or
+-- forget them if readKey is gone.
 local function noteOldReaders(now)
   local value = rcall('GET', readKey)
-  if value == false or liveReaderScore(value, now) then return end
+  if value == false then
+    rcall('ZREM', readersKey, OLD)
+    return
+  end
+  if liveReaderScore(value, now) then return end
   local untilMs = heldUntil(readKey, now)
   if untilMs and untilMs > now then rcall('ZADD', readersKey, 'GT', int(untilMs), OLD) end
 end
@@ -127,10 +135,10 @@ local function peerMirror(owner, now)
   end
   if deadline and rcall('HEXISTS', stateKey, 'r:' .. owner) == 1 then
     rcall('ZADD', readersKey, int(deadline), owner)
-    syncReadKey(now)
-  elseif rcall('ZREM', readersKey, owner) == 1 then
-    syncReadKey(now)
+  else
+    rcall('ZREM', readersKey, owner)
   end
+  syncReadKey(now)
 end
 
 -- False when the two-key layout no longer backs what `owner` holds: its write

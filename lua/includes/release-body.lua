@@ -5,9 +5,28 @@
   documented in lua/release.lua.
 ]]
 local now, nowUs = serverTime()
-pruneExpired(now)
-
 local mine = deadlineOf(owner)
+
+-- The uncontended case: the caller is the only holder, with one hold, and
+-- nobody queues. Everything goes in a handful of commands.
+if mine and mine > now and rcall('ZCARD', leasesKey) == 1 and rcall('EXISTS', queueKey) == 0 then
+  local held = rcall('HMGET', stateKey, 'w', 'wc', 'r:' .. owner)
+  local onlyThisHold
+  if mode == 'write' then
+    onlyThisHold = held[1] == owner and held[2] == '1' and not held[3]
+  else
+    onlyThisHold = held[3] == '1' and not held[1]
+  end
+  if onlyThisHold then
+    rcall('DEL', stateKey, leasesKey)
+    peerMirror(owner, now)
+    rcall('SPUBLISH', channel, mode)
+    peerWake(mode)
+    return { 1, 0 }
+  end
+end
+
+pruneExpired(now)
 if not mine then return { 0 } end
 if mine <= now then
   removeOwner(owner)

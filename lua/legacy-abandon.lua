@@ -1,0 +1,33 @@
+--[[
+  Clean up after an owner that stops waiting or whose acquire had an unknown
+  outcome, in legacy or bridge mode: as lua/abandon.lua, and dropping the
+  owner's holds also drops them from the two-key layout.
+
+  KEYS[1] stateKey    the lock's hash
+  KEYS[2] leasesKey   the lock's owner -> deadline sorted set
+  KEYS[3] queueKey    the lock's waiting writers, in arrival order
+  KEYS[4] readKey     the old processes' read key
+  KEYS[5] writeKey    the old processes' write key
+  KEYS[6] readersKey  everybody known to hold readKey -> deadline
+  ARGV[1] owner       owner token
+  ARGV[2] dropHolds   '1': also drop every hold the owner has on this lock
+  ARGV[3] channel     the lock's wake-up channel
+  ARGV[4] peerChannel the other mode's wake-up channel (same slot), or ''
+
+  Reply: 1 if anything changed, else 0
+]]
+local rcall = redis.call
+local stateKey = KEYS[1]
+local leasesKey = KEYS[2]
+local queueKey = KEYS[3]
+local readKey = KEYS[4]
+local writeKey = KEYS[5]
+local readersKey = KEYS[6]
+local owner = ARGV[1]
+local dropHolds = ARGV[2] == '1'
+local channel = ARGV[3]
+local peerChannel = ARGV[4]
+
+-- @include state
+-- @include legacy
+-- @include abandon-body

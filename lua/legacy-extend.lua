@@ -1,0 +1,45 @@
+--[[
+  Extend the leases of one or many owners in legacy or bridge mode, each on
+  its own lock (all in one slot: the caller groups them by slot). As
+  lua/extend.lua, and the two-key layout must still back the hold: a writer
+  whose write key is gone or taken, or a reader while somebody else holds
+  the write key, has lost the lock. A reader's read key deleted by an old
+  reader's release is restored.
+
+  KEYS[1..6]     the first lock's keys, as in lua/legacy-acquire-read.lua (for routing)
+  ARGV[8k-7..8k] lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
+                 readersKey, owner, new lease length in ms
+
+  Reply: one integer per lock k: the lease left in ms (> 0) after extending,
+         or 0 when the owner no longer holds lock k (it is then lost).
+]]
+local rcall = redis.call
+local stateKey, leasesKey, queueKey, readKey, writeKey, readersKey
+local peerChannel = ''
+
+-- @include state
+-- @include legacy
+
+local now = serverTime()
+local results = {}
+for k = 1, #ARGV / 8 do
+  local at = 8 * (k - 1)
+  stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
+  readKey, writeKey, readersKey = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
+  local owner, leaseMs = ARGV[at + 7], tonumber(ARGV[at + 8])
+  local mine = deadlineOf(owner)
+  if mine and mine > now and peerIntact(owner) then
+    rcall('ZADD', leasesKey, int(now + leaseMs), owner)
+    refreshExpiry(now)
+    peerMirror(owner, now)
+    results[k] = leaseMs
+  else
+    if mine then
+      removeOwner(owner)
+      refreshExpiry(now)
+    end
+    peerMirror(owner, now)
+    results[k] = 0
+  end
+end
+return results

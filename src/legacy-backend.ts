@@ -1,0 +1,152 @@
+import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
+import type { LockMode } from './errors.js';
+import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash-backend.js';
+import type { LockKeys } from './keys.js';
+import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
+import { isCluster, type RedisClient } from './redis.js';
+import { defineScripts, runScript } from './scripts.js';
+
+/** The member of a lock's readers registry that stands for old readers (never an owner token). */
+export const OLD_READERS_MEMBER = '';
+
+/**
+ * The `legacy` and `bridge` layouts: the library's hash state (the hash-mode
+ * lock itself in bridge mode, a twin beside the legacy keys in legacy mode)
+ * plus the two keys of the old scheme, checked and written together in one
+ * script, so that old processes and library processes refuse each other as
+ * two old processes would. The scripts are the hash-mode ones with the
+ * `legacy` peer hooks (lua/includes/legacy.lua).
+ */
+export class LegacyBackend implements LockBackend {
+  constructor(
+    private readonly client: RedisClient,
+    private readonly prefix: string,
+    private readonly legacyKeys: (resource: string) => LegacyKeyPair,
+    private readonly layout: 'legacy' | 'bridge',
+  ) {
+    defineScripts(client);
+  }
+
+  keysFor(resource: string): LegacyLockKeys {
+    const pair = resolveLegacyPair(this.legacyKeys, resource);
+    return legacyLockKeys(this.prefix, resource, pair, this.layout, isCluster(this.client));
+  }
+
+  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const names = legacyNames(r.keys);
+    const reply = (await (r.mode === 'read'
+      ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
+      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as [
+      number,
+      number,
+      (number | string)?,
+    ];
+    return parseAcquireReply(reply);
+  }
+
+  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+    const k = asLegacy(keys);
+    const reply = (await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel])) as [
+      number,
+    ];
+    return reply[0] === 1;
+  }
+
+  async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+    const results = new Array<number>(requests.length);
+    // One call per slot on a Cluster (each script touches one slot), one for all on one server.
+    const groups = new Map<number, number[]>();
+    const cluster = isCluster(this.client);
+    requests.forEach((r, i) => {
+      const slot = cluster ? r.keys.slot : 0;
+      const list = groups.get(slot);
+      if (list) list.push(i);
+      else groups.set(slot, [i]);
+    });
+    await Promise.all(
+      [...groups.values()].map(async (indexes) => {
+        for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
+          const chunk = indexes.slice(start, start + EXTEND_BATCH);
+          const args: (string | number)[] = [6, ...legacyNames(requests[chunk[0]!]!.keys)];
+          for (const i of chunk) args.push(...legacyNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+          const reply = (await runScript(this.client, 'legacyExtend', args)) as number[];
+          chunk.forEach((i, k) => (results[i] = reply[k]!));
+        }
+      }),
+    );
+    return results;
+  }
+
+  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
+    const k = asLegacy(keys);
+    await runScript(this.client, 'legacyAbandon', [...legacyNames(k), owner, dropHolds ? '1' : '0', k.channel, k.peerChannel]);
+  }
+
+  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+    const k = asLegacy(keys);
+    const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = (await runScript(
+      this.client,
+      'legacyInspect',
+      legacyNames(k),
+    )) as [number, string[], string[], string[], string | null, number, string | null, number, string[]];
+    const info = describeState(resource, k.state, now, pairs(fields), pairs(leases), queue);
+    const legacy = describeLegacy(k, now, readValue, readTtl, writeValue, writeTtl, readers);
+    const writeHeld = info.writer !== null || legacy.write.value !== null;
+    const readHeld = info.readers.length > 0 || legacy.read.value !== null;
+    return { ...info, mode: writeHeld ? 'write' : readHeld ? 'read' : 'free', legacy };
+  }
+}
+
+function asLegacy(keys: LockKeys): LegacyLockKeys {
+  const k = keys as Partial<LegacyLockKeys>;
+  if (typeof k.read !== 'string' || typeof k.write !== 'string' || typeof k.readers !== 'string') {
+    throw new TypeError('a legacy or bridge lock was given keys of another mode');
+  }
+  return keys as LegacyLockKeys;
+}
+
+/** The keys every legacy/bridge script takes, in their KEYS order. */
+function legacyNames(keys: LockKeys): [string, string, string, string, string, string] {
+  const k = asLegacy(keys);
+  return [k.state, k.leases, k.queue, k.read, k.write, k.readers];
+}
+
+function pairs(flat: string[]): Map<string, string> {
+  const map = new Map<string, string>();
+  for (let i = 0; i < flat.length; i += 2) map.set(flat[i]!, flat[i + 1]!);
+  return map;
+}
+
+/** Until deleted: how inspect reports an old key without a TTL. */
+const UNTIL_DELETED = Number.MAX_SAFE_INTEGER;
+
+function describeLegacy(
+  keys: LegacyLockKeys,
+  now: number,
+  readValue: string | null,
+  readTtl: number,
+  writeValue: string | null,
+  writeTtl: number,
+  readersFlat: string[],
+): LegacyInfo {
+  const ttl = (pttl: number) => (pttl >= 0 ? pttl : null);
+  const readers: { owner: string; ttlMs: number }[] = [];
+  let oldReadersTtlMs = 0;
+  for (const [member, score] of pairs(readersFlat)) {
+    const left = Number(score) - now;
+    if (left <= 0) continue;
+    if (member === OLD_READERS_MEMBER) oldReadersTtlMs = Math.min(left, UNTIL_DELETED);
+    else readers.push({ owner: member, ttlMs: left });
+  }
+  // A read key value that names no live library reader was (re)set by an old process: its TTL is that reader's.
+  if (readValue !== null && !readers.some((r) => r.owner === readValue)) {
+    oldReadersTtlMs = Math.max(oldReadersTtlMs, readTtl >= 0 ? readTtl : UNTIL_DELETED);
+  }
+  return {
+    read: { key: keys.read, value: readValue, ttlMs: ttl(readTtl) },
+    write: { key: keys.write, value: writeValue, ttlMs: ttl(writeTtl) },
+    oldWriter: writeValue === '1',
+    oldReadersTtlMs,
+    readers,
+  };
+}
