@@ -5,7 +5,10 @@
  *
  * Needs `redis-server` and `redis-cli` 7 or newer on PATH (or in
  * `REDIS_SERVER_BIN` / `REDIS_CLI_BIN`). Every process started here is killed
- * when the starting process exits, including on SIGINT/SIGTERM.
+ * when the starting process exits, including on SIGINT/SIGTERM. A process that
+ * listens for SIGINT/SIGTERM itself is left to stop its servers on that signal
+ * (say, after its clients have released their locks); they are still killed
+ * when it exits.
  *
  * @example
  * ```ts

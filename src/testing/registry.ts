@@ -6,7 +6,10 @@
  *   synchronously (nothing asynchronous can run in an exit handler).
  * - SIGINT / SIGTERM (listened to only while servers are registered): the same,
  *   then exit with 128 + the signal number, unless another listener for that
- *   signal exists, in which case exiting is left to it.
+ *   signal exists. Then the process handles the signal itself, and stopping
+ *   its servers and exiting are left to it, so it can shut down in order
+ *   (let its clients release what they hold, then stop the servers); the
+ *   exit hook still kills whatever it leaves running.
  * - Processes that died by SIGKILL cannot clean up; {@link reapStaleServers}
  *   (run once before the first server starts) kills servers whose owning
  *   process is gone, after checking on Linux that the pid really is that
@@ -210,10 +213,12 @@ function installExitHook(): void {
 }
 
 function onSignal(signal: NodeJS.Signals): void {
+  // Someone else listens for this signal: they decide whether and how to shut
+  // down, and the exit hook remains the last resort.
+  if (process.listenerCount(signal) > 1) return;
   killAllSync();
   removeSignalHooks();
-  // If someone else listens for this signal, they decide whether and how to exit.
-  if (process.listenerCount(signal) === 0) process.exit(128 + (os.constants.signals[signal] ?? 0));
+  process.exit(128 + (os.constants.signals[signal] ?? 0));
 }
 
 function installSignalHooks(): void {

@@ -263,6 +263,26 @@ describe('redis-rwlock/testing', function () {
       });
     }
 
+    it('leaves the shut-down to a process that handles SIGINT itself; its servers still go', async () => {
+      // The handler finds its server still answering (exit code 0, not 3), then stops it.
+      const child = runChild(`
+        const client = server.client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
+        client.on('error', () => {});
+        const keepAlive = setInterval(() => {}, 1000);
+        process.on('SIGINT', async () => {
+          process.exitCode = (await client.ping().catch(() => 'gone')) === 'PONG' ? 0 : 3;
+          await server.stop();
+          clearInterval(keepAlive);
+        });
+      `);
+      const { pid, dir } = await child.ready;
+      child.kill('SIGINT');
+      const { code } = await child.exited;
+      expect(code).to.equal(0);
+      await waitUntil('the server is gone', () => !isAlive(pid));
+      expect(existsSync(dir)).to.equal(false);
+    });
+
     it('reaps servers of a process that died by SIGKILL', async () => {
       const child = runChild('setInterval(() => {}, 1000);');
       const { pid, dir } = await child.ready;
