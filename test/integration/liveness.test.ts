@@ -38,7 +38,7 @@ forEachTopology('liveness', (ctx) => {
     });
     await sleep(200);
     let killed = 0;
-    for (const node of masters(redis)) killed += Number(await node.client('KILL', 'TYPE', 'pubsub'));
+    for (const node of masters(redis)) killed += Number(await node.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
     expect(killed).to.be.greaterThan(0);
     await reader.release(); // its wake-up message goes nowhere
     await Promise.all(waiting);
@@ -109,7 +109,7 @@ forEachTopology('liveness', (ctx) => {
     const impatient = new LockClient(client);
     opened.push(impatient);
     // Writes are held back for 400 ms: the acquire is sent but its reply comes too late.
-    for (const node of masters(redis)) await node.client('PAUSE', 400, 'WRITE');
+    for (const node of masters(redis)) await node.call('CLIENT', 'PAUSE', 400, 'WRITE');
     const error = await impatient
       .lock('unknown')
       .acquireWrite({ waitMs: 0 })
