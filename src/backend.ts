@@ -1,11 +1,18 @@
 import type { LockMode } from './errors.js';
 import type { LockKeys } from './keys.js';
+import type { ResolvedReplicaAck } from './options.js';
 
 /** Why an acquire was refused. */
 export type BlockReason = 'write' | 'read' | 'intent' | 'queue' | 'upgrade';
 
 export type AcquireOutcome =
-  | { readonly granted: true; readonly fence: number; readonly leaseRemainingMs: number }
+  | {
+      readonly granted: true;
+      readonly fence: number;
+      readonly leaseRemainingMs: number;
+      /** Replicas that acknowledged the grant, when the request asked for `replicaAck`. */
+      readonly replicasAcked?: number;
+    }
   | { readonly granted: false; readonly retryAfterMs: number; readonly reason: BlockReason };
 
 export interface AcquireRequest {
@@ -22,6 +29,8 @@ export interface AcquireRequest {
   readonly waitBeatMs: number;
   /** Writers: only the longest-waiting writer may take a free lock. */
   readonly fair: boolean;
+  /** After a grant, wait for this many replicas to acknowledge it (`WAIT`); undefined: don't. */
+  readonly replicaAck?: ResolvedReplicaAck | undefined;
 }
 
 export interface ExtendRequest {
@@ -71,6 +80,12 @@ export interface LockInfo {
    * the other mode); `writer` and `readers` list this mode's own holders.
    */
   readonly legacy?: LegacyInfo;
+  /**
+   * `redlock` mode: each node's own view, in the order of the LockClient's
+   * clients (null where a node did not answer). The fields above then show
+   * the holders that hold a majority, and the highest fence of any node.
+   */
+  readonly nodes?: readonly (LockInfo | null)[];
 }
 
 /** One legacy key as `inspect` sees it. */
@@ -109,4 +124,9 @@ export interface LockBackend {
   /** Withdraw a waiting writer's intent and, with dropHolds, every hold of the owner. */
   abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void>;
   inspect(resource: string, keys: LockKeys): Promise<LockInfo>;
+  /**
+   * Optional: told how to ask whether the client already holds a lock with an
+   * owner, for backends that clean up differently after a reentrant acquire.
+   */
+  bindHoldings?(holds: (keys: LockKeys, owner: string) => boolean): void;
 }

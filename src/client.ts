@@ -9,6 +9,7 @@ import { RWLock, type LockContext } from './lock.js';
 import { resolveClientOptions, type AcquireOptions, type LockClientOptions, type ResolvedClientOptions } from './options.js';
 import { runAsOwner } from './owner-context.js';
 import { isClosed, isUsableClient, type RedisClient } from './redis.js';
+import { redlockClients } from './redlock-backend.js';
 import { WakeupHub } from './wakeups.js';
 
 export interface LockClientEvents {
@@ -19,32 +20,39 @@ export interface LockClientEvents {
 /**
  * Read-write locks on one Redis server or Redis Cluster, through the ioredis
  * client you pass (the LockClient never closes it). Create one per process
- * and client, and `close()` it on shutdown.
+ * and client, and `close()` it on shutdown. In `redlock` mode, pass an array
+ * of clients, one per independent server or Cluster (at least 3).
  */
 export class LockClient extends EventEmitter<LockClientEvents> {
   /** The options in force, defaults filled in. */
   readonly options: ResolvedClientOptions;
   private readonly ctx: LockContext;
-  private readonly redis: RedisClient;
+  private readonly clients: readonly RedisClient[];
   private isClosedFlag = false;
 
-  constructor(redis: RedisClient, options?: LockClientOptions) {
+  constructor(redis: RedisClient | readonly RedisClient[], options?: LockClientOptions) {
     super();
-    if (!isUsableClient(redis)) {
+    const redlock = (options as { mode?: unknown } | undefined)?.mode === 'redlock';
+    if (Array.isArray(redis) && !redlock) {
+      throw new InvalidArgumentError('redis', 'an array of clients is for mode "redlock" (a majority of independent servers); pass { mode: \'redlock\' }');
+    }
+    if (!redlock && !isUsableClient(redis)) {
       throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
     }
-    if (isClosed(redis)) {
+    const clients = redlock ? redlockClients(redis) : [redis as RedisClient];
+    if (clients.some(isClosed)) {
       throw new ClientClosedError('the ioredis client passed to LockClient is closed; pass an open one');
     }
-    this.redis = redis;
+    this.clients = clients;
     this.options = resolveClientOptions(options, validatePrefix);
-    const backend: LockBackend = createBackend(redis, this.options);
+    const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
     const holdings = new Holdings(backend, this.options.leaseMs, ({ error, leases }) => this.emit('lost', error, leases));
+    backend.bindHoldings?.((keys, owner) => holdings.holds(keys, owner));
     this.ctx = {
       options: this.options,
       backend,
       holdings,
-      wakeups: new WakeupHub(redis),
+      wakeups: new WakeupHub(clients),
       assertOpen: (context) => this.assertOpen(context),
     };
   }
@@ -114,7 +122,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   private assertOpen(context: RWLockErrorContext): void {
     if (this.isClosedFlag) throw new ClientClosedError('this LockClient is closed; create a new one', context);
-    if (isClosed(this.redis)) {
+    if (this.clients.some(isClosed)) {
       throw new ClientClosedError('the ioredis client under this LockClient is closed; pass an open one', context);
     }
   }

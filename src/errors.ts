@@ -87,3 +87,94 @@ export class ClientClosedError extends RWLockError {}
  * this way has already tried to release whatever it may have taken.
  */
 export class RedisUnavailableError extends RWLockError {}
+
+/** What one node of a `redlock` client did in one operation; see {@link QuorumError}. */
+export interface NodeOutcome {
+  /** The node's index in the array of clients given to the LockClient. */
+  readonly node: number;
+  /** The node's address, e.g. `127.0.0.1:6379` (a Cluster: its first startup node). */
+  readonly address: string;
+  /**
+   * `ok`: it answered and agreed (granted, released, extended); `refused`: it
+   * answered no (the lock is taken there, or not held there); `error`: its
+   * command failed; `timeout`: it did not answer within `redlock.nodeTimeoutMs`.
+   */
+  readonly outcome: 'ok' | 'refused' | 'error' | 'timeout';
+  /** What happened, in words. */
+  readonly reason: string;
+}
+
+/**
+ * `redlock` mode: too few nodes answered for a majority to decide, so the
+ * operation's outcome is unknown. `nodes` says what every node did and why.
+ * An acquire that fails this way has already released, on every node, what
+ * it may have taken.
+ */
+export class QuorumError extends RedisUnavailableError {
+  /** Nodes that must agree: a majority of them. */
+  readonly quorum: number;
+  /** Every node's outcome, in the order of the LockClient's clients. */
+  readonly nodes: readonly NodeOutcome[];
+
+  constructor(what: string, quorum: number, nodes: readonly NodeOutcome[], context: RWLockErrorContext = {}, problem?: string) {
+    const failed = nodes.filter((n) => n.outcome === 'error' || n.outcome === 'timeout').length;
+    super(
+      `${what} needs a majority, ${quorum} of ${nodes.length} Redis nodes, but ${problem ?? `${failed} did not answer`} ` +
+        `(${nodes.map((n) => `node ${n.node} ${n.address}: ${n.reason}`).join('; ')}); ` +
+        'bring the failed nodes back or check the network to them; the operation may be retried',
+      context,
+    );
+    this.quorum = quorum;
+    this.nodes = nodes;
+  }
+}
+
+/**
+ * `replicaAck` with `onShortfall: 'release'`: the lock was granted, but fewer
+ * replicas than asked for acknowledged the grant in time, so it was released
+ * again. A failover now could have lost the grant.
+ */
+export class ReplicaAckError extends RWLockError {
+  /** Replicas asked for. */
+  readonly replicas: number;
+  /** Replicas that acknowledged within `timeoutMs`. */
+  readonly acked: number;
+  readonly timeoutMs: number;
+
+  constructor(replicas: number, acked: number, timeoutMs: number, context: RWLockErrorContext) {
+    super(
+      `the ${context.mode} lock on "${context.resource}" was granted, but only ${acked} of the ${replicas} replicas ` +
+        `asked for acknowledged it within ${timeoutMs} ms, so it was released again; check the replicas ` +
+        "(INFO replication on the lock's master), or lower replicaAck.replicas, or use onShortfall: 'accept'",
+      context,
+    );
+    this.replicas = replicas;
+    this.acked = acked;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/**
+ * A fenced write was refused: a write with a higher fence reached the key
+ * first, so the writer's lease was lost (it expired or was taken over) before
+ * it wrote. Do not retry the write with the same lease.
+ */
+export class StaleFenceError extends RWLockError {
+  /** The key the write was refused for. */
+  readonly key: string;
+  /** The refused write's fence. */
+  readonly fence: number;
+  /** The highest fence the key has seen. */
+  readonly lastFence: number;
+
+  constructor(key: string, fence: number, lastFence: number, context: RWLockErrorContext = {}) {
+    super(
+      `refused the write to "${key}": its fence ${fence} is lower than ${lastFence}, the last one the key has seen, ` +
+        'so a newer holder of the lock has written since and this writer\'s lease is stale; re-acquire the lock and re-read before writing',
+      context,
+    );
+    this.key = key;
+    this.fence = fence;
+    this.lastFence = lastFence;
+  }
+}

@@ -22,6 +22,11 @@ export class Lease implements AsyncDisposable {
   private lostReason: unknown;
   /** @internal */
   pending: Promise<void> | undefined;
+  /**
+   * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
+   * mode, the fewest of any granting node); undefined when not asked for.
+   */
+  replicasAcked: number | undefined;
 
   constructor(
     private readonly host: LeaseHost,

@@ -16,6 +16,7 @@ import {
   MIN_LEASE_MS,
   ownerToken,
   ownOptions,
+  resolveReplicaAck,
   type AcquireOptions,
   type ResolvedClientOptions,
   type TryAcquireOptions,
@@ -42,8 +43,8 @@ const BLOCKED_BY: Record<BlockReason, string> = {
   upgrade: 'another reader is upgrading',
 };
 
-const WAIT_OPTIONS = ['waitMs', 'signal', 'leaseMs', 'owner'] as const;
-const TRY_OPTIONS = ['leaseMs', 'owner'] as const;
+const WAIT_OPTIONS = ['waitMs', 'signal', 'leaseMs', 'owner', 'replicaAck'] as const;
+const TRY_OPTIONS = ['leaseMs', 'owner', 'replicaAck'] as const;
 
 /** The read-write lock of one resource. Cheap to create; holds no state of its own. */
 export class RWLock {
@@ -118,6 +119,7 @@ export class RWLock {
       // A waiter re-tries at least every recheckMs; its place in the queue outlives two of those.
       waitBeatMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
       fair: ctx.options.fair,
+      replicaAck: o.replicaAck === undefined ? ctx.options.replicaAck : resolveReplicaAck(o.replicaAck, context),
     };
     const deadline = performance.now() + waitMs;
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
@@ -130,7 +132,9 @@ export class RWLock {
         const sentAt = performance.now();
         const outcome = await this.attempt(request, context);
         if (outcome.granted) {
-          return ctx.holdings.add(resource, keys, owner, mode, outcome.fence, leaseMs, autoRenew, sentAt, outcome.leaseRemainingMs);
+          const lease = ctx.holdings.add(resource, keys, owner, mode, outcome.fence, leaseMs, autoRenew, sentAt, outcome.leaseRemainingMs);
+          lease.replicasAcked = outcome.replicasAcked;
+          return lease;
         }
         leftIntent ||= mode === 'write' && request.waitBeatMs > 0;
         if (outcome.reason === 'upgrade') {

@@ -3,12 +3,25 @@ import { HashBackend } from './hash-backend.js';
 import { LegacyBackend } from './legacy-backend.js';
 import type { ResolvedClientOptions } from './options.js';
 import type { RedisClient } from './redis.js';
+import { RedlockBackend } from './redlock-backend.js';
+import { ReplicaAckBackend } from './replica-ack.js';
 
 /**
  * The storage layout a LockClient runs on, chosen by its `mode` option. The
  * lock, waiting and renewal logic is the same for every mode.
  */
-export function createBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {
+export function createBackend(redis: RedisClient | readonly RedisClient[], options: ResolvedClientOptions): LockBackend {
+  if (Array.isArray(redis)) {
+    // redlock: the hash layout on every node (checked by LockClient: several independent servers).
+    const nodes = redis.map((node: RedisClient) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node, options.prefix));
+    return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
+  }
+  const client = redis as RedisClient;
+  // Replica acknowledgement (WAIT after a grant) costs nothing when a request does not ask for it.
+  return new ReplicaAckBackend(singleNodeBackend(client, options), client, options.prefix);
+}
+
+function singleNodeBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {
   switch (options.mode) {
     case 'legacy':
     case 'bridge':

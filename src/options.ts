@@ -42,8 +42,18 @@ export interface LockClientOptions {
    * a write key), interoperating with processes that still run the old
    * scripts. `bridge`: both at once, for the migration window, so old
    * processes and hash-mode processes exclude each other. See docs/migration.md.
+   * `redlock`: the lock is held on a majority of N independent servers or
+   * Clusters, given to the LockClient as an array of clients. See docs/safety.md.
    */
   mode?: LockClientMode;
+  /** `redlock` mode: clock drift allowance and node timeout. */
+  redlock?: RedlockOptions;
+  /**
+   * Replica acknowledgement: after every grant, wait until this many replicas
+   * of the lock's master acknowledged it (`WAIT`). Off by default; each
+   * acquisition may turn it on or off (`replicaAck: false`). See docs/safety.md.
+   */
+  replicaAck?: ReplicaAckOptions;
   /**
    * `legacy` and `bridge` modes: the read key and write key that the old
    * processes use for `resource`. Default `<resource>:read` and
@@ -54,8 +64,51 @@ export interface LockClientOptions {
 }
 
 /** The storage layouts a {@link LockClient} can run on. */
-export type LockClientMode = 'hash' | 'legacy' | 'bridge';
-export const CLIENT_MODES: readonly LockClientMode[] = ['hash', 'legacy', 'bridge'];
+export type LockClientMode = 'hash' | 'legacy' | 'bridge' | 'redlock';
+export const CLIENT_MODES: readonly LockClientMode[] = ['hash', 'legacy', 'bridge', 'redlock'];
+
+/** `redlock` mode: how a majority grant is judged. */
+export interface RedlockOptions {
+  /**
+   * Clock drift allowed for, as a fraction of the lease: a grant is valid for
+   * `lease - elapsed - (lease * driftFactor + driftMs)`. Default 0.01.
+   */
+  driftFactor?: number;
+  /** The fixed part of the drift allowance, in ms. Default 2. */
+  driftMs?: number;
+  /**
+   * How long one node may take to answer before it counts as failed, in ms.
+   * Operations finish as soon as a majority decided, so a dead node costs
+   * this much only when the others cannot decide without it. Default 500.
+   */
+  nodeTimeoutMs?: number;
+}
+
+/** Replica acknowledgement of grants (`WAIT`); see {@link LockClientOptions.replicaAck}. */
+export interface ReplicaAckOptions {
+  /** Replicas of the lock's master that must acknowledge a grant (at least 1). */
+  replicas: number;
+  /** How long to wait for them, in ms (at least 1; `WAIT` with 0 would block forever). */
+  timeoutMs: number;
+  /**
+   * Fewer replicas answered in time: `release` (default) releases the grant
+   * and rejects with `ReplicaAckError`; `accept` keeps it and reports the
+   * count in `lease.replicasAcked`.
+   */
+  onShortfall?: 'release' | 'accept';
+}
+
+export interface ResolvedRedlockOptions {
+  readonly driftFactor: number;
+  readonly driftMs: number;
+  readonly nodeTimeoutMs: number;
+}
+
+export interface ResolvedReplicaAck {
+  readonly replicas: number;
+  readonly timeoutMs: number;
+  readonly onShortfall: 'release' | 'accept';
+}
 
 /** Options of one acquisition. */
 export interface AcquireOptions {
@@ -75,6 +128,8 @@ export interface AcquireOptions {
    * `withRead`/`withWrite` on the same resource, else a fresh uuid v4.
    */
   owner?: string;
+  /** Replica acknowledgement of this grant; `false` turns the client's off. Default: the client's `replicaAck`. */
+  replicaAck?: ReplicaAckOptions | false;
 }
 
 /** Options of a try-acquire: as {@link AcquireOptions}, without waiting. */
@@ -89,6 +144,9 @@ export interface ResolvedClientOptions {
   readonly fair: boolean;
   readonly mode: LockClientMode;
   readonly legacyKeys: (resource: string) => LegacyKeyPair;
+  readonly redlock: ResolvedRedlockOptions;
+  /** Undefined: off. */
+  readonly replicaAck: ResolvedReplicaAck | undefined;
 }
 
 export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
@@ -100,6 +158,8 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   fair: false,
   mode: 'hash',
   legacyKeys: defaultLegacyKeys,
+  redlock: Object.freeze({ driftFactor: 0.01, driftMs: 2, nodeTimeoutMs: 500 }),
+  replicaAck: undefined,
 });
 
 /**
@@ -182,7 +242,7 @@ function legacyKeysOption(value: unknown, mode: LockClientMode): (resource: stri
 }
 
 export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
-  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys'], 'options');
+  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys', 'redlock', 'replicaAck'], 'options');
   const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : clientMode(o.mode);
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
@@ -194,5 +254,42 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
     fair: o.fair === undefined ? CLIENT_DEFAULTS.fair : flag('fair', o.fair),
     mode,
     legacyKeys: o.legacyKeys === undefined ? CLIENT_DEFAULTS.legacyKeys : legacyKeysOption(o.legacyKeys, mode),
+    redlock: o.redlock === undefined ? CLIENT_DEFAULTS.redlock : redlockOptions(o.redlock, mode),
+    replicaAck: o.replicaAck === undefined ? undefined : resolveReplicaAck(o.replicaAck),
   });
+}
+
+function redlockOptions(value: unknown, mode: LockClientMode): ResolvedRedlockOptions {
+  if (mode !== 'redlock') {
+    throw new InvalidArgumentError('redlock', `applies to mode "redlock" only; this client's mode is "${mode}"`);
+  }
+  const o = ownOptions(value, ['driftFactor', 'driftMs', 'nodeTimeoutMs'], 'redlock');
+  const d = CLIENT_DEFAULTS.redlock;
+  const factor = o.driftFactor ?? d.driftFactor;
+  if (typeof factor !== 'number' || !(factor >= 0 && factor < 0.5)) {
+    throw new InvalidArgumentError('redlock.driftFactor', `must be a number from 0 to below 0.5, got ${describe(factor)}`);
+  }
+  return Object.freeze({
+    driftFactor: factor,
+    driftMs: o.driftMs === undefined ? d.driftMs : duration('redlock.driftMs', o.driftMs, 0),
+    nodeTimeoutMs: o.nodeTimeoutMs === undefined ? d.nodeTimeoutMs : duration('redlock.nodeTimeoutMs', o.nodeTimeoutMs, 1),
+  });
+}
+
+/** A `replicaAck` option, of a client or of one acquisition; `false` turns it off. */
+export function resolveReplicaAck(value: unknown, context: RWLockErrorContext = {}): ResolvedReplicaAck | undefined {
+  if (value === false) return undefined;
+  const o = ownOptions(value, ['replicas', 'timeoutMs', 'onShortfall'], 'replicaAck', context);
+  const replicas = o.replicas;
+  if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 1000) {
+    throw new InvalidArgumentError('replicaAck.replicas', `must be a whole number from 1 to 1000, got ${describe(replicas)}`, context);
+  }
+  if (o.timeoutMs === undefined) {
+    throw new InvalidArgumentError('replicaAck.timeoutMs', 'is required: how long to wait for the replicas, in ms', context);
+  }
+  const onShortfall = o.onShortfall ?? 'release';
+  if (onShortfall !== 'release' && onShortfall !== 'accept') {
+    throw new InvalidArgumentError('replicaAck.onShortfall', `must be "release" or "accept", got ${describe(onShortfall)}`, context);
+  }
+  return Object.freeze({ replicas, timeoutMs: duration('replicaAck.timeoutMs', o.timeoutMs, 1, context), onShortfall });
 }

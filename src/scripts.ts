@@ -9,6 +9,7 @@ const NUMBER_OF_KEYS = {
   extend: undefined,
   inspect: 3,
   abandon: 3,
+  fencedSet: 2,
   legacyAcquireRead: 6,
   legacyAcquireWrite: 6,
   legacyRelease: 6,

@@ -44,15 +44,21 @@ export class Watch {
 /**
  * Shares one subscriber connection (on a Cluster, one per master, through
  * ioredis' sharded subscribers) among every waiter of one LockClient, and
- * fans each release message out to the waiters of that lock.
+ * fans each release message out to the waiters of that lock. In `redlock`
+ * mode it has one subscriber per node, and a release on any node wakes.
  */
 export class WakeupHub {
-  private subscriber: Redis | Cluster | undefined;
+  private readonly clients: readonly RedisClient[];
+  private readonly subscribers: (Redis | Cluster | undefined)[];
   private readonly watchers = new Map<string, Set<Watch>>();
-  private readonly subscribed = new Map<string, Promise<void>>();
+  /** Per channel, the subscription on each client; undefined where it is not (yet) made. */
+  private readonly subscribed = new Map<string, (Promise<void> | undefined)[]>();
   private readonly lingering = new Map<string, NodeJS.Timeout>();
 
-  constructor(private readonly client: RedisClient) {}
+  constructor(client: RedisClient | readonly RedisClient[]) {
+    this.clients = Array.isArray(client) ? [...(client as readonly RedisClient[])] : [client as RedisClient];
+    this.subscribers = this.clients.map(() => undefined);
+  }
 
   /**
    * Starts watching `channel`; resolves once the subscription is confirmed, or
@@ -67,18 +73,29 @@ export class WakeupHub {
     clearTimeout(this.lingering.get(channel));
     this.lingering.delete(channel);
 
-    let confirmed = this.subscribed.get(channel);
-    if (!confirmed) {
-      confirmed = this.connection()
+    let subscriptions = this.subscribed.get(channel);
+    if (!subscriptions) this.subscribed.set(channel, (subscriptions = this.clients.map(() => undefined)));
+    const list = subscriptions;
+    const pending = list.map((made, i) => {
+      if (made) return made;
+      const subscribing: Promise<void> = this.connection(i)
         .ssubscribe(channel)
         .then(
           () => undefined,
-          () => void this.subscribed.delete(channel), // next waiter tries again
+          (error: unknown) => {
+            if (list[i] === subscribing) list[i] = undefined; // the next waiter tries again
+            throw error;
+          },
         );
-      this.subscribed.set(channel, confirmed);
-    }
+      list[i] = subscribing;
+      return subscribing;
+    });
+    // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([confirmed, new Promise<void>((resolve) => (timer = setTimeout(resolve, confirmWithinMs)))]);
+    await Promise.race([
+      confirmations(pending, Math.floor(pending.length / 2) + 1),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, confirmWithinMs))),
+    ]);
     clearTimeout(timer);
     return watch;
   }
@@ -90,8 +107,10 @@ export class WakeupHub {
     this.subscribed.clear();
     for (const set of this.watchers.values()) for (const w of set) w.notify();
     this.watchers.clear();
-    this.subscriber?.disconnect();
-    this.subscriber = undefined;
+    this.subscribers.forEach((sub, i) => {
+      sub?.disconnect();
+      this.subscribers[i] = undefined;
+    });
   }
 
   private unwatch(channel: string, watch: Watch): void {
@@ -102,24 +121,40 @@ export class WakeupHub {
       this.lingering.delete(channel);
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
-      this.subscriber?.sunsubscribe(channel).catch(() => undefined);
+      for (const sub of this.subscribers) sub?.sunsubscribe(channel).catch(() => undefined);
     }, LINGER_MS);
     timer.unref();
     this.lingering.set(channel, timer);
   }
 
-  private connection(): Redis | Cluster {
-    if (!this.subscriber) {
-      const sub = isCluster(this.client)
-        ? this.client.duplicate(undefined, { shardedSubscribers: true })
-        : this.client.duplicate({ lazyConnect: false });
+  private connection(i: number): Redis | Cluster {
+    let sub = this.subscribers[i];
+    if (!sub) {
+      const client = this.clients[i]!;
+      sub = isCluster(client)
+        ? client.duplicate(undefined, { shardedSubscribers: true })
+        : client.duplicate({ lazyConnect: false });
       sub.on('smessage', (channel: string) => {
         for (const w of this.watchers.get(channel) ?? []) w.notify();
       });
       // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
       sub.on('error', () => undefined);
-      this.subscriber = sub;
+      this.subscribers[i] = sub;
     }
-    return this.subscriber;
+    return sub;
   }
+}
+
+/** Resolves once `needed` of `promises` fulfilled, or once too many failed for that. */
+function confirmations(promises: readonly Promise<void>[], needed: number): Promise<void> {
+  return new Promise((resolve) => {
+    let ok = 0;
+    let failed = 0;
+    for (const p of promises) {
+      p.then(
+        () => ++ok >= needed && resolve(),
+        () => ++failed > promises.length - needed && resolve(),
+      );
+    }
+  });
 }

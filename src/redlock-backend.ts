@@ -1,0 +1,385 @@
+import type { AcquireOutcome, AcquireRequest, BlockReason, ExtendRequest, HolderInfo, LockBackend, LockInfo, WaiterInfo } from './backend.js';
+import { InvalidArgumentError, QuorumError, type LockMode, type NodeOutcome } from './errors.js';
+import { describe, lockKeys, type LockKeys } from './keys.js';
+import type { ResolvedRedlockOptions } from './options.js';
+import { isCluster, isUsableClient, type RedisClient } from './redis.js';
+
+/** Fewest nodes a `redlock` client accepts: with fewer, one failure stops every lock. */
+export const MIN_REDLOCK_NODES = 3;
+
+/** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
+export type NodeBackend = Pick<LockBackend, 'acquire' | 'release' | 'extend' | 'abandon' | 'inspect'>;
+
+/** One node's answer to one operation, as far as it came. */
+type Settled<T> =
+  | { readonly status: 'ok'; readonly value: T }
+  | { readonly status: 'error'; readonly error: unknown }
+  | { readonly status: 'pending' };
+
+/** Majority of `n`. */
+export function quorumOf(n: number): number {
+  return Math.floor(n / 2) + 1;
+}
+
+/**
+ * The nodes of a `redlock` client, checked: an array of at least
+ * {@link MIN_REDLOCK_NODES} distinct ioredis clients on distinct servers.
+ * An even count is accepted (it tolerates no more failures than one node
+ * fewer would).
+ */
+export function redlockClients(value: unknown): RedisClient[] {
+  if (!Array.isArray(value)) {
+    throw new InvalidArgumentError(
+      'redis',
+      `mode "redlock" takes an array of at least ${MIN_REDLOCK_NODES} ioredis clients (one per independent server or Cluster), got ${describe(value)}`,
+    );
+  }
+  if (value.length < MIN_REDLOCK_NODES) {
+    throw new InvalidArgumentError(
+      'redis',
+      `mode "redlock" needs at least ${MIN_REDLOCK_NODES} independent servers (an odd number: 3 or 5), got ${value.length}; ` +
+        'with fewer, one failed server stops every lock',
+    );
+  }
+  const seen = new Map<string, number>();
+  value.forEach((client: unknown, i) => {
+    if (!isUsableClient(client)) {
+      throw new InvalidArgumentError('redis', `element ${i} must be an ioredis Redis or Cluster instance, got ${describe(client)}`);
+    }
+    if (value.indexOf(client) !== i) {
+      throw new InvalidArgumentError('redis', `elements ${value.indexOf(client)} and ${i} are the same client; pass one client per independent server`);
+    }
+    for (const address of addressesOf(client)) {
+      const other = seen.get(address);
+      if (other !== undefined && other !== i) {
+        throw new InvalidArgumentError(
+          'redis',
+          `elements ${other} and ${i} both connect to ${address}; a majority only means something across independent servers`,
+        );
+      }
+      seen.set(address, i);
+    }
+  });
+  return [...value] as RedisClient[];
+}
+
+/** Where a client connects, normalised (loopback names alike); a Cluster: every startup node. */
+function addressesOf(client: RedisClient): string[] {
+  const loopback = (host: string | undefined) =>
+    host === undefined || host === 'localhost' || host === '127.0.0.1' || host === '::1' ? '127.0.0.1' : host.toLowerCase();
+  if (isCluster(client)) {
+    const nodes = (client as unknown as { startupNodes?: unknown }).startupNodes;
+    if (!Array.isArray(nodes)) return [];
+    return nodes.flatMap((n: unknown) => {
+      if (typeof n === 'string') return [n.replace(/^redis:\/\//, '')];
+      if (typeof n === 'number') return [`127.0.0.1:${n}`];
+      const node = n as { host?: string; port?: number };
+      return [`${loopback(node.host)}:${node.port ?? 6379}`];
+    });
+  }
+  const o = client.options;
+  return o.path ? [`unix:${o.path}`] : [`${loopback(o.host)}:${o.port ?? 6379}`];
+}
+
+/** A node's address for messages. */
+export function addressOf(client: RedisClient): string {
+  return addressesOf(client)[0] ?? (isCluster(client) ? 'a Cluster' : 'a Redis server');
+}
+
+/** The reason a refusal reports, when the nodes refused for several: the one that lasts longest first. */
+const REASON_ORDER: readonly BlockReason[] = ['write', 'read', 'intent', 'queue'];
+
+/**
+ * `redlock` mode: the hash-mode layout on each of N independent servers (or
+ * Clusters), with every operation judged by a majority of them.
+ *
+ * - acquire: the same script on every node at once; granted when a majority
+ *   granted and the grant's validity (the majority's lease left, less the
+ *   time taken and a clock-drift allowance) is still positive. Otherwise
+ *   whatever was taken is undone on every node, also on nodes that answer
+ *   late. The fence is the highest of the granting nodes' fences.
+ * - extend: one batched call per node; a lease stays held while a majority
+ *   renewed it (0, so "lost", once fewer do; the leftovers are dropped).
+ * - release: held when a majority released it.
+ * - Operations end as soon as a majority decided, so a dead or slow node
+ *   costs `nodeTimeoutMs` only when the others cannot decide without it.
+ *
+ * A write majority and a read majority share at least one node, where the
+ * per-node script refuses the second, so they cannot both be granted.
+ */
+export class RedlockBackend implements LockBackend {
+  readonly quorum: number;
+  private readonly addresses: string[];
+  private holds: (keys: LockKeys, owner: string) => boolean = () => false;
+
+  constructor(
+    clients: readonly RedisClient[],
+    private readonly nodes: readonly NodeBackend[],
+    private readonly prefix: string,
+    private readonly options: ResolvedRedlockOptions,
+  ) {
+    this.quorum = quorumOf(nodes.length);
+    this.addresses = clients.map(addressOf);
+  }
+
+  keysFor(resource: string): LockKeys {
+    return lockKeys(this.prefix, resource);
+  }
+
+  bindHoldings(holds: (keys: LockKeys, owner: string) => boolean): void {
+    this.holds = holds;
+  }
+
+  /** The drift allowance of a lease, in ms. */
+  driftOf(leaseMs: number): number {
+    return Math.ceil(leaseMs * this.options.driftFactor) + this.options.driftMs;
+  }
+
+  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const started = performance.now();
+    const n = this.nodes.length;
+    const q = this.quorum;
+    const drift = this.driftOf(r.leaseMs);
+    // Done early once a majority granted; a refusal waits for every node (or the timeout), so
+    // that what this attempt took is given back before the caller tries again or gives up.
+    const { settled, late } = await this.gather(
+      (node) => node.acquire(r),
+      Math.min(this.options.nodeTimeoutMs, r.leaseMs),
+      (s) => s.filter((x) => x.status === 'ok' && x.value.granted).length >= q,
+    );
+    const grants = settled.flatMap((s) => (s.status === 'ok' && s.value.granted ? [s.value] : []));
+    const refusals = settled.flatMap((s) => (s.status === 'ok' && !s.value.granted ? [s.value] : []));
+    const queues = r.mode === 'write' && r.waitBeatMs > 0;
+
+    if (grants.length >= q) {
+      // The lock is held until fewer than a majority hold it: the q-th longest lease left.
+      const remaining = grants.map((g) => g.leaseRemainingMs).sort((a, b) => b - a)[q - 1]!;
+      const validity = remaining - (performance.now() - started) - drift;
+      if (validity > 0) {
+        // A refused node may have queued this writer; it got the lock, so it waits no more there.
+        const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner, false).catch(() => undefined);
+        if (queues) settled.forEach((s, i) => s.status === 'ok' && !s.value.granted && withdraw(i));
+        late.forEach((p, i) =>
+          p?.then((o) => queues && !o.granted && withdraw(i), () => undefined),
+        );
+        const acked = grants.flatMap((g) => (g.replicasAcked === undefined ? [] : [g.replicasAcked]));
+        return {
+          granted: true,
+          fence: Math.max(...grants.map((g) => g.fence)),
+          // Counted by the caller from before the send, which takes the elapsed time off.
+          leaseRemainingMs: remaining - drift,
+          ...(acked.length > 0 ? { replicasAcked: Math.min(...acked) } : {}),
+        };
+      }
+    }
+
+    // No valid majority: take back what this attempt took, on every node.
+    const dropHolds = !this.holds(r.keys, r.owner);
+    const undo = (i: number, outcome: Settled<AcquireOutcome>): Promise<unknown> | undefined => {
+      const node = this.nodes[i]!;
+      if (outcome.status === 'ok') return outcome.value.granted ? node.release(r.keys, r.mode, r.owner) : undefined;
+      // Unknown outcome: it may have been granted.
+      return node.abandon(r.keys, r.owner, dropHolds);
+    };
+    late.forEach((p, i) =>
+      p?.then(
+        (value) => undo(i, { status: 'ok', value })?.catch(() => undefined),
+        (error: unknown) => undo(i, { status: 'error', error })?.catch(() => undefined),
+      ),
+    );
+    await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
+
+    const unknown = settled.filter((s) => s.status !== 'ok').length;
+    if (unknown > n - q || grants.length >= q) {
+      const took = Math.round(performance.now() - started);
+      throw new QuorumError(
+        `acquiring the ${r.mode} lock "${r.keys.state}"`,
+        q,
+        this.outcomes(settled, (o) => (o.granted ? 'granted' : `refused (${o.reason})`), (o) => o.granted),
+        { mode: r.mode, owner: r.owner },
+        grants.length >= q
+          ? `the majority's grants took ${took} ms, which left no validity of the ${r.leaseMs} ms lease (it was released again)`
+          : `${unknown} did not answer`,
+      );
+    }
+    const blocked = refusals.flatMap((o) => (o.granted ? [] : [o]));
+    // 'upgrade' means "give up now, waiting would deadlock": only when it bars every majority.
+    const upgrades = blocked.filter((o) => o.reason === 'upgrade').length;
+    const reason = upgrades > n - q ? 'upgrade' : (REASON_ORDER.find((why) => blocked.some((o) => o.reason === why)) ?? 'read');
+    return { granted: false, retryAfterMs: Math.min(...blocked.map((o) => o.retryAfterMs)), reason };
+  }
+
+  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+    const n = this.nodes.length;
+    const q = this.quorum;
+    const { settled } = await this.gather(
+      (node) => node.release(keys, mode, owner),
+      this.options.nodeTimeoutMs,
+      (s) => {
+        const released = s.filter((x) => x.status === 'ok' && x.value).length;
+        const not = s.filter((x) => x.status === 'ok' && !x.value).length;
+        return released >= q || not > n - q;
+      },
+    );
+    const released = settled.filter((s) => s.status === 'ok' && s.value).length;
+    if (released >= q) return true;
+    if (released + settled.filter((s) => s.status !== 'ok').length >= q) {
+      throw new QuorumError(`releasing the ${mode} lock`, q, this.outcomes(settled, (v) => (v ? 'released' : 'not held'), (v) => v), {
+        mode,
+        owner,
+      });
+    }
+    // Fewer than a majority held it: lost. Drop what is left of it.
+    void this.abandon(keys, owner, true).catch(() => undefined);
+    return false;
+  }
+
+  async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+    if (requests.length === 0) return [];
+    const q = this.quorum;
+    const verdict = (s: readonly Settled<number[]>[], k: number): 'held' | 'lost' | 'open' => {
+      const held = s.filter((x) => x.status === 'ok' && x.value[k]! > 0).length;
+      const open = s.filter((x) => x.status !== 'ok').length;
+      return held >= q ? 'held' : held + open < q ? 'lost' : 'open';
+    };
+    const { settled } = await this.gather(
+      (node) => node.extend(requests),
+      this.options.nodeTimeoutMs,
+      (s) => requests.every((_, k) => verdict(s, k) !== 'open'),
+    );
+    const verdicts = requests.map((_, k) => verdict(settled, k));
+    if (verdicts.includes('open')) {
+      // Some leases might still be held by a majority: report nothing lost yet; the caller retries.
+      throw new QuorumError(`renewing ${requests.length} lease(s)`, q, this.outcomes(settled, (v) => `${v.filter((x) => x > 0).length} renewed`, () => true));
+    }
+    return requests.map((r, k) => {
+      if (verdicts[k] === 'lost') {
+        // Held by too few nodes to count: let go of the rest too.
+        void this.abandon(r.keys, r.owner, true).catch(() => undefined);
+        return 0;
+      }
+      const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);
+      return Math.max(1, left[q - 1]! - this.driftOf(r.leaseMs));
+    });
+  }
+
+  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
+    const { settled } = await this.gather((node) => node.abandon(keys, owner, dropHolds), this.options.nodeTimeoutMs, () => false);
+    if (settled.some((s) => s.status !== 'ok')) {
+      throw new QuorumError('withdrawing from the lock', this.quorum, this.outcomes(settled, () => 'done', () => true), { owner });
+    }
+  }
+
+  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+    const { settled } = await this.gather((node) => node.inspect(resource, keys), this.options.nodeTimeoutMs, () => false);
+    const views = settled.map((s) => (s.status === 'ok' ? s.value : null));
+    const answered = views.filter((v): v is LockInfo => v !== null);
+    if (answered.length < this.quorum) {
+      throw new QuorumError(`inspecting the lock on "${resource}"`, this.quorum, this.outcomes(settled, () => 'answered', () => true), {
+        resource,
+      });
+    }
+    return mergeViews(resource, keys.state, answered, views, this.quorum);
+  }
+
+  /**
+   * Runs `op` on every node at once and resolves when `enough` says a
+   * majority decided, when every node answered, or after `timeoutMs`,
+   * whichever comes first. `late` holds the promises of the nodes still
+   * pending then, for clean-up when they answer.
+   */
+  private gather<T>(
+    op: (node: NodeBackend) => Promise<T>,
+    timeoutMs: number,
+    enough: (settled: readonly Settled<T>[]) => boolean,
+  ): Promise<{ settled: Settled<T>[]; late: (Promise<T> | undefined)[] }> {
+    const settled: Settled<T>[] = this.nodes.map(() => ({ status: 'pending' }));
+    const promises = this.nodes.map((node) => {
+      try {
+        return op(node);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    });
+    return new Promise((resolve) => {
+      let done = false;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        const snapshot = [...settled];
+        resolve({ settled: snapshot, late: promises.map((p, i) => (snapshot[i]!.status === 'pending' ? p : undefined)) });
+      };
+      timer = setTimeout(finish, timeoutMs);
+      promises.forEach((p, i) =>
+        p.then(
+          (value) => {
+            settled[i] = { status: 'ok', value };
+          },
+          (error: unknown) => {
+            settled[i] = { status: 'error', error };
+          },
+        ).then(() => {
+          if (done) return;
+          if (settled.every((s) => s.status !== 'pending') || enough(settled)) finish();
+        }),
+      );
+    });
+  }
+
+  /** Each node's outcome, for a {@link QuorumError}. */
+  private outcomes<T>(
+    settled: readonly Settled<T>[],
+    say: (value: T) => string,
+    agreed: (value: T) => boolean,
+  ): NodeOutcome[] {
+    return settled.map((s, node) => {
+      const address = this.addresses[node]!;
+      if (s.status === 'ok') return { node, address, outcome: agreed(s.value) ? 'ok' : 'refused', reason: say(s.value) };
+      if (s.status === 'pending') {
+        return { node, address, outcome: 'timeout', reason: `no answer within ${this.options.nodeTimeoutMs} ms` };
+      }
+      const message = s.error instanceof Error ? s.error.message : String(s.error);
+      return { node, address, outcome: 'error', reason: `failed: ${message}` };
+    });
+  }
+}
+
+/** One view of a lock from the nodes that answered: holders that hold a majority, the highest fence. */
+function mergeViews(
+  resource: string,
+  key: string,
+  answered: readonly LockInfo[],
+  views: readonly (LockInfo | null)[],
+  quorum: number,
+): LockInfo {
+  // A holder counts when a majority of all nodes list it; its ttl is that majority's shortest.
+  const majority = (lists: readonly (readonly HolderInfo[])[]): HolderInfo[] => {
+    const byOwner = new Map<string, HolderInfo[]>();
+    for (const list of lists) for (const h of list) byOwner.set(h.owner, [...(byOwner.get(h.owner) ?? []), h]);
+    return [...byOwner.values()]
+      .filter((hs) => hs.length >= quorum)
+      .map((hs) => {
+        const ttls = hs.map((h) => h.ttlMs).sort((a, b) => b - a);
+        return { owner: hs[0]!.owner, holds: Math.min(...hs.map((h) => h.holds)), ttlMs: ttls[quorum - 1]! };
+      });
+  };
+  const writer = majority(answered.map((v) => (v.writer ? [v.writer] : [])))[0] ?? null;
+  const readers = majority(answered.map((v) => v.readers));
+  const queue: WaiterInfo[] = [];
+  for (const v of answered) for (const w of v.queue) if (!queue.some((x) => x.owner === w.owner)) queue.push(w);
+  const fences = answered.flatMap((v) => (v.fence === null ? [] : [v.fence]));
+  return {
+    resource,
+    key,
+    mode: writer ? 'write' : readers.length > 0 ? 'read' : 'free',
+    writer,
+    readers,
+    waitingWriter: answered.find((v) => v.waitingWriter)?.waitingWriter ?? null,
+    queue,
+    fence: fences.length > 0 ? Math.max(...fences) : null,
+    serverTimeMs: answered[0]!.serverTimeMs,
+    nodes: views,
+  };
+}

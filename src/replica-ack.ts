@@ -1,0 +1,92 @@
+import type { Redis } from 'ioredis';
+import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
+import { RedisUnavailableError, ReplicaAckError, type LockMode } from './errors.js';
+import type { LockKeys } from './keys.js';
+import type { ResolvedReplicaAck } from './options.js';
+import { isCluster, type RedisClient } from './redis.js';
+
+/**
+ * The connection that serves `slot`'s master: on one server the client
+ * itself; on a Cluster the pooled connection ioredis sends that slot's
+ * commands through (`cluster.slots[slot][0]` names the master). `WAIT` counts
+ * the writes of the connection it is sent on, so it must be this one.
+ */
+export function masterConnection(client: RedisClient, slot: number): Redis {
+  if (!isCluster(client)) return client;
+  const key = client.slots[slot]?.[0];
+  const node = key === undefined ? undefined : client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+  if (!node) {
+    throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map: ${key ?? 'not loaded'})`);
+  }
+  return node;
+}
+
+/**
+ * Sends `WAIT replicas timeoutMs` to the master that owns `slot`, on the
+ * connection that wrote the grant, and resolves with the replicas that
+ * acknowledged every write of that connection so far.
+ */
+export async function waitForReplicas(client: RedisClient, slot: number, replicas: number, timeoutMs: number): Promise<number> {
+  return Number(await masterConnection(client, slot).wait(replicas, timeoutMs));
+}
+
+/**
+ * Adds replica acknowledgement to a single-node backend: after a grant whose
+ * request asks for it, `WAIT` on the lock's master; on a shortfall, either
+ * release the grant and reject with {@link ReplicaAckError}, or report the
+ * count. Requests that do not ask for it pass straight through: no extra
+ * round trip.
+ */
+export class ReplicaAckBackend implements LockBackend {
+  constructor(
+    private readonly inner: LockBackend,
+    private readonly client: RedisClient,
+    private readonly prefix: string,
+  ) {}
+
+  keysFor(resource: string): LockKeys {
+    return this.inner.keysFor(resource);
+  }
+
+  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const outcome = await this.inner.acquire(r);
+    const ack: ResolvedReplicaAck | undefined = r.replicaAck;
+    if (!outcome.granted || ack === undefined) return outcome;
+    let acked: number;
+    try {
+      acked = await waitForReplicas(this.client, r.keys.slot, ack.replicas, ack.timeoutMs);
+    } catch {
+      acked = 0; // unknown: count none
+    }
+    if (acked >= ack.replicas || ack.onShortfall === 'accept') return { ...outcome, replicasAcked: acked };
+    // Undo this grant only (one hold: a reentrant owner keeps its outer hold).
+    await this.inner.release(r.keys, r.mode, r.owner).catch(() => undefined);
+    throw new ReplicaAckError(ack.replicas, acked, ack.timeoutMs, { resource: resourceOf(this.prefix, r.keys), mode: r.mode, owner: r.owner });
+  }
+
+  release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+    return this.inner.release(keys, mode, owner);
+  }
+
+  extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+    return this.inner.extend(requests);
+  }
+
+  abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
+    return this.inner.abandon(keys, owner, dropHolds);
+  }
+
+  inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+    return this.inner.inspect(resource, keys);
+  }
+
+  bindHoldings(holds: (keys: LockKeys, owner: string) => boolean): void {
+    this.inner.bindHoldings?.(holds);
+  }
+}
+
+/** The resource name for messages: the state key without its prefix and the braces the library added. */
+function resourceOf(prefix: string, keys: LockKeys): string {
+  const part = keys.state.startsWith(`${prefix}:`) ? keys.state.slice(prefix.length + 1) : keys.state;
+  return part.startsWith('{') && part.indexOf('}') === part.length - 1 ? part.slice(1, -1) : part;
+}

@@ -1,0 +1,324 @@
+/**
+ * `redlock` mode against N independent redis-server processes started by the
+ * harness (startRedisMasters): majority grants, node failures (SIGKILL,
+ * SIGSTOP, data loss), loss signals, read/write conflicts across majorities,
+ * clean-up of failed attempts, wake-ups, bad input.
+ */
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import {
+  InvalidArgumentError,
+  LockClient,
+  LockLostError,
+  QuorumError,
+  type Lease,
+  type LockClientOptions,
+} from '../../src/index.js';
+import { startRedisMasters, type RedisMastersHandle } from '../../src/testing/index.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
+/** Polls `check` until it returns true, or fails after `ms`. */
+async function eventually(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+function suite(n: number): void {
+  describe(`redlock mode [${n} independent servers]`, function () {
+    this.timeout(30_000);
+    let masters: RedisMastersHandle;
+    /** One admin connection per server, for looking at keys. */
+    let admin: Redis[];
+    const clients = new Set<Redis>();
+    const lockClients = new Set<LockClient>();
+
+    /** A redlock LockClient on fresh connections to every server. */
+    const open = (options: LockClientOptions = {}): LockClient => {
+      const nodes = masters.clients();
+      for (const c of nodes) {
+        c.on('error', () => undefined); // killed servers are part of the tests
+        clients.add(c);
+      }
+      const locks = new LockClient(nodes, { mode: 'redlock', redlock: { nodeTimeoutMs: 200 }, ...options });
+      lockClients.add(locks);
+      return locks;
+    };
+    const keysOn = async (i: number): Promise<string[]> => (await admin[i]!.keys('*')).sort();
+    const keyCounts = () => Promise.all(admin.map((a) => a.dbsize()));
+    const quorum = Math.floor(n / 2) + 1;
+    /** An acquire returns once a majority granted; the other nodes' grants follow. */
+    const onEveryNode = () => eventually(async () => (await keyCounts()).every((c) => c > 0), 2_000, 'the lock on every node');
+
+    before(async function () {
+      this.timeout(60_000);
+      masters = await startRedisMasters(n);
+      admin = masters.clients();
+      for (const a of admin) a.on('error', () => undefined);
+    });
+    after(async () => {
+      for (const a of admin ?? []) a.disconnect();
+      await masters?.stop();
+    });
+    beforeEach(async () => {
+      for (const s of masters.servers) {
+        if (!s.running) await s.restart();
+        else await s.resume();
+      }
+      await masters.flush();
+    });
+    afterEach(async () => {
+      await Promise.allSettled([...lockClients].map((l) => l.close()));
+      lockClients.clear();
+      for (const c of clients) c.disconnect();
+      clients.clear();
+      for (const s of masters.servers) if (s.running) await s.resume();
+    });
+
+    it('grants on every node, with the same keys, and releases everywhere', async () => {
+      const locks = open();
+      const lease = await locks.lock('report').acquireWrite();
+      // The acquire returns once a majority granted; the rest follow.
+      await onEveryNode();
+      const keys = await Promise.all(masters.servers.map((_, i) => keysOn(i)));
+      for (const k of keys) expect(k).to.deep.equal(['rwlock#leases:{report}', 'rwlock:{report}']);
+      const info = await locks.inspect('report');
+      expect(info.writer?.owner).to.equal(lease.token);
+      expect(info.nodes).to.have.length(n);
+      expect(info.fence).to.equal(Math.max(...info.nodes!.map((v) => v!.fence!)));
+      // The lease's fence is the highest of the majority that answered first.
+      expect(lease.fence).to.be.at.most(info.fence!);
+      expect(info.nodes!.map((v) => v!.fence)).to.include(lease.fence);
+      await lease.release();
+      expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
+    });
+
+    it(`keeps mutual exclusion with ${n - quorum} server(s) killed`, async () => {
+      for (const s of masters.servers.slice(0, n - quorum)) await s.kill('SIGKILL');
+      const [a, b] = [open(), open()];
+      const held = await a.lock('account').acquireWrite();
+      expect(await b.lock('account').tryAcquireWrite()).to.equal(null);
+      expect(await b.lock('account').tryAcquireRead()).to.equal(null);
+      await held.release();
+      const reads = await Promise.all([a.lock('account').acquireRead(), b.lock('account').acquireRead()]);
+      expect(await b.lock('account').tryAcquireWrite()).to.equal(null);
+      await Promise.all(reads.map((r) => r.release()));
+
+      // Several clients race for the write lock, waiting for each other: never two inside at once.
+      const racers = [a, b, open()];
+      let inside = 0;
+      let most = 0;
+      let done = 0;
+      await Promise.all(
+        racers.map(async (locks) => {
+          for (let k = 0; k < 4; k++) {
+            await locks.withWrite('account', async () => {
+              inside++;
+              most = Math.max(most, inside);
+              await sleep(15);
+              inside--;
+              done++;
+            }, { waitMs: 20_000 });
+          }
+        }),
+      );
+      expect(most).to.equal(1);
+      expect(done).to.equal(12);
+    });
+
+    it('refuses with a QuorumError that names each node and why, when a majority is down', async () => {
+      const down = masters.servers.slice(0, n - quorum + 1);
+      for (const s of down) await s.kill('SIGKILL');
+      const locks = open();
+      const error = await rejection(locks.lock('ledger').acquireWrite({ waitMs: 2_000 }));
+      expect(error).to.be.instanceOf(QuorumError);
+      const q = error as QuorumError;
+      expect(q.quorum).to.equal(quorum);
+      expect(q.nodes).to.have.length(n);
+      down.forEach((s, i) => {
+        expect(q.nodes[i]!.address).to.equal(`127.0.0.1:${s.port}`);
+        expect(q.nodes[i]!.outcome).to.be.oneOf(['error', 'timeout']);
+      });
+      for (const node of q.nodes.slice(down.length)) expect(node.outcome).to.equal('ok');
+      expect(q.message).to.match(new RegExp(`needs a majority, ${quorum} of ${n} Redis nodes`)).and.to.include(`127.0.0.1:${down[0]!.port}`);
+      // What the live nodes granted was taken back.
+      for (let i = down.length; i < n; i++) expect(await keysOn(i)).to.deep.equal([]);
+    });
+
+    it('reports a lease lost once a majority of its nodes lost it (data gone, as after a restart without persistence)', async () => {
+      const locks = open({ leaseMs: 600 });
+      const lease = await locks.lock('job').acquireWrite();
+      const lost = new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+      await Promise.all(admin.slice(0, quorum).map((a) => a.flushall()));
+      const reason = await Promise.race([lost, sleep(2_000).then(() => 'not lost')]);
+      expect(reason).to.be.instanceOf(LockLostError);
+      expect(lease.held).to.equal(false);
+      // The minority that still held it lets go too.
+      await eventually(async () => (await keyCounts()).every((c) => c === 0), 2_000, 'every node to be empty');
+    });
+
+    it('reports a lease lost once a majority of its nodes are killed', async () => {
+      const locks = open({ leaseMs: 600 });
+      const lease = await locks.lock('job').acquireWrite();
+      const started = performance.now();
+      const lost = new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
+      for (const s of masters.servers.slice(0, quorum)) await s.kill('SIGKILL');
+      const reason = await Promise.race([lost, sleep(3_000).then(() => 'not lost')]);
+      expect(reason).to.be.instanceOf(LockLostError);
+      expect(performance.now() - started).to.be.below(600 + 200);
+    });
+
+    it('keeps a lease while a majority renews it, with the other nodes down', async () => {
+      const locks = open({ leaseMs: 450 });
+      const lease = await locks.lock('job').acquireWrite();
+      for (const s of masters.servers.slice(0, n - quorum)) await s.kill('SIGKILL');
+      await sleep(1_200); // several renewals, with the dead nodes timing out
+      expect(lease.held).to.equal(true);
+      expect(await open().lock('job').tryAcquireRead()).to.equal(null);
+      await lease.release();
+    });
+
+    it('detects a read/write conflict across majorities: a writer on one majority, a reader reaching another', async () => {
+      const writer = open();
+      const w = await writer.lock('doc').acquireWrite();
+      await onEveryNode();
+      // The last node forgets the write lock (restart without persistence): it is held on the first quorum only.
+      await admin[n - 1]!.flushall();
+      // The reader reaches only the nodes from the second on: the first is frozen.
+      await masters.servers[0]!.pause();
+      const reader = open();
+      expect(await reader.lock('doc').tryAcquireRead()).to.equal(null);
+      expect(await admin[n - 1]!.dbsize()).to.equal(0); // what the reader got on the last node was given back
+      await masters.servers[0]!.resume();
+      await w.release();
+
+      // And the other way round: readers on a majority, a writer that reaches another one.
+      const r = await reader.lock('doc').acquireRead();
+      await onEveryNode();
+      await admin[n - 1]!.flushall();
+      await masters.servers[0]!.pause();
+      expect(await writer.lock('doc').tryAcquireWrite()).to.equal(null);
+      expect(await admin[n - 1]!.dbsize()).to.equal(0);
+      await masters.servers[0]!.resume();
+      await r.release();
+    });
+
+    it('leaves no keys on any node after a failed attempt, a try or a wait that times out', async () => {
+      const x = open();
+      await x.lock('slot').acquireWrite();
+      await onEveryNode();
+      await admin[n - 1]!.flushall(); // held on the first n-1 nodes only, free on the last
+      const before = await Promise.all(admin.map((_, i) => keysOn(i)));
+      const y = open();
+      expect(await y.lock('slot').tryAcquireWrite()).to.equal(null);
+      expect(await Promise.all(admin.map((_, i) => keysOn(i)))).to.deep.equal(before);
+      expect(await rejection(y.lock('slot').acquireWrite({ waitMs: 300 }))).to.have.property('name', 'AcquireTimeoutError');
+      expect(await Promise.all(admin.map((_, i) => keysOn(i)))).to.deep.equal(before);
+      expect(await rejection(y.lock('slot').acquireRead({ waitMs: 300 }))).to.have.property('name', 'AcquireTimeoutError');
+      expect(await Promise.all(admin.map((_, i) => keysOn(i)))).to.deep.equal(before);
+    });
+
+    it('wakes a waiter when the holder releases, also with a node down, without waiting for the re-check', async () => {
+      await masters.servers[0]!.kill('SIGKILL');
+      const holder = open();
+      const waiter = open({ recheckMs: 20_000 });
+      const held = await holder.lock('queue').acquireWrite();
+      let releasedAt = 0;
+      const waiting = waiter.lock('queue').acquireWrite({ waitMs: 10_000 });
+      await sleep(300); // the waiter has subscribed and sleeps
+      releasedAt = performance.now();
+      await held.release();
+      const next = await waiting;
+      expect(performance.now() - releasedAt).to.be.below(1_000);
+      await next.release();
+    });
+
+    it('hands out growing fences, reentrancy and upgrade across nodes', async () => {
+      const locks = open();
+      const lock = locks.lock('fenced');
+      const a = await lock.acquireWrite({ owner: 'job' });
+      const b = await lock.acquireWrite({ owner: 'job' }); // reentrant on every node
+      expect(b.fence).to.be.greaterThan(a.fence);
+      await b.release();
+      expect(await open().lock('fenced').tryAcquireRead()).to.equal(null); // still held once
+      await a.release();
+      const r = await lock.acquireRead({ owner: 'reader' });
+      const w = await lock.acquireWrite({ owner: 'reader', waitMs: 1_000 }); // the sole reader upgrades
+      expect(w.fence).to.be.greaterThan(a.fence);
+      await w.release();
+      await r.release();
+      expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
+    });
+  });
+}
+
+suite(3);
+suite(5);
+
+describe('redlock mode: bad input', () => {
+  let masters: RedisMastersHandle;
+  const made: Redis[] = [];
+  const clients = (): Redis[] => {
+    const list = masters.clients({ lazyConnect: true });
+    made.push(...list);
+    return list;
+  };
+  before(async function () {
+    this.timeout(60_000);
+    masters = await startRedisMasters(3);
+  });
+  after(async () => {
+    for (const c of made) c.disconnect();
+    await masters?.stop();
+  });
+
+  const cases: [string, () => unknown][] = [
+    ['fewer than 3 clients', () => new LockClient(clients().slice(0, 2), { mode: 'redlock' })],
+    ['no clients', () => new LockClient([], { mode: 'redlock' })],
+    ['the same client twice', () => {
+      const [a, b] = clients();
+      return new LockClient([a!, b!, a!], { mode: 'redlock' });
+    }],
+    ['two clients of one server', () => {
+      const [a, b] = clients();
+      return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
+    }],
+    ['a non-client among them', () => new LockClient([...clients().slice(0, 2), {} as Redis], { mode: 'redlock' })],
+    ['one client in redlock mode', () => new LockClient(clients()[0]!, { mode: 'redlock' })],
+    ['an array without mode redlock', () => new LockClient(clients())],
+    ['redlock options in hash mode', () => new LockClient(clients()[0]!, { redlock: { driftFactor: 0.01 } })],
+    ['a drift factor of 0.5', () => new LockClient(clients(), { mode: 'redlock', redlock: { driftFactor: 0.5 } })],
+    ['a node timeout of 0', () => new LockClient(clients(), { mode: 'redlock', redlock: { nodeTimeoutMs: 0 } })],
+  ];
+  for (const [what, make] of cases) {
+    it(`refuses ${what} with InvalidArgumentError`, () => {
+      expect(make).to.throw(InvalidArgumentError);
+    });
+  }
+
+  it('names the problem', () => {
+    expect(() => new LockClient(clients().slice(0, 2), { mode: 'redlock' })).to.throw(/at least 3 independent servers/);
+    const [a, b] = clients();
+    expect(() => new LockClient([a!, b!, a!], { mode: 'redlock' })).to.throw(/same client/);
+    expect(() => new LockClient(clients())).to.throw(/mode "redlock"/);
+  });
+
+  it('accepts 3 distinct servers', async () => {
+    const locks = new LockClient(clients(), { mode: 'redlock' });
+    const lease: Lease = await locks.lock('ok').acquireWrite();
+    await lease.release();
+    await locks.close();
+  });
+});
