@@ -1,0 +1,77 @@
+/**
+ * Fencing in practice: examples/fencing.ts run on both topologies (a holder
+ * paused past its lease has its late write refused), and fencedSet itself.
+ */
+import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
+import { fenceKeyOf, fencedSet, InvalidArgumentError, LockClient, StaleFenceError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { runFencingExample } from '../../examples/fencing.js';
+import { forEachTopology } from '../setup/topologies.js';
+
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a rejection');
+}
+
+forEachTopology('fencing', (ctx) => {
+  let redis: RedisClient;
+  beforeEach(() => {
+    redis = ctx.client();
+  });
+
+  it("examples/fencing.ts: a holder paused past its lease has its late write refused, and the newer holder's data stays", async () => {
+    const lines: string[] = [];
+    const outcome = await runFencingExample(redis, (line) => lines.push(line));
+    expect(outcome.fenceB).to.be.greaterThan(outcome.fenceA);
+    expect(outcome.lossSignalled, 'the paused holder was told its lease was lost').to.equal(true);
+    expect(outcome.staleWriteRefused, lines.join('\n')).to.equal(true);
+    expect(outcome.finalValue).to.equal('report by B');
+    expect(await redis.get('report:{42}#fence')).to.equal(String(outcome.fenceB));
+  });
+
+  it('accepts an equal or higher fence, refuses a lower one, atomically with the write', async () => {
+    await fencedSet(redis, 'cfg', 'v1', 100);
+    await fencedSet(redis, 'cfg', 'v2', 100); // the same holder writes again
+    await fencedSet(redis, 'cfg', 'v3', { fence: 250 });
+    const error = await rejection(fencedSet(redis, 'cfg', 'late', 200));
+    expect(error).to.be.instanceOf(StaleFenceError);
+    expect(error).to.include({ key: 'cfg', fence: 200, lastFence: 250 });
+    expect(await redis.get('cfg')).to.equal('v3');
+    expect(await redis.get(fenceKeyOf('cfg'))).to.equal('250');
+  });
+
+  it('takes fences from real leases, across lock expiry and deletion', async () => {
+    const locks = new LockClient(redis);
+    const first = await locks.lock('doc:{7}').acquireWrite({ leaseMs: 50 });
+    await new Promise((resolve) => setTimeout(resolve, 120)); // expired, then taken again after the hash is gone
+    const second = await locks.lock('doc:{7}').acquireWrite();
+    await fencedSet(redis, 'doc:{7}', 'new', second);
+    expect(await rejection(fencedSet(redis, 'doc:{7}', 'old', first))).to.be.instanceOf(StaleFenceError);
+    await second.release();
+    await locks.close();
+  });
+
+  it('keeps the fence in the key\'s slot, sets an expiry on the value only, and refuses bad input', async () => {
+    for (const key of ['plain', 'user:{42}:profile', 'a{b', '{x}{}']) {
+      expect(calculateSlot(fenceKeyOf(key)), key).to.equal(calculateSlot(key));
+    }
+    // No hash tag, and a "}" that would end a wrapping tag early: no name in the key's slot can be derived.
+    for (const key of ['a}b', '{}odd']) expect(() => fenceKeyOf(key), key).to.throw(InvalidArgumentError, /hash tag/);
+    await fencedSet(redis, 'a}b', 'v', 1, { fenceKey: '{a}b}#fence-not-same-slot' }).then(
+      () => expect.fail('a fence key in another slot was accepted'),
+      (error: unknown) => expect(error).to.be.instanceOf(InvalidArgumentError),
+    );
+    await fencedSet(redis, 'short', 'v', 5, { ttlMs: 60_000 });
+    expect(await redis.pttl('short')).to.be.within(1, 60_000);
+    expect(await redis.pttl(fenceKeyOf('short'))).to.equal(-1);
+    expect(await rejection(fencedSet(redis, 'k', 'v', -1))).to.be.instanceOf(InvalidArgumentError);
+    expect(await rejection(fencedSet(redis, 'k', 'v', 1.5))).to.be.instanceOf(InvalidArgumentError);
+    expect(await rejection(fencedSet(redis, '', 'v', 1))).to.be.instanceOf(InvalidArgumentError);
+    expect(await rejection(fencedSet(redis, 'k', 'v', 1, { fenceKey: 'k' }))).to.be.instanceOf(InvalidArgumentError);
+  });
+});
