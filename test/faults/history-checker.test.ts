@@ -1,0 +1,97 @@
+// The checker itself: it must find what is planted in a history, and a real
+// workload that misbehaves (writes after its lease was reported lost) must be
+// caught by it, while the same workload that heeds the signal passes.
+import { expect } from 'chai';
+import { buildHistory, checkHistory, type HistoryEvent } from '../support/history.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { Workload, targetOf } from '../support/history-run.js';
+import { checkAndReport, counters } from './support.js';
+
+type Write = [id: string, fence: number, start: number, end: number, seen: number];
+
+function writes(list: Write[], resource = 'r'): HistoryEvent[] {
+  return list.flatMap(([id, fence, start, end, seen]) => [
+    { t: 'grant', id, process: id.split(':')[0]!, resource, mode: 'write', owner: id, fence, requestedAt: start - 1, grantedAt: start },
+    { t: 'data', id, seen, wrote: true },
+    { t: 'release-sent', id, at: end },
+    { t: 'released', id, at: end + 1, outcome: 'ok' },
+  ]);
+}
+
+describe('history checker', () => {
+  it('passes a correct history', () => {
+    const h = buildHistory(writes([['a:1', 10, 0, 5, 0], ['b:1', 11, 5, 9, 1], ['a:2', 12, 10, 12, 2]]));
+    const result = checkHistory(h, { counters: new Map([['r', 3]]) });
+    expect(result.violations).to.deep.equal([]);
+    expect(result.committedWrites).to.equal(3);
+  });
+
+  it('finds an overlap of two writers, and the lost update it caused', () => {
+    const h = buildHistory(writes([['a:1', 10, 0, 5, 0], ['b:1', 11, 4, 9, 0]]));
+    const kinds = checkHistory(h, { counters: new Map([['r', 1]]) }).violations.map((v) => v.kind);
+    expect(kinds).to.have.members(['overlap', 'lost-update']);
+  });
+
+  it('finds a reader inside a write', () => {
+    const events: HistoryEvent[] = [
+      ...writes([['a:1', 10, 0, 10, 0]]),
+      { t: 'grant', id: 'b:1', process: 'b', resource: 'r', mode: 'read', owner: 'b', fence: 11, requestedAt: 2, grantedAt: 3 },
+      { t: 'release-sent', id: 'b:1', at: 4 },
+    ];
+    expect(checkHistory(buildHistory(events)).violations.map((v) => v.kind)).to.deep.equal(['overlap']);
+  });
+
+  it('finds fences that go backwards', () => {
+    const h = buildHistory(writes([['a:1', 12, 0, 5, 0], ['b:1', 11, 6, 9, 1]]));
+    expect(checkHistory(h).violations.map((v) => v.kind)).to.include('fence');
+  });
+
+  it('ends the holds of a killed process at its death, and of a lost lease where it was reported', () => {
+    const events: HistoryEvent[] = [
+      { t: 'grant', id: 'a:1', process: 'a', resource: 'r', mode: 'write', owner: 'a', fence: 10, requestedAt: 0, grantedAt: 1 },
+      { t: 'grant', id: 'c:1', process: 'c', resource: 'r', mode: 'write', owner: 'c', fence: 11, requestedAt: 0, grantedAt: 2 },
+      { t: 'lost', id: 'c:1', at: 3, reason: 'gone' },
+      { t: 'release-sent', id: 'c:1', at: 50 },
+      ...writes([['b:1', 12, 2100, 2105, 0]]),
+    ];
+    expect(checkHistory(buildHistory(events, new Map([['a', 5]]))).violations.map((v) => v.kind)).to.deep.equal(['overlap']);
+    expect(checkHistory(buildHistory(events, new Map([['a', 2]]))).violations).to.deep.equal([]);
+  });
+
+  it('lists an overlap in a failover window separately when a loss was reported, and as a violation when not', () => {
+    const base: HistoryEvent[] = [...writes([['a:1', 10, 0, 100, 0], ['b:1', 20, 50, 60, 0]])];
+    const faults = [{ kind: 'failover' as const, start: 40, end: 45, dataLoss: true }];
+    const unreported = checkHistory(buildHistory(base), { faults, faultMarginMs: 10 });
+    expect(unreported.violations.map((v) => v.kind)).to.deep.equal(['unreported-loss']);
+    const reported = checkHistory(buildHistory([...base, { t: 'lost', id: 'a:1', at: 70, reason: 'renewal found it gone' }]), { faults, faultMarginMs: 10 });
+    expect(reported.violations).to.deep.equal([]);
+    expect(reported.failoverWindow).to.have.length(1);
+    expect(reported.dataLoss.map((f) => f.kind)).to.deep.equal(['data-loss']);
+  });
+});
+
+forEachTopology('history checker on a real workload', (ctx) => {
+  let workload: Workload | undefined;
+  afterEach(() => workload?.killAll());
+  const run = async (ignoreLoss: boolean) => {
+    // Fixed leases of 100 ms and holds of up to 250 ms: many leases run out mid-write.
+    workload = new Workload(targetOf(ctx), { resources: ['m'], ops: 30, loops: 2, writeShare: 0.8, fixedLeaseMs: 100, minHoldMs: 40, maxHoldMs: 250, ignoreLoss });
+    await workload.launch(3);
+    const history = await workload.finish(60_000);
+    return checkAndReport(ignoreLoss ? 'holders ignore loss (planted bug)' : 'leases run out mid-write', ctx, history, { counters: await counters(ctx.client(), ['m']) });
+  };
+
+  it('catches holders that keep writing after their lease was reported lost', async function () {
+    this.timeout(60_000);
+    const result = await run(true);
+    expect(result.leasesLost).to.be.greaterThan(0);
+    expect(result.violations.map((v) => v.kind)).to.include('lost-update');
+  });
+
+  it('finds no violation when the same holders heed the loss signal', async function () {
+    this.timeout(60_000);
+    const result = await run(false);
+    expect(result.leasesLost).to.be.greaterThan(0);
+    expect(result.violations).to.deep.equal([]);
+  });
+});

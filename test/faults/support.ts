@@ -1,0 +1,37 @@
+import type { RedisClient } from '../../src/redis.js';
+import { checkHistory, report, type CheckOptions, type CheckResult, type History } from '../support/history.js';
+import type { TopologyContext } from '../setup/topologies.js';
+
+/** The final counter of each resource. */
+export async function counters(redis: RedisClient, resources: readonly string[]): Promise<Map<string, number>> {
+  const values = new Map<string, number>();
+  for (const r of resources) values.set(r, Number((await redis.get(`data:{${r}}:counter`)) ?? 0));
+  return values;
+}
+
+/** Checks a history, prints its row of the fault table, and returns the result. */
+export function checkAndReport(
+  fault: string,
+  ctx: TopologyContext,
+  history: History,
+  options: CheckOptions & { recoveryMs?: number; notes?: string },
+): CheckResult {
+  const result = checkHistory(history, options);
+  const failures = Object.entries(result.failuresByName)
+    .map(([name, n]) => `${name} ${n}`)
+    .join(', ');
+  report({
+    fault,
+    topology: ctx.kind,
+    operations: result.operations,
+    violations: result.violations.length,
+    failoverWindow: result.failoverWindow.length,
+    recoveryMs: options.recoveryMs,
+    leasesLost: result.leasesLost,
+    notes: [options.notes, failures && `failed acquires: ${failures}`, result.dataLoss.length > 0 && `data-loss findings ${result.dataLoss.length}`]
+      .filter(Boolean)
+      .join('; '),
+  });
+  for (const v of [...result.violations, ...result.failoverWindow].slice(0, 10)) console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
+  return result;
+}

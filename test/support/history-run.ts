@@ -1,0 +1,179 @@
+/**
+ * Runs the history workload: several worker processes
+ * (test/workers/history-worker.ts), each with its own clients, whose events
+ * are collected as they are printed, so the history of a process killed with
+ * SIGKILL is kept up to its death.
+ *
+ * @module
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { TopologyContext } from '../setup/topologies.js';
+import { buildHistory, type History, type HistoryEvent, type WorkerConfig } from './history.js';
+
+const WORKER = fileURLToPath(new URL('../workers/history-worker.ts', import.meta.url));
+
+export type WorkloadOptions = Partial<Omit<WorkerConfig, 'name' | 'target'>>;
+
+export const WORKLOAD_DEFAULTS: Omit<WorkerConfig, 'name' | 'target'> = {
+  resources: ['alpha', 'beta', 'gamma'],
+  ops: 400,
+  durationMs: 10_000,
+  graceMs: 20_000,
+  loops: 3,
+  writeShare: 0.4,
+  minHoldMs: 0,
+  maxHoldMs: 6,
+  leaseMs: 2_000,
+  waitMs: 20_000,
+  pauseMs: 50,
+};
+
+export function targetOf(ctx: TopologyContext): WorkerConfig['target'] {
+  return ctx.kind === 'cluster'
+    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) }
+    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
+}
+
+export interface WorkerHandle {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly events: HistoryEvent[];
+  /** Resolves with the exit code (or the signal's name) when the process has ended. */
+  readonly exited: Promise<number | string>;
+  stderr(): string;
+}
+
+/** A running workload of several processes. */
+export class Workload {
+  readonly workers: WorkerHandle[] = [];
+  readonly deaths = new Map<string, number>();
+  private readonly listeners = new Set<(event: HistoryEvent, worker: WorkerHandle) => void>();
+
+  constructor(
+    private readonly target: WorkerConfig['target'],
+    private readonly defaults: WorkloadOptions = {},
+  ) {}
+
+  /** Starts `count` processes with the given options (on top of the workload's). */
+  start(count: number, options: WorkloadOptions = {}, prefix = 'p'): WorkerHandle[] {
+    const started: WorkerHandle[] = [];
+    for (let i = 0; i < count; i++) {
+      const name = `${prefix}${this.workers.length}`;
+      const config: WorkerConfig = { ...WORKLOAD_DEFAULTS, ...this.defaults, ...options, name, target: this.target };
+      const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+        env: { ...process.env, HISTORY_CONFIG: JSON.stringify(config) },
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      });
+      const events: HistoryEvent[] = [];
+      let err = '';
+      let partial = '';
+      const handle: WorkerHandle = {
+        name,
+        child,
+        events,
+        exited: new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1))),
+        stderr: () => err,
+      };
+      child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        const lines = (partial + chunk).split('\n');
+        partial = lines.pop()!;
+        for (const line of lines) {
+          if (!line.trim()) continue;
+          const event = JSON.parse(line) as HistoryEvent;
+          events.push(event);
+          for (const listener of this.listeners) listener(event, handle);
+        }
+      });
+      child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (err = (err + chunk).slice(-20_000)));
+      this.workers.push(handle);
+      started.push(handle);
+    }
+    return started;
+  }
+
+  /** Resolves with the first event (and its worker) for which `pred` holds, or rejects after `timeoutMs`. */
+  waitFor(pred: (event: HistoryEvent, worker: WorkerHandle) => boolean, timeoutMs: number): Promise<{ event: HistoryEvent; worker: WorkerHandle }> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.listeners.delete(listener);
+        reject(new Error(`no matching workload event within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const listener = (event: HistoryEvent, worker: WorkerHandle) => {
+        if (!pred(event, worker)) return;
+        clearTimeout(timer);
+        this.listeners.delete(listener);
+        resolve({ event, worker });
+      };
+      this.listeners.add(listener);
+    });
+  }
+
+  /**
+   * Starts `count` processes (see {@link start}), waits until every one of
+   * them is connected, then lets them all begin at once.
+   */
+  async launch(count: number, options: WorkloadOptions = {}, prefix = 'p', timeoutMs = 60_000): Promise<WorkerHandle[]> {
+    const workers = this.start(count, options, prefix);
+    const ready = (w: WorkerHandle) => w.events.some((e) => e.t === 'start');
+    const deadline = Date.now() + timeoutMs;
+    while (!workers.every(ready)) {
+      const dead = workers.find((w) => w.child.exitCode !== null);
+      if (dead) throw new Error(`worker ${dead.name} exited before starting: ${dead.stderr()}`);
+      if (Date.now() > deadline) throw new Error(`workers did not start within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    for (const w of workers) w.child.send('go', () => undefined);
+    return workers;
+  }
+
+  /** SIGKILLs a worker; its holds end at the time of the kill. */
+  async kill(worker: WorkerHandle): Promise<number> {
+    const at = Date.now();
+    this.deaths.set(worker.name, at);
+    worker.child.kill('SIGKILL');
+    await worker.exited;
+    return at;
+  }
+
+  /** Asks every live worker to stop starting operations (they then finish, close and exit). */
+  stop(): void {
+    for (const w of this.workers) if (w.child.connected) w.child.send('stop', () => undefined);
+  }
+
+  /**
+   * Waits for every worker to exit, at most `timeoutMs` (then kills the rest
+   * and rejects: a hang is a failure). Rejects if a worker that was not
+   * killed on purpose exited with a non-zero code.
+   */
+  async finish(timeoutMs: number): Promise<History> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    const all = Promise.all(this.workers.map((w) => w.exited));
+    const outcome = await Promise.race([all, timedOut]);
+    clearTimeout(timer);
+    if (outcome === 'timeout') {
+      const stuck = this.workers.filter((w) => w.child.exitCode === null && w.child.signalCode === null);
+      for (const w of stuck) w.child.kill('SIGKILL');
+      throw new Error(`workers ${stuck.map((w) => w.name).join(', ')} did not finish within ${timeoutMs} ms`);
+    }
+    for (const [i, code] of outcome.entries()) {
+      const w = this.workers[i]!;
+      if (code !== 0 && !this.deaths.has(w.name)) throw new Error(`worker ${w.name} exited with ${code}: ${w.stderr()}`);
+    }
+    return this.history();
+  }
+
+  /** The history so far. */
+  history(): History {
+    return buildHistory(
+      this.workers.flatMap((w) => w.events),
+      this.deaths,
+    );
+  }
+
+  /** Kills every worker still running (for after-hooks). */
+  killAll(): void {
+    for (const w of this.workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
+  }
+}

@@ -1,0 +1,405 @@
+/**
+ * The history of a multi-process lock workload, and a checker that proves
+ * from it, for every resource:
+ *
+ * - **exclusion**: no write hold overlaps any other hold (read or write) of
+ *   the same resource;
+ * - **fences**: write grants carry strictly increasing fences in grant order,
+ *   and every grant's fence is larger than that of any grant that ended
+ *   before it was requested;
+ * - **no lost update**: walking the committed writes in fence order, each one
+ *   read exactly the counter value its predecessors left (a non-atomic
+ *   GET / SET counter+1 under the write lock), and the final counter is the
+ *   number of committed writes.
+ *
+ * ## Time
+ * Every process of the workload runs on this one host, so `Date.now()` reads
+ * the same kernel clock in all of them, and times from different processes
+ * are comparable. (Process-local monotonic clocks, `performance.now()`, are
+ * not: each counts from its own process start.) A hold is recorded as the
+ * interval [moment the acquire resolved, moment just before the release was
+ * sent]. That interval lies inside the interval during which Redis really
+ * granted the hold (Redis grants before the reply arrives, and releases after
+ * the release is sent), so two recorded intervals that overlap prove that the
+ * real holds overlapped: the checker never reports a false overlap. The
+ * reverse is weaker only by the clock's 1 ms resolution, and the counter
+ * check covers it independently of any clock: an overlap of two writers shows
+ * up there as two writes that read the same counter value.
+ *
+ * The alternative, Redis `TIME` taken inside the critical section, costs an
+ * extra round trip per operation and on a Cluster compares clocks of
+ * different nodes (the same host clock here anyway); it proves no more.
+ *
+ * ## Faults
+ * A test declares the windows in which it injected a fault. An overlap during
+ * a `failover` window, in which the earlier holder's lease was reported lost,
+ * is not hidden and not counted as a violation: it is listed separately as
+ * `failover-window`. Redis replicates asynchronously, so a grant the master
+ * acknowledged but had not yet sent to its replica is gone after the
+ * failover, and a second process may be granted the same lock while the
+ * first still believes it holds it, until its next renewal finds the lock
+ * gone and aborts its lease's signal. That is the documented limit of a lock
+ * on one Redis master; only fencing protects the guarded resource across it.
+ * An overlap whose earlier holder was never told (no loss on its signal) is a
+ * violation (`unreported-loss`).
+ *
+ * @module
+ */
+
+/** What a worker process is told to do. */
+export interface WorkerConfig {
+  name: string;
+  target: { kind: 'standalone' | 'cluster'; nodes: { host: string; port: number }[] };
+  resources: string[];
+  /** Stop after this many operations (over all loops of the process)... */
+  ops: number;
+  /** ...or after this long, whichever comes first. */
+  durationMs: number;
+  /** After durationMs + graceMs the worker reports a hang and exits. */
+  graceMs: number;
+  /** Concurrent loops in the process. */
+  loops: number;
+  writeShare: number;
+  minHoldMs: number;
+  maxHoldMs: number;
+  /** The LockClient's lease (auto-renewed) and wait. */
+  leaseMs: number;
+  waitMs: number;
+  /** Pause after an operation that failed at once. */
+  pauseMs: number;
+  /** Acquire with this fixed lease (not renewed) instead of the client's auto-renewed one. */
+  fixedLeaseMs?: number;
+  /** Write the counter even after the lease's signal said the lock was lost (a misbehaving holder). */
+  ignoreLoss?: boolean;
+  lockOptions?: Record<string, unknown>;
+  redisOptions?: Record<string, unknown>;
+  clusterOptions?: Record<string, unknown>;
+}
+
+/** One line a worker prints. */
+export type HistoryEvent =
+  | { t: 'start'; process: string; pid: number; at: number }
+  | { t: 'grant'; id: string; process: string; resource: string; mode: 'read' | 'write'; owner: string; fence: number; requestedAt: number; grantedAt: number }
+  | { t: 'data'; id: string; seen?: number; wrote?: boolean; skippedWrite?: boolean; state?: string | null; dataError?: string }
+  | { t: 'lost'; id: string; at: number; reason: string }
+  | { t: 'release-sent'; id: string; at: number }
+  | { t: 'released'; id: string; at: number; outcome: string }
+  | { t: 'error'; id: string; process: string; resource: string; mode: 'read' | 'write'; at: number; name: string; typed: boolean; message: string }
+  | { t: 'hang'; process: string; at: number }
+  | { t: 'done'; process: string; at: number; closeMs: number; operations: number };
+
+/** One granted hold, assembled from its events. */
+export interface Hold {
+  id: string;
+  process: string;
+  resource: string;
+  mode: 'read' | 'write';
+  owner: string;
+  fence: number;
+  requestedAt: number;
+  grantedAt: number;
+  releaseAt?: number;
+  releasedAt?: number;
+  /** 'ok', or the name of the error the release rejected with. */
+  release?: string;
+  lostAt?: number;
+  lostReason?: string;
+  /** Counter value read (writes and reads). */
+  seen?: number;
+  /** The counter write succeeded. */
+  wrote?: boolean;
+  /** The lease was lost before the counter write, which was skipped. */
+  skippedWrite?: boolean;
+  /** The state a reader saw. */
+  state?: string | null;
+  dataError?: string;
+}
+
+export interface AcquireFailure {
+  id: string;
+  process: string;
+  resource: string;
+  mode: 'read' | 'write';
+  at: number;
+  name: string;
+  typed: boolean;
+  message: string;
+}
+
+export interface History {
+  holds: Hold[];
+  failures: AcquireFailure[];
+  /** Processes that were killed, with the time of the kill: their holds end there. */
+  deaths: Map<string, number>;
+  /** Processes that reported a hang. */
+  hangs: string[];
+  /** Processes that finished, with the time close() took. */
+  done: Map<string, { at: number; closeMs: number; operations: number }>;
+}
+
+/** A fault a test injected, for the checker and the report. */
+export interface FaultWindow {
+  kind: 'failover' | 'restart' | 'kill' | 'other';
+  start: number;
+  end: number;
+  /** Data (and lock state) may be lost: a counter that went back is then not a violation. */
+  dataLoss?: boolean;
+}
+
+export type ViolationKind = 'overlap' | 'unreported-loss' | 'fence' | 'lost-update' | 'counter' | 'untyped-error' | 'hang';
+
+export interface Finding {
+  kind: ViolationKind | 'failover-window' | 'data-loss';
+  resource?: string;
+  detail: string;
+}
+
+export interface CheckResult {
+  /** Acquires attempted: holds granted plus acquires that failed. */
+  operations: number;
+  grants: number;
+  writes: number;
+  committedWrites: number;
+  failuresByName: Record<string, number>;
+  /** Leases whose signal aborted (the library reported them lost). */
+  leasesLost: number;
+  violations: Finding[];
+  /** Overlaps explained by a failover (earlier grant lost and reported lost); see the module doc. */
+  failoverWindow: Finding[];
+  /** Counter mismatches explained by a fault that loses data. */
+  dataLoss: Finding[];
+}
+
+export interface CheckOptions {
+  faults?: readonly FaultWindow[];
+  /** Final counter value per resource, read after the run (undefined: not checked). */
+  counters?: ReadonlyMap<string, number>;
+  /** Margin added after each fault window's end, in ms (e.g. the lease: losses surface up to a lease later). */
+  faultMarginMs?: number;
+}
+
+/** Assembles the events of every worker into a {@link History}. */
+export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMap<string, number> = new Map()): History {
+  const holds = new Map<string, Hold>();
+  const failures: AcquireFailure[] = [];
+  const hangs: string[] = [];
+  const done = new Map<string, { at: number; closeMs: number; operations: number }>();
+  for (const e of events) {
+    switch (e.t) {
+      case 'grant': {
+        const { t: _t, ...hold } = e;
+        holds.set(e.id, hold);
+        break;
+      }
+      case 'data': {
+        const { t: _t, id, ...data } = e;
+        Object.assign(holds.get(id) ?? {}, data);
+        break;
+      }
+      case 'lost': {
+        const hold = holds.get(e.id);
+        if (hold && hold.lostAt === undefined) Object.assign(hold, { lostAt: e.at, lostReason: e.reason });
+        break;
+      }
+      case 'release-sent':
+        Object.assign(holds.get(e.id) ?? {}, { releaseAt: e.at });
+        break;
+      case 'released':
+        Object.assign(holds.get(e.id) ?? {}, { releasedAt: e.at, release: e.outcome });
+        break;
+      case 'error': {
+        const { t: _t, ...failure } = e;
+        failures.push(failure);
+        break;
+      }
+      case 'hang':
+        hangs.push(e.process);
+        break;
+      case 'done':
+        done.set(e.process, { at: e.at, closeMs: e.closeMs, operations: e.operations });
+        break;
+      case 'start':
+        break;
+    }
+  }
+  return { holds: [...holds.values()], failures, deaths: new Map(deaths), hangs, done };
+}
+
+/**
+ * The end of the interval during which a hold's process may act as holder:
+ * just before its release was sent, when it learnt of the loss, or when the
+ * process was killed, whichever came first.
+ */
+export function holdEnd(hold: Hold, history: History): number {
+  return Math.min(hold.releaseAt ?? Infinity, hold.lostAt ?? Infinity, history.deaths.get(hold.process) ?? Infinity);
+}
+
+/** Checks `history`; see the module doc for what is proved. */
+export function checkHistory(history: History, options: CheckOptions = {}): CheckResult {
+  const faults = options.faults ?? [];
+  const margin = options.faultMarginMs ?? 0;
+  const violations: Finding[] = [];
+  const failoverWindow: Finding[] = [];
+  const dataLoss: Finding[] = [];
+  const inFault = (at: number, pred: (f: FaultWindow) => boolean) => faults.some((f) => pred(f) && at >= f.start && at <= f.end + margin);
+
+  const byResource = new Map<string, Hold[]>();
+  for (const hold of history.holds) {
+    const list = byResource.get(hold.resource);
+    if (list) list.push(hold);
+    else byResource.set(hold.resource, [hold]);
+  }
+
+  for (const [resource, holds] of byResource) {
+    const spans = holds.map((h) => ({ h, start: h.grantedAt, end: holdEnd(h, history) })).sort((a, b) => a.start - b.start);
+
+    // Exclusion: each write against every hold that starts before it ends.
+    for (let i = 0; i < spans.length; i++) {
+      for (let j = i + 1; j < spans.length && spans[j]!.start < spans[i]!.end; j++) {
+        const a = spans[i]!;
+        const b = spans[j]!;
+        if (a.h.mode === 'read' && b.h.mode === 'read') continue;
+        if (!(b.start < a.end && a.start < b.end)) continue;
+        const detail =
+          `${a.h.mode} ${a.h.id} [${a.start}, ${a.end}] (fence ${a.h.fence}) overlaps ${b.h.mode} ${b.h.id} ` +
+          `[${b.start}, ${b.end}] (fence ${b.h.fence}) by ${Math.min(a.end, b.end) - b.start} ms`;
+        const failover = inFault(b.start, (f) => f.kind === 'failover');
+        if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
+          failoverWindow.push({ kind: 'failover-window', resource, detail: `${detail}; reported lost: ${[a, b].filter((s) => s.h.lostAt !== undefined).map((s) => s.h.id).join(', ')}` });
+        } else if (failover) {
+          violations.push({ kind: 'unreported-loss', resource, detail: `${detail}; neither lease was reported lost` });
+        } else {
+          violations.push({ kind: 'overlap', resource, detail });
+        }
+      }
+    }
+
+    // Fences: strictly increasing along the write grants' order...
+    const writes = spans.filter((s) => s.h.mode === 'write');
+    for (let i = 1; i < writes.length; i++) {
+      const a = writes[i - 1]!;
+      const b = writes[i]!;
+      if (a.h.fence >= b.h.fence && !(b.start < a.end)) {
+        violations.push({ kind: 'fence', resource, detail: `write ${b.h.id} (fence ${b.h.fence}) was granted after write ${a.h.id} (fence ${a.h.fence})` });
+      }
+    }
+    // ...and every grant above every grant that ended before it was requested.
+    const byEnd = [...spans].sort((a, b) => a.end - b.end);
+    const byRequest = [...spans].sort((a, b) => a.h.requestedAt - b.h.requestedAt);
+    let k = 0;
+    let maxFence = -Infinity;
+    let maxId = '';
+    for (const s of byRequest) {
+      while (k < byEnd.length && byEnd[k]!.end < s.h.requestedAt) {
+        if (byEnd[k]!.h.fence > maxFence) {
+          maxFence = byEnd[k]!.h.fence;
+          maxId = byEnd[k]!.h.id;
+        }
+        k++;
+      }
+      if (s.h.fence <= maxFence) {
+        violations.push({ kind: 'fence', resource, detail: `${s.h.mode} ${s.h.id} (fence ${s.h.fence}) requested after ${maxId} (fence ${maxFence}) had ended` });
+      }
+    }
+
+    // No lost update: committed writes in fence order each read what the previous ones left.
+    let expected: number | undefined = 0;
+    let committed = 0;
+    for (const { h } of [...writes].sort((a, b) => a.h.fence - b.h.fence)) {
+      if (h.seen === undefined) {
+        // The counter GET or SET may or may not have run.
+        if (h.dataError || history.deaths.has(h.process)) expected = undefined;
+        continue;
+      }
+      if (expected !== undefined && h.seen !== expected) {
+        const finding: Finding = { kind: 'lost-update', resource, detail: `write ${h.id} (fence ${h.fence}) read counter ${h.seen}, expected ${expected}` };
+        if (inFault(h.grantedAt, (f) => f.dataLoss === true)) dataLoss.push({ ...finding, kind: 'data-loss' });
+        else violations.push(finding);
+      }
+      if (h.wrote) {
+        committed++;
+        expected = h.seen + 1;
+      } else if (h.dataError) {
+        expected = undefined;
+      } else {
+        expected = h.seen;
+      }
+    }
+    const final = options.counters?.get(resource);
+    if (final !== undefined && expected !== undefined && final !== expected) {
+      const finding: Finding = { kind: 'counter', resource, detail: `counter is ${final}, the committed writes leave ${expected} (${committed} committed)` };
+      if (faults.some((f) => f.dataLoss)) dataLoss.push({ ...finding, kind: 'data-loss' });
+      else violations.push(finding);
+    }
+  }
+
+  for (const f of history.failures) {
+    if (!f.typed) violations.push({ kind: 'untyped-error', resource: f.resource, detail: `${f.mode} acquire ${f.id} failed with ${f.name}: ${f.message}` });
+  }
+  for (const p of history.hangs) violations.push({ kind: 'hang', detail: `process ${p} did not finish in time` });
+
+  const failuresByName: Record<string, number> = {};
+  for (const f of history.failures) failuresByName[f.name] = (failuresByName[f.name] ?? 0) + 1;
+  const writes = history.holds.filter((h) => h.mode === 'write');
+  return {
+    operations: history.holds.length + history.failures.length,
+    grants: history.holds.length,
+    writes: writes.length,
+    committedWrites: writes.filter((h) => h.wrote).length,
+    failuresByName,
+    leasesLost: history.holds.filter((h) => h.lostAt !== undefined).length,
+    violations,
+    failoverWindow,
+    dataLoss,
+  };
+}
+
+/**
+ * Time from `at` until every one of `resources` was granted again (to a hold
+ * requested after `at`), in ms; Infinity if one never was.
+ */
+export function recoveryMs(history: History, resources: readonly string[], at: number): number {
+  let worst = 0;
+  for (const resource of resources) {
+    const first = Math.min(...history.holds.filter((h) => h.resource === resource && h.grantedAt >= at).map((h) => h.grantedAt));
+    worst = Math.max(worst, first - at);
+  }
+  return worst;
+}
+
+/** One row of the fault report table. */
+export interface ReportRow {
+  fault: string;
+  topology: string;
+  operations: number;
+  violations: number;
+  failoverWindow: number;
+  recoveryMs: number | undefined;
+  leasesLost: number;
+  notes?: string;
+}
+
+const rows: ReportRow[] = [];
+
+/** Prints one row of the fault table (and keeps it for {@link printReport}). */
+export function report(row: ReportRow): void {
+  rows.push(row);
+  const recovery = row.recoveryMs === undefined ? '-' : `${Math.round(row.recoveryMs)} ms`;
+  console.log(
+    `      | ${row.fault} [${row.topology}] | ops ${row.operations} | violations ${row.violations} | failover-window ${row.failoverWindow} | recovery ${recovery} | lost ${row.leasesLost}${row.notes ? ` | ${row.notes}` : ''}`,
+  );
+}
+
+/** The whole table, as Markdown. */
+export function printReport(): void {
+  if (rows.length === 0) return;
+  const lines = [
+    '| fault | topology | operations | violations | failover-window overlaps | time to recover | leases reported lost | notes |',
+    '|---|---|---|---|---|---|---|---|',
+    ...rows.map(
+      (r) =>
+        `| ${r.fault} | ${r.topology} | ${r.operations} | ${r.violations} | ${r.failoverWindow} | ${r.recoveryMs === undefined ? '-' : `${Math.round(r.recoveryMs)} ms`} | ${r.leasesLost} | ${r.notes ?? ''} |`,
+    ),
+  ];
+  console.log('\n' + lines.join('\n') + '\n');
+}

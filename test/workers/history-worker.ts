@@ -1,0 +1,134 @@
+// One process of the history workload (test/support/history-run.ts starts
+// several): its own ioredis client and LockClient, a few concurrent loops of
+// mixed reads and writes over a few resources with random hold times. Every
+// step is printed at once as one JSON line on stdout, so the history survives
+// a SIGKILL of this process up to the moment it died.
+//
+// A write, under the write lock: SET state "building:<grant id>", GET the
+// counter, hold for a random time, SET counter+1 (skipped when the lease's
+// signal says the lock was lost meanwhile), SET state "ready". A read, under a
+// read lock: GET state and counter, hold for a random time.
+//
+// Times are Date.now() on this host (see history.ts for why that is sound
+// here). Stops by itself after HISTORY_OPS operations or HISTORY_DURATION_MS,
+// whichever comes first, or when the parent sends 'stop' over IPC; then closes
+// the LockClient and prints { t: 'done' }.
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { LockClient, RWLockError, type Lease, type LockClientOptions } from '../../src/index.js';
+import type { HistoryEvent, WorkerConfig } from '../support/history.js';
+
+const config = JSON.parse(process.env['HISTORY_CONFIG']!) as WorkerConfig;
+const { target, name } = config;
+
+const redisOptions: RedisOptions = { ...config.redisOptions };
+const redis =
+  target.kind === 'cluster'
+    ? new Cluster(target.nodes, { scaleReads: 'master', ...(config.clusterOptions as ClusterOptions), redisOptions })
+    : new Redis(target.nodes[0]!.port, target.nodes[0]!.host, redisOptions);
+redis.on('error', () => undefined); // reconnects are ioredis' business; failures show up on the commands
+
+const clientOptions: LockClientOptions = { leaseMs: config.leaseMs, waitMs: config.waitMs, ...config.lockOptions };
+const locks = new LockClient(redis, clientOptions);
+locks.on('lost', () => undefined); // each lease's own signal is recorded below
+
+const emit = (event: HistoryEvent) => process.stdout.write(JSON.stringify(event) + '\n');
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.length)]!;
+const errorName = (e: unknown) => (e instanceof Error ? e.name : typeof e);
+
+let stopping = false;
+let go: () => void;
+const going = new Promise<void>((resolve) => (go = resolve));
+let started = 0;
+let seq = 0;
+process.on('message', (message) => {
+  if (message === 'stop') stopping = true;
+  if (message === 'go') go();
+});
+
+/** The value of `promise`, or the error's name when it rejects. */
+async function attempt<T>(promise: Promise<T>): Promise<{ value?: T; error?: string }> {
+  try {
+    return { value: await promise };
+  } catch (error) {
+    return { error: errorName(error) };
+  }
+}
+
+async function operation(): Promise<void> {
+  const resource = pick(config.resources);
+  const mode = Math.random() < config.writeShare ? 'write' : 'read';
+  const id = `${name}:${++seq}`;
+  const data = `data:{${resource}}`;
+  const requestedAt = Date.now();
+  let lease: Lease;
+  try {
+    const lock = locks.lock(resource);
+    const options = config.fixedLeaseMs === undefined ? {} : { leaseMs: config.fixedLeaseMs };
+    lease = await (mode === 'write' ? lock.acquireWrite(options) : lock.acquireRead(options));
+  } catch (error) {
+    emit({ t: 'error', id, process: name, resource, mode, at: Date.now(), name: errorName(error), typed: error instanceof RWLockError, message: String((error as Error)?.message ?? error).slice(0, 300) });
+    return;
+  }
+  emit({ t: 'grant', id, process: name, resource, mode, owner: lease.token, fence: lease.fence, requestedAt, grantedAt: Date.now() });
+  lease.signal.addEventListener('abort', () => emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) }), { once: true });
+
+  const hold = config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
+  if (mode === 'write') {
+    const building = await attempt(redis.set(`${data}:state`, `building:${id}`));
+    const read = building.error ? building : await attempt(redis.get(`${data}:counter`));
+    if (read.error) {
+      emit({ t: 'data', id, dataError: read.error });
+    } else {
+      const seen = Number(read.value ?? 0);
+      await sleep(hold);
+      if (lease.signal.aborted && !config.ignoreLoss) {
+        emit({ t: 'data', id, seen, skippedWrite: true });
+      } else {
+        const wrote = await attempt(redis.set(`${data}:counter`, seen + 1));
+        if (!wrote.error) await attempt(redis.set(`${data}:state`, 'ready'));
+        emit(wrote.error ? { t: 'data', id, seen, dataError: wrote.error } : { t: 'data', id, seen, wrote: true });
+      }
+    }
+  } else {
+    const read = await attempt(redis.mget(`${data}:state`, `${data}:counter`));
+    await sleep(hold);
+    emit(read.error ? { t: 'data', id, dataError: read.error } : { t: 'data', id, state: read.value![0] ?? null, seen: Number(read.value![1] ?? 0) });
+  }
+
+  const releaseAt = Date.now();
+  emit({ t: 'release-sent', id, at: releaseAt });
+  const released = await attempt(lease.release());
+  emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok' });
+}
+
+async function loop(): Promise<void> {
+  while (!stopping && started < config.ops && Date.now() < deadline) {
+    started++;
+    const before = Date.now();
+    await operation();
+    // After a failure, do not hammer a sick server: every loop stays bounded in rate.
+    if (Date.now() - before < 2) await sleep(config.pauseMs);
+  }
+}
+
+// Every process starts its operations on the parent's 'go', once all are up:
+// the CPU burst of starting processes would otherwise stall the first ones.
+await redis.ping().catch(() => undefined);
+emit({ t: 'start', process: name, pid: process.pid, at: Date.now() });
+const startLimit = setTimeout(() => go(), 30_000);
+await going;
+clearTimeout(startLimit);
+const deadline = Date.now() + config.durationMs;
+// A hard stop: a hang is reported, never waited out.
+const watchdog = setTimeout(() => {
+  emit({ t: 'hang', process: name, at: Date.now() });
+  process.exit(3);
+}, config.durationMs + config.graceMs);
+watchdog.unref();
+await Promise.all(Array.from({ length: config.loops }, () => loop()));
+const closeStarted = Date.now();
+await locks.close();
+emit({ t: 'done', process: name, at: Date.now(), closeMs: Date.now() - closeStarted, operations: started });
+redis.disconnect();
+process.exit(0);
