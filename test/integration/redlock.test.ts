@@ -190,6 +190,30 @@ function suite(n: number): void {
       await lease.release();
     });
 
+    it('keeps the lock through the restart of a minority of its nodes without persistence', async () => {
+      const locks = open({ leaseMs: 600 });
+      const lease = await locks.lock('job').acquireWrite();
+      await onEveryNode();
+      for (const s of masters.servers.slice(0, n - quorum)) await s.restart(); // back empty
+      expect(await open().lock('job').tryAcquireWrite()).to.equal(null);
+      await sleep(700); // renewals: the restarted nodes no longer hold it, a majority still does
+      expect(lease.held).to.equal(true);
+      expect(await open().lock('job').tryAcquireRead()).to.equal(null);
+      await lease.release();
+    });
+
+    it('loses the lock when a majority restarts without persistence: a second holder gets it before the first learns of it', async () => {
+      const first = await open().lock('job').acquireWrite({ leaseMs: 10_000 }); // not renewed: it learns at its next extend
+      await onEveryNode();
+      for (const s of masters.servers.slice(0, quorum)) await s.restart(); // back empty, at once (no delayed restart)
+      const second = await open().lock('job').tryAcquireWrite();
+      expect(second, 'a second writer').to.not.equal(null);
+      expect(first.held, 'the first writer has not heard yet').to.equal(true);
+      expect(await rejection(first.extend())).to.be.instanceOf(LockLostError);
+      expect(first.signal.aborted).to.equal(true);
+      await second!.release();
+    });
+
     it('detects a read/write conflict across majorities: a writer on one majority, a reader reaching another', async () => {
       const writer = open();
       const w = await writer.lock('doc').acquireWrite();

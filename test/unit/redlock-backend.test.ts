@@ -1,0 +1,195 @@
+/**
+ * RedlockBackend's majority logic over stub nodes, no server: validity and
+ * drift, the fence, clean-up of failed attempts (also of nodes that answer
+ * late), renewal verdicts, refusal reasons, per-node errors.
+ */
+import { expect } from 'chai';
+import type { AcquireOutcome, AcquireRequest, BlockReason, ExtendRequest, LockInfo } from '../../src/backend.js';
+import { QuorumError, type LockMode } from '../../src/errors.js';
+import { lockKeys, type LockKeys } from '../../src/keys.js';
+import { RedlockBackend, type NodeBackend } from '../../src/redlock-backend.js';
+import type { RedisClient } from '../../src/redis.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+type Answer<T> = T | Error | 'hang' | { delayMs: number; value: T | Error };
+
+/** A node whose answers the test scripts, and which records the calls it got. */
+class StubNode implements NodeBackend {
+  calls: string[] = [];
+  acquireAnswer: Answer<AcquireOutcome> = { granted: true, fence: 1, leaseRemainingMs: 1_000 };
+  releaseAnswer: Answer<boolean> = true;
+  extendAnswer: Answer<number[]> = [];
+
+  private answer<T>(a: Answer<T>): Promise<T> {
+    if (a === 'hang') return new Promise(() => undefined);
+    if (a instanceof Error) return Promise.reject(a);
+    if (typeof a === 'object' && a !== null && 'delayMs' in a) {
+      return sleep(a.delayMs).then(() => (a.value instanceof Error ? Promise.reject(a.value) : a.value));
+    }
+    return Promise.resolve(a);
+  }
+  acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    this.calls.push(`acquire ${r.mode}`);
+    return this.answer(this.acquireAnswer);
+  }
+  release(_keys: LockKeys, mode: LockMode): Promise<boolean> {
+    this.calls.push(`release ${mode}`);
+    return this.answer(this.releaseAnswer);
+  }
+  extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+    this.calls.push(`extend ${requests.length}`);
+    return this.answer(this.extendAnswer);
+  }
+  abandon(_keys: LockKeys, _owner: string, dropHolds: boolean): Promise<void> {
+    this.calls.push(`abandon ${dropHolds ? 'drop' : 'keep'}`);
+    return Promise.resolve();
+  }
+  inspect(): Promise<LockInfo> {
+    return Promise.reject(new Error('not stubbed'));
+  }
+}
+
+const granted = (fence: number, leaseRemainingMs = 1_000): AcquireOutcome => ({ granted: true, fence, leaseRemainingMs });
+const refused = (reason: BlockReason, retryAfterMs = 100): AcquireOutcome => ({ granted: false, retryAfterMs, reason });
+
+const fakeClients = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({ options: { host: '127.0.0.1', port: 7000 + i } }) as unknown as RedisClient);
+
+function setup(n: number, nodeTimeoutMs = 100) {
+  const nodes = Array.from({ length: n }, () => new StubNode());
+  const backend = new RedlockBackend(fakeClients(n), nodes, 'rwlock', { driftFactor: 0.01, driftMs: 2, nodeTimeoutMs });
+  return { nodes, backend };
+}
+
+const keys = lockKeys('rwlock', 'r');
+const request = (mode: LockMode = 'write', extra: Partial<AcquireRequest> = {}): AcquireRequest => ({
+  keys,
+  mode,
+  owner: 'me',
+  leaseMs: 1_000,
+  honourIntent: true,
+  waitBeatMs: 0,
+  fair: false,
+  ...extra,
+});
+
+describe('RedlockBackend (majority logic, stub nodes)', () => {
+  it('grants on a majority: lease left = the majority\'s shortest, less the drift; fence = the highest', async () => {
+    const { nodes, backend } = setup(5);
+    const answers = [granted(10, 1_000), granted(30, 990), granted(20, 980), refused('write'), new Error('down')];
+    nodes.forEach((node, i) => (node.acquireAnswer = answers[i]!));
+    const outcome = await backend.acquire(request());
+    // Sorted lease left: 1000, 990, 980 -> the third (quorum) is 980; drift = ceil(1000 * 0.01) + 2 = 12.
+    expect(outcome).to.deep.equal({ granted: true, fence: 30, leaseRemainingMs: 968 });
+    expect(backend.driftOf(30_000)).to.equal(302);
+  });
+
+  it('returns as soon as a majority granted, without waiting for a hung node', async () => {
+    const { nodes, backend } = setup(3, 5_000);
+    nodes[2]!.acquireAnswer = 'hang';
+    const started = performance.now();
+    expect((await backend.acquire(request())).granted).to.equal(true);
+    expect(performance.now() - started).to.be.below(100);
+  });
+
+  it('takes back what a failed attempt took: releases the grants, and a late grant when it comes', async () => {
+    const { nodes, backend } = setup(3, 50);
+    nodes[0]!.acquireAnswer = granted(1);
+    nodes[1]!.acquireAnswer = refused('write', 70);
+    nodes[2]!.acquireAnswer = { delayMs: 120, value: granted(2) }; // answers after the node timeout
+    const outcome = await backend.acquire(request());
+    expect(outcome).to.deep.equal({ granted: false, retryAfterMs: 70, reason: 'write' });
+    expect(nodes[0]!.calls).to.deep.equal(['acquire write', 'release write']);
+    expect(nodes[1]!.calls).to.deep.equal(['acquire write']);
+    await sleep(150);
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'release write']);
+  });
+
+  it('drops every hold on a node whose outcome is unknown, unless the owner already held the lock', async () => {
+    const { nodes, backend } = setup(3);
+    nodes[0]!.acquireAnswer = refused('read');
+    nodes[1]!.acquireAnswer = refused('read');
+    nodes[2]!.acquireAnswer = new Error('connection reset');
+    await backend.acquire(request());
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon drop']);
+    backend.bindHoldings(() => true); // a reentrant acquire: the outer hold must stay
+    await backend.acquire(request());
+    expect(nodes[2]!.calls.slice(2)).to.deep.equal(['acquire write', 'abandon keep']);
+  });
+
+  it('fails with a QuorumError naming each node when too many did not answer, after undoing the grants', async () => {
+    const { nodes, backend } = setup(3, 30);
+    nodes[0]!.acquireAnswer = granted(1);
+    nodes[1]!.acquireAnswer = new Error('ECONNREFUSED');
+    nodes[2]!.acquireAnswer = 'hang';
+    const error = (await backend.acquire(request()).catch((e: unknown) => e)) as QuorumError;
+    expect(error).to.be.instanceOf(QuorumError);
+    expect(error.nodes.map((n) => [n.address, n.outcome])).to.deep.equal([
+      ['127.0.0.1:7000', 'ok'],
+      ['127.0.0.1:7001', 'error'],
+      ['127.0.0.1:7002', 'timeout'],
+    ]);
+    expect(error.message).to.include('needs a majority, 2 of 3 Redis nodes, but 2 did not answer').and.to.include('ECONNREFUSED');
+    expect(nodes[0]!.calls).to.deep.equal(['acquire write', 'release write']);
+  });
+
+  it('refuses a majority grant that took longer than its validity, and gives it back', async () => {
+    const { nodes, backend } = setup(3, 1_000);
+    // The servers say 50 ms are left of the 70 ms lease; 50 ms went by: 50 - 50 - drift (1 + 2) < 0.
+    for (const node of nodes) node.acquireAnswer = { delayMs: 50, value: granted(1, 50) };
+    const error = (await backend.acquire(request('write', { leaseMs: 70 })).catch((e: unknown) => e)) as Error;
+    expect(error).to.be.instanceOf(QuorumError);
+    expect(error.message).to.match(/left no validity of the 70 ms lease/);
+    await sleep(100);
+    for (const node of nodes) expect(node.calls).to.include('release write');
+  });
+
+  it('withdraws a writer from the queue of the nodes that refused it, once it got the lock', async () => {
+    const { nodes, backend } = setup(3);
+    nodes[2]!.acquireAnswer = refused('queue');
+    const outcome = await backend.acquire(request('write', { waitBeatMs: 1_000 }));
+    expect(outcome.granted).to.equal(true);
+    await sleep(10);
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon keep']);
+  });
+
+  it("reports 'upgrade' (give up now) only when upgrade conflicts bar every majority", async () => {
+    const { nodes, backend } = setup(3);
+    nodes[0]!.acquireAnswer = refused('read');
+    nodes[1]!.acquireAnswer = refused('read');
+    nodes[2]!.acquireAnswer = refused('upgrade');
+    expect(await backend.acquire(request())).to.include({ reason: 'read' });
+    nodes[1]!.acquireAnswer = refused('upgrade');
+    expect(await backend.acquire(request())).to.include({ reason: 'upgrade' });
+  });
+
+  it('keeps a lease while a majority renews it; reports it lost (0) once fewer do; throws while undecided', async () => {
+    const { nodes, backend } = setup(3, 30);
+    const requests: ExtendRequest[] = [
+      { keys, owner: 'a', leaseMs: 1_000 },
+      { keys, owner: 'b', leaseMs: 1_000 },
+    ];
+    nodes[0]!.extendAnswer = [1_000, 0];
+    nodes[1]!.extendAnswer = [1_000, 1_000];
+    nodes[2]!.extendAnswer = [0, 0];
+    expect(await backend.extend(requests)).to.deep.equal([988, 0]);
+    await sleep(10);
+    expect(nodes[1]!.calls).to.include('abandon drop'); // b's leftover on node 1 goes too
+    nodes[2]!.extendAnswer = 'hang';
+    nodes[0]!.extendAnswer = [1_000, 0];
+    nodes[1]!.extendAnswer = [0, 1_000];
+    // a and b each renewed on one node; the hung node could make either a majority: undecided.
+    expect(await backend.extend(requests).catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+  });
+
+  it('releases when a majority released; not held when a majority did not hold it', async () => {
+    const { nodes, backend } = setup(3);
+    nodes[2]!.releaseAnswer = false;
+    expect(await backend.release(keys, 'write', 'me')).to.equal(true);
+    nodes[1]!.releaseAnswer = false;
+    expect(await backend.release(keys, 'write', 'me')).to.equal(false);
+    nodes[1]!.releaseAnswer = new Error('down');
+    expect(await backend.release(keys, 'write', 'me').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+  });
+});
