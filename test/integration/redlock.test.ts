@@ -5,7 +5,7 @@
  * clean-up of failed attempts, wake-ups, bad input.
  */
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import {
   InvalidArgumentError,
   LockClient,
@@ -14,7 +14,8 @@ import {
   type Lease,
   type LockClientOptions,
 } from '../../src/index.js';
-import { startRedisMasters, type RedisMastersHandle } from '../../src/testing/index.js';
+import { startRedisMasters, type RedisClusterHandle, type RedisMastersHandle } from '../../src/testing/index.js';
+import { sharedCluster } from '../setup/topologies.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -290,6 +291,44 @@ function suite(n: number): void {
 
 suite(3);
 suite(5);
+
+describe('redlock mode over a Cluster and two servers', function () {
+  this.timeout(60_000);
+  let cluster: RedisClusterHandle;
+  let masters: RedisMastersHandle;
+  const made: { disconnect(): void }[] = [];
+  const nodes = (): [Cluster, Redis, Redis] => {
+    const list: [Cluster, Redis, Redis] = [cluster.client(), ...(masters.clients() as [Redis, Redis])];
+    made.push(...list);
+    return list;
+  };
+  before(async function () {
+    this.timeout(120_000);
+    [cluster, masters] = await Promise.all([sharedCluster(), startRedisMasters(2)]);
+    await cluster.flush();
+  });
+  after(async () => {
+    for (const c of made) c.disconnect();
+    await masters?.stop();
+  });
+
+  it('grants, renews, wakes waiters and releases with a Cluster as one of the nodes', async () => {
+    const holder = new LockClient(nodes(), { mode: 'redlock', leaseMs: 450 });
+    const waiter = new LockClient(nodes(), { mode: 'redlock', recheckMs: 20_000 });
+    const lease = await holder.lock('user:{42}').acquireWrite();
+    const info = await holder.inspect('user:{42}');
+    expect(info.writer?.owner).to.equal(lease.token);
+    const waiting = waiter.lock('user:{42}').acquireWrite({ waitMs: 10_000 });
+    await sleep(700); // renewed meanwhile, on the Cluster too
+    expect(lease.held).to.equal(true);
+    const releasedAt = performance.now();
+    await lease.release();
+    const next = await waiting;
+    expect(performance.now() - releasedAt).to.be.below(1_000);
+    await next.release();
+    await Promise.all([holder.close(), waiter.close()]);
+  });
+});
 
 describe('redlock mode: bad input', () => {
   let masters: RedisMastersHandle;
