@@ -215,6 +215,21 @@ function suite(n: number): void {
       await second!.release();
     });
 
+    if (n === 3) {
+      it('acknowledges grants per node with replicaAck', async () => {
+        // These servers have no replicas: every node falls short.
+        const locks = open({ replicaAck: { replicas: 1, timeoutMs: 20 } });
+        const error = await rejection(locks.lock('acked').acquireWrite({ waitMs: 0 }));
+        expect(error).to.be.instanceOf(QuorumError);
+        expect((error as QuorumError).nodes.map((x) => x.outcome)).to.deep.equal(['error', 'error', 'error']);
+        expect((error as QuorumError).nodes[0]!.reason).to.match(/only 0 of the 1 replicas/);
+        expect(await keyCounts()).to.deep.equal([0, 0, 0]);
+        const lease = await locks.lock('acked').acquireWrite({ replicaAck: { replicas: 1, timeoutMs: 20, onShortfall: 'accept' } });
+        expect(lease.replicasAcked).to.equal(0);
+        await lease.release();
+      });
+    }
+
     it('detects a read/write conflict across majorities: a writer on one majority, a reader reaching another', async () => {
       const writer = open();
       const w = await writer.lock('doc').acquireWrite();
