@@ -58,6 +58,18 @@ describe('history checker', () => {
     expect(checkHistory(buildHistory(events, new Map([['a', 2]]))).violations).to.deep.equal([]);
   });
 
+  it('tells a holder stalled past its fixed lease (and told so) from a violation', () => {
+    // a's fence says granted at 1000 ms server time, lease 100 ms; b granted at 1150 ms, while a's process still ran.
+    const events: HistoryEvent[] = [...writes([['a:1', 1_000_000, 1000, 1200, 0], ['b:1', 1_150_000, 1150, 1160, 0]])];
+    const silent = checkHistory(buildHistory(events), { fixedLeaseMs: 100 });
+    expect(silent.violations.map((v) => v.kind)).to.include('overlap');
+    const told = checkHistory(buildHistory([...events, { t: 'lost', id: 'a:1', at: 1190, reason: 'ran out' }]), { fixedLeaseMs: 100 });
+    expect(told.violations.map((v) => v.kind)).to.not.include('overlap');
+    expect(told.expiredHolder).to.have.length(1);
+    const live = checkHistory(buildHistory([...events, { t: 'lost', id: 'a:1', at: 1190, reason: 'ran out' }]), { fixedLeaseMs: 200 });
+    expect(live.violations.map((v) => v.kind)).to.include('overlap');
+  });
+
   it('lists an overlap in a failover window separately when a loss was reported, and as a violation when not', () => {
     const base: HistoryEvent[] = [...writes([['a:1', 10, 0, 100, 0], ['b:1', 20, 50, 60, 0]])];
     const faults = [{ kind: 'failover' as const, start: 40, end: 45, dataLoss: true }];
@@ -78,7 +90,10 @@ forEachTopology('history checker on a real workload', (ctx) => {
     workload = new Workload(targetOf(ctx), { resources: ['m'], ops: 30, loops: 2, writeShare: 0.8, fixedLeaseMs: 100, minHoldMs: 40, maxHoldMs: 250, ignoreLoss });
     await workload.launch(3);
     const history = await workload.finish(60_000);
-    return checkAndReport(ignoreLoss ? 'holders ignore loss (planted bug)' : 'leases run out mid-write', ctx, history, { counters: await counters(ctx.client(), ['m']) });
+    return checkAndReport(ignoreLoss ? 'holders ignore loss (planted bug)' : 'leases run out mid-write', ctx, history, {
+      counters: await counters(ctx.client(), ['m']),
+      fixedLeaseMs: 100,
+    });
   };
 
   it('catches holders that keep writing after their lease was reported lost', async function () {

@@ -28,10 +28,20 @@ export function checkAndReport(
     failoverWindow: result.failoverWindow.length,
     recoveryMs: options.recoveryMs,
     leasesLost: result.leasesLost,
-    notes: [options.notes, failures && `failed acquires: ${failures}`, result.dataLoss.length > 0 && `data-loss findings ${result.dataLoss.length}`]
+    notes: [
+      options.notes,
+      failures && `failed acquires: ${failures}`,
+      result.dataLoss.length > 0 && `data-loss findings ${result.dataLoss.length}`,
+      result.expiredHolder.length > 0 && `overlaps with a holder stalled past its lease ${result.expiredHolder.length}`,
+    ]
       .filter(Boolean)
       .join('; '),
   });
-  for (const v of [...result.violations, ...result.failoverWindow].slice(0, 10)) console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
+  for (const v of [...result.violations, ...result.failoverWindow].slice(0, 10)) {
+    console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
+    if (result.violations.includes(v)) {
+      for (const id of new Set(v.detail.match(/\bp\d+:\d+\b/g) ?? [])) console.log(`          ${JSON.stringify(history.holds.find((h) => h.id === id))}`);
+    }
+  }
   return result;
 }

@@ -30,6 +30,14 @@
  * extra round trip per operation and on a Cluster compares clocks of
  * different nodes (the same host clock here anyway); it proves no more.
  *
+ * ## Stalled holders
+ * A holder whose process stalls (CPU starvation, GC) past its lease may act
+ * after Redis gave the lock to another: the lock kept its promise, which
+ * holds while leases are live, and the holder's signal aborts as soon as its
+ * process runs again. With a fixed lease the checker can show this from the
+ * fences (the server's time at each grant) and lists such overlaps as
+ * `expired-holder`, apart from violations.
+ *
  * ## Faults
  * A test declares the windows in which it injected a fault. An overlap during
  * a `failover` window, in which the earlier holder's lease was reported lost,
@@ -149,7 +157,7 @@ export interface FaultWindow {
 export type ViolationKind = 'overlap' | 'unreported-loss' | 'fence' | 'lost-update' | 'counter' | 'untyped-error' | 'hang';
 
 export interface Finding {
-  kind: ViolationKind | 'failover-window' | 'data-loss';
+  kind: ViolationKind | 'failover-window' | 'data-loss' | 'expired-holder';
   resource?: string;
   detail: string;
 }
@@ -168,6 +176,12 @@ export interface CheckResult {
   failoverWindow: Finding[];
   /** Counter mismatches explained by a fault that loses data. */
   dataLoss: Finding[];
+  /**
+   * Overlaps with a holder whose fixed lease had already run out on the
+   * server when the other was granted, and which was told (its loss was
+   * reported, late): its process was stalled past its lease (see the module doc).
+   */
+  expiredHolder: Finding[];
 }
 
 export interface CheckOptions {
@@ -176,6 +190,8 @@ export interface CheckOptions {
   counters?: ReadonlyMap<string, number>;
   /** Margin added after each fault window's end, in ms (e.g. the lease: losses surface up to a lease later). */
   faultMarginMs?: number;
+  /** The workload's fixed (not renewed) lease, if it used one: lets the checker tell expired holders apart. */
+  fixedLeaseMs?: number;
 }
 
 /** Assembles the events of every worker into a {@link History}. */
@@ -241,6 +257,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
   const violations: Finding[] = [];
   const failoverWindow: Finding[] = [];
   const dataLoss: Finding[] = [];
+  const expiredHolder: Finding[] = [];
   const inFault = (at: number, pred: (f: FaultWindow) => boolean) => faults.some((f) => pred(f) && at >= f.start && at <= f.end + margin);
 
   const byResource = new Map<string, Hold[]>();
@@ -264,7 +281,13 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
           `${a.h.mode} ${a.h.id} [${a.start}, ${a.end}] (fence ${a.h.fence}) overlaps ${b.h.mode} ${b.h.id} ` +
           `[${b.start}, ${b.end}] (fence ${b.h.fence}) by ${Math.min(a.end, b.end) - b.start} ms`;
         const failover = inFault(b.start, (f) => f.kind === 'failover');
-        if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
+        // Fences are the server's clock in us at the grant (fence = max(last + 1, now)), and a fixed
+        // lease ends leaseMs after its grant: the later grant came after the earlier lease had run out.
+        const [first, second] = a.h.fence < b.h.fence ? [a.h, b.h] : [b.h, a.h];
+        const told = first.lostAt !== undefined || first.release === 'LockNotHeldError';
+        if (options.fixedLeaseMs !== undefined && told && second.fence / 1000 >= first.fence / 1000 + options.fixedLeaseMs) {
+          expiredHolder.push({ kind: 'expired-holder', resource, detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - first.fence / 1000 - options.fixedLeaseMs).toFixed(1)} ms before ${second.id} was granted` });
+        } else if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
           failoverWindow.push({ kind: 'failover-window', resource, detail: `${detail}; reported lost: ${[a, b].filter((s) => s.h.lostAt !== undefined).map((s) => s.h.id).join(', ')}` });
         } else if (failover) {
           violations.push({ kind: 'unreported-loss', resource, detail: `${detail}; neither lease was reported lost` });
@@ -351,6 +374,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     violations,
     failoverWindow,
     dataLoss,
+    expiredHolder,
   };
 }
 
