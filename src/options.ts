@@ -78,8 +78,9 @@ export interface RedlockOptions {
   driftMs?: number;
   /**
    * How long one node may take to answer before it counts as failed, in ms.
-   * Operations finish as soon as a majority decided, so a dead node costs
-   * this much only when the others cannot decide without it. Default 500.
+   * Grants, releases and renewals finish as soon as a majority decided; a
+   * refused acquire waits for every node up to this long, so that it gives
+   * back what it took before it returns. Default 500.
    */
   nodeTimeoutMs?: number;
 }
