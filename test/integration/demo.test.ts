@@ -1,0 +1,195 @@
+// The demo (`npm run demo`, `redis-rwlock demo`) run as a user runs it: a
+// separate process, against the shared standalone server and Cluster, and on
+// its own embedded Cluster; to its end and stopped by SIGINT. Each run must
+// exit as documented, see no half-built value, and leave no lock key and no
+// redis-server process behind.
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readlinkSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import type { Cluster, Redis } from 'ioredis';
+import type { DemoSummary } from '../../src/demo/index.js';
+import { isPortFree } from '../../src/testing/index.js';
+import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const DEMO = path.join(ROOT, 'src/demo/main.ts');
+/** Lighter than the defaults: the test machine is shared. */
+const LIGHT = ['--processes', '3', '--readers', '4'];
+
+interface DemoRun {
+  readonly pid: number;
+  /** Human output so far (stderr, since --json puts the summary alone on stdout). */
+  readonly stderr: () => string;
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; summary: DemoSummary | undefined; stdout: string; stderr: string }>;
+  kill(signal: NodeJS.Signals): void;
+}
+
+function startDemo(args: readonly string[]): DemoRun {
+  const child = spawn(process.execPath, ['--import', 'tsx', DEMO, '--json', ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<Awaited<DemoRun['exited']>>((resolve) =>
+    child.once('exit', (code, signal) => {
+      const last = stdout.trim().split('\n').pop();
+      let summary: DemoSummary | undefined;
+      try {
+        summary = last ? (JSON.parse(last) as DemoSummary) : undefined;
+      } catch {
+        summary = undefined;
+      }
+      resolve({ code, signal, summary, stdout, stderr });
+    }),
+  );
+  return { pid: child.pid!, stderr: () => stderr, exited, kill: (signal) => child.kill(signal) };
+}
+
+async function waitFor(what: string, condition: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Temp dirs of redis-server processes started by `pid` (the harness names them `redis-rwlock-<pid>-*`). */
+function serverDirsOf(pid: number): string[] {
+  return readdirSync(os.tmpdir())
+    .filter((name) => name.startsWith(`redis-rwlock-${pid}-`))
+    .map((name) => path.join(os.tmpdir(), name));
+}
+
+/** Live processes whose working directory is one of the harness dirs of `pid` (every harness redis-server runs in its dir). */
+function serverProcessesOf(pid: number): number[] {
+  const prefix = path.join(os.tmpdir(), `redis-rwlock-${pid}-`);
+  const found: number[] = [];
+  if (!existsSync('/proc/self/cwd')) return found; // not Linux: the temp dirs and ports are checked still
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readlinkSync(`/proc/${entry}/cwd`).startsWith(prefix)) found.push(Number(entry));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return found;
+}
+
+/** Ports named in the summary's description of the embedded cluster. */
+function embeddedPorts(summary: DemoSummary): number[] {
+  return [...summary.redis.matchAll(/\b(\d{4,5})\b/g)].map((m) => Number(m[1]));
+}
+
+async function demoKeys(ctx: TopologyContext): Promise<string[]> {
+  if (ctx.kind === 'cluster') {
+    const client: Cluster = ctx.client();
+    return (await Promise.all(client.nodes('master').map((n) => n.keys('rwlock*')))).flat();
+  }
+  const client: Redis = ctx.client();
+  return client.keys('rwlock*');
+}
+
+function targetArgs(ctx: TopologyContext): string[] {
+  return ctx.kind === 'cluster'
+    ? ['--cluster', ctx.cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',')]
+    : ['--redis', `redis://${ctx.server.host}:${ctx.server.port}`];
+}
+
+function expectCleanSummary(summary: DemoSummary | undefined, stderr: string): asserts summary is DemoSummary {
+  expect(summary, `no JSON summary; the demo said:\n${stderr}`).to.not.equal(undefined);
+  expect(summary!.halfBuilt, 'half-built reads').to.equal(0);
+  expect(summary!.errors, `errors: ${summary!.notes.join('; ')}`).to.equal(0);
+  expect(summary!.lostWorkers).to.equal(0);
+  expect(summary!.locksLeft, 'lock keys left').to.equal(0);
+  expect(summary!.valuesWhole).to.equal(summary!.values);
+  expect(summary!.reads).to.be.greaterThan(0);
+  expect(summary!.rebuilds).to.be.greaterThan(0);
+}
+
+describe('the demo', function () {
+  this.timeout(120_000);
+
+  it('refuses a bad command line with exit code 2 and the usage', async () => {
+    const run = startDemo(['--duration', 'soon']);
+    const { code, stderr } = await run.exited;
+    expect(code).to.equal(2);
+    expect(stderr).to.include('--duration: expected a time');
+    expect(stderr).to.include('Usage: redis-rwlock demo');
+  });
+
+  describe('on an embedded Redis Cluster', () => {
+    it('runs to its end, sees no half-built value, and removes its servers', async () => {
+      const run = startDemo(['--duration', '3s', ...LIGHT]);
+      const { code, summary, stderr } = await run.exited;
+      expectCleanSummary(summary, stderr);
+      expect(code, stderr).to.equal(0);
+      expect(summary.ok).to.equal(true);
+      expect(summary.interrupted).to.equal(false);
+      expect(summary.redis).to.match(/^embedded Redis Cluster, 3 masters \+ 3 replicas/);
+      expect(stderr).to.include('no reader ever saw a half-built value');
+      const ports = embeddedPorts(summary);
+      expect(ports).to.have.length(6);
+      expect(serverProcessesOf(run.pid)).to.deep.equal([]);
+      expect(serverDirsOf(run.pid)).to.deep.equal([]);
+      for (const port of ports) expect(await isPortFree(port), `port ${port} free again`).to.equal(true);
+    });
+
+    it('stops cleanly on SIGINT: every lock released, every server stopped, exit code 130', async () => {
+      const run = startDemo(['--duration', '60s', ...LIGHT]);
+      await waitFor('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()));
+      expect(serverProcessesOf(run.pid)).to.have.length(6);
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      run.kill('SIGINT');
+      const { code, summary, stderr } = await run.exited;
+      expectCleanSummary(summary, stderr);
+      expect(code, stderr).to.equal(130);
+      expect(summary.interrupted).to.equal(true);
+      expect(summary.elapsedMs).to.be.below(30_000);
+      expect(stderr).to.include('SIGINT: stopping');
+      expect(serverProcessesOf(run.pid)).to.deep.equal([]);
+      expect(serverDirsOf(run.pid)).to.deep.equal([]);
+      for (const port of embeddedPorts(summary)) expect(await isPortFree(port), `port ${port} free again`).to.equal(true);
+    });
+  });
+
+  forEachTopology('against servers given on the command line', (ctx) => {
+    it('runs to its end, sees no half-built value, and leaves no key behind', async () => {
+      const run = startDemo([...targetArgs(ctx), '--duration', '3s', ...LIGHT]);
+      const { code, summary, stderr } = await run.exited;
+      expectCleanSummary(summary, stderr);
+      expect(code, stderr).to.equal(0);
+      expect(summary.redis).to.include(ctx.kind === 'cluster' ? 'Redis Cluster 127.0.0.1:' : 'Redis server redis://127.0.0.1:');
+      expect(await demoKeys(ctx)).to.deep.equal([]);
+      expect(serverDirsOf(run.pid)).to.deep.equal([]); // it started no server of its own
+    });
+
+    it('releases every lock when stopped by SIGINT', async () => {
+      const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);
+      await waitFor('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()));
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      run.kill('SIGINT');
+      const { code, summary, stderr } = await run.exited;
+      expectCleanSummary(summary, stderr);
+      expect(code, stderr).to.equal(130);
+      expect(await demoKeys(ctx)).to.deep.equal([]);
+    });
+
+    it('catches half-built values when run --without-locks (the check is not vacuous), and exits 1', async () => {
+      const run = startDemo([...targetArgs(ctx), '--duration', '2s', '--without-locks', ...LIGHT]);
+      const { code, summary, stderr } = await run.exited;
+      expect(summary, stderr).to.not.equal(undefined);
+      expect(code).to.equal(1);
+      expect(summary!.ok).to.equal(false);
+      expect(summary!.halfBuilt).to.be.greaterThan(0);
+      expect(summary!.notes.join('\n')).to.match(/half-built read of cache:\{report-\d\}: meta says version \d+, parts are versions/);
+      expect(stderr).to.include('readers saw half-built values (expected: --without-locks)');
+    });
+  });
+});
