@@ -99,15 +99,23 @@ export interface ReplicaAckOptions {
   onShortfall?: 'release' | 'accept';
 }
 
+/** {@link RedlockOptions} with the defaults filled in. */
 export interface ResolvedRedlockOptions {
+  /** See {@link RedlockOptions.driftFactor}. */
   readonly driftFactor: number;
+  /** See {@link RedlockOptions.driftMs}. */
   readonly driftMs: number;
+  /** See {@link RedlockOptions.nodeTimeoutMs}. */
   readonly nodeTimeoutMs: number;
 }
 
+/** {@link ReplicaAckOptions} with the defaults filled in. */
 export interface ResolvedReplicaAck {
+  /** See {@link ReplicaAckOptions.replicas}. */
   readonly replicas: number;
+  /** See {@link ReplicaAckOptions.timeoutMs}. */
   readonly timeoutMs: number;
+  /** See {@link ReplicaAckOptions.onShortfall}. */
   readonly onShortfall: 'release' | 'accept';
 }
 
@@ -136,17 +144,27 @@ export interface AcquireOptions {
 /** Options of a try-acquire: as {@link AcquireOptions}, without waiting. */
 export type TryAcquireOptions = Omit<AcquireOptions, 'waitMs' | 'signal'>;
 
+/** The options a {@link LockClient} runs with (`locks.options`): {@link LockClientOptions} with the defaults filled in. */
 export interface ResolvedClientOptions {
+  /** See {@link LockClientOptions.prefix}. */
   readonly prefix: string;
+  /** See {@link LockClientOptions.leaseMs}. */
   readonly leaseMs: number;
+  /** See {@link LockClientOptions.waitMs}. */
   readonly waitMs: number;
+  /** See {@link LockClientOptions.writerPreference}. */
   readonly writerPreference: boolean;
+  /** See {@link LockClientOptions.recheckMs}. */
   readonly recheckMs: number;
+  /** See {@link LockClientOptions.fair}. */
   readonly fair: boolean;
+  /** See {@link LockClientOptions.mode}. */
   readonly mode: LockClientMode;
+  /** See {@link LockClientOptions.legacyKeys}. */
   readonly legacyKeys: (resource: string) => LegacyKeyPair;
+  /** See {@link LockClientOptions.redlock}. */
   readonly redlock: ResolvedRedlockOptions;
-  /** Undefined: off. */
+  /** See {@link LockClientOptions.replicaAck}; undefined: off. */
   readonly replicaAck: ResolvedReplicaAck | undefined;
 }
 
