@@ -41,6 +41,7 @@ export interface ExtendRequest {
 
 /** A holder or waiter as `inspect` sees it. */
 export interface HolderInfo {
+  /** The holder's owner token. */
   readonly owner: string;
   /** Hold count (reentrancy). */
   readonly holds: number;
@@ -50,6 +51,7 @@ export interface HolderInfo {
 
 /** A waiting writer as `inspect` sees it. */
 export interface WaiterInfo {
+  /** The waiter's owner token. */
   readonly owner: string;
   /** How long it is known to keep waiting: it re-tries, and renews this, before then. */
   readonly ttlMs: number;
@@ -57,11 +59,15 @@ export interface WaiterInfo {
 
 /** One lock's state, read atomically. */
 export interface LockInfo {
+  /** The resource name. */
   readonly resource: string;
   /** The Redis key of the lock's state. */
   readonly key: string;
+  /** `write` while a writer holds the lock, `read` while only readers do, else `free`. */
   readonly mode: 'free' | 'read' | 'write';
+  /** The writer, or null. */
   readonly writer: HolderInfo | null;
+  /** The readers, each with its hold count and lease left. */
   readonly readers: readonly HolderInfo[];
   /**
    * The writer new readers queue behind: a reader waiting to upgrade, else the
@@ -90,6 +96,7 @@ export interface LockInfo {
 
 /** One legacy key as `inspect` sees it. */
 export interface LegacyKeyInfo {
+  /** The key's name. */
   readonly key: string;
   /** The value: an owner token when the library set it, `1` when an old process did. */
   readonly value: string | null;
@@ -99,14 +106,21 @@ export interface LegacyKeyInfo {
 
 /** The two-key layout of one lock, in legacy and bridge modes. */
 export interface LegacyInfo {
+  /** The read key. */
   readonly read: LegacyKeyInfo;
+  /** The write key. */
   readonly write: LegacyKeyInfo;
   /** An old process (value `1`) holds the write key. */
   readonly oldWriter: boolean;
   /** Old processes are known to hold the read key for this long, in ms (0: none known). */
   readonly oldReadersTtlMs: number;
   /** Library readers of every mode on the read key (owner tokens), with their lease left. */
-  readonly readers: readonly { readonly owner: string; readonly ttlMs: number }[];
+  readonly readers: readonly {
+    /** The reader's owner token. */
+    readonly owner: string;
+    /** Its lease left, in ms. */
+    readonly ttlMs: number;
+  }[];
 }
 
 /**

@@ -12,6 +12,7 @@ import { isClosed, isUsableClient, type RedisClient } from './redis.js';
 import { redlockClients } from './redlock-backend.js';
 import { WakeupHub } from './wakeups.js';
 
+/** The events a {@link LockClient} emits, with their arguments. */
 export interface LockClientEvents {
   /** A held lease was lost: its lock expired or was taken over before release. */
   lost: [error: LockLostError, leases: readonly Lease[]];

@@ -20,8 +20,11 @@ export interface RWLockErrorContext {
 
 /** Base class of every error thrown by redis-rwlock. */
 export class RWLockError extends Error {
+  /** The resource name passed to `lock()`, when the error concerns one lock. */
   readonly resource: string | undefined;
+  /** The mode of the acquisition or lease concerned, if any. */
   readonly mode: LockMode | undefined;
+  /** The owner token concerned, if any. */
   readonly owner: string | undefined;
 
   constructor(message: string, context: RWLockErrorContext = {}) {
@@ -50,6 +53,7 @@ export class CrossSlotError extends RWLockError {}
 
 /** An acquisition did not succeed within `waitMs`. */
 export class AcquireTimeoutError extends RWLockError {
+  /** How long the acquisition waited, in ms. */
   readonly waitMs: number;
 
   constructor(waitMs: number, reason: string, context: RWLockErrorContext) {
@@ -139,6 +143,7 @@ export class ReplicaAckError extends RWLockError {
   readonly replicas: number;
   /** Replicas that acknowledged within `timeoutMs`. */
   readonly acked: number;
+  /** How long the grant waited for the acknowledgements, in ms. */
   readonly timeoutMs: number;
 
   constructor(replicas: number, acked: number, timeoutMs: number, context: RWLockErrorContext) {

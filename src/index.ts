@@ -1,3 +1,25 @@
+/**
+ * `redis-rwlock`: distributed read-write locks on one Redis server or a Redis
+ * Cluster, through ioredis. Start with {@link LockClient}: `locks.lock(resource)`
+ * gives a resource's {@link RWLock}; `locks.withRead` / `locks.withWrite` run a
+ * function under a lease. Every error is an {@link RWLockError}.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { LockClient } from 'redis-rwlock';
+ *
+ * const redis = new Redis();
+ * const locks = new LockClient(redis);
+ * const value = await locks.withRead('cache:{report}', () => redis.get('cache:{report}'));
+ * await locks.withWrite('cache:{report}', async (lease) => {
+ *   await redis.set('cache:{report}', await rebuild({ signal: lease.signal }));
+ * });
+ * await locks.close();
+ * ```
+ *
+ * @module redis-rwlock
+ */
 export { LockClient, type LockClientEvents } from './client.js';
 export { RWLock } from './lock.js';
 export { Lease } from './lease.js';
@@ -5,7 +27,7 @@ export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from
 export type { LockClientOptions, LockClientMode, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
 export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
 export type { RedisClient } from './redis.js';
-export type { RedlockOptions, ReplicaAckOptions } from './options.js';
+export type { RedlockOptions, ReplicaAckOptions, ResolvedRedlockOptions, ResolvedReplicaAck } from './options.js';
 export { MIN_REDLOCK_NODES } from './redlock-backend.js';
 export { fencedSet, fenceKeyOf, type FencedSetOptions } from './fencing.js';
 export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys.js';

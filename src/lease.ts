@@ -28,6 +28,7 @@ export class Lease implements AsyncDisposable {
    */
   replicasAcked: number | undefined;
 
+  /** @internal Leases are made by acquisitions, never by users. */
   constructor(
     private readonly host: LeaseHost,
     /** The resource name. */

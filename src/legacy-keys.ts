@@ -4,7 +4,9 @@ import { describe, hashTagOf, lockKeys, type LockKeys } from './keys.js';
 
 /** The two keys an old two-key-scheme process locks `resource` with. */
 export interface LegacyKeyPair {
+  /** The read key's name. */
   readonly read: string;
+  /** The write key's name. */
   readonly write: string;
 }
 

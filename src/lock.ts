@@ -53,6 +53,7 @@ export class RWLock {
   /** The Redis names this lock uses, all in one Cluster slot. */
   readonly keys: LockKeys;
 
+  /** @internal Locks are made by {@link LockClient.lock}. */
   constructor(
     private readonly ctx: LockContext,
     resource: string,

@@ -19,7 +19,7 @@
  * await stopAllServers();                      // e.g. in a root afterAll hook
  * ```
  *
- * @packageDocumentation
+ * @module redis-rwlock/testing
  */
 export { CLUSTER_BUS_PORT_OFFSET, findFreePort, findFreePorts, isPortFree, LOOPBACK_HOST, type FindFreePortOptions } from './ports.js';
 export { reapStaleServers, runningServers, stopAllServers, type RunningServerInfo } from './registry.js';

@@ -159,7 +159,12 @@ export interface RedisClusterHandle extends AsyncDisposable {
   /** Every node, in the order given to `redis-cli --cluster create` (masters first at creation). */
   readonly nodes: readonly RedisClusterNode[];
   /** `{ host, port }` of every node, for `new Cluster(startupNodes, ...)`. */
-  readonly startupNodes: readonly { readonly host: string; readonly port: number }[];
+  readonly startupNodes: readonly {
+    /** Always `'127.0.0.1'`. */
+    readonly host: string;
+    /** The node's port. */
+    readonly port: number;
+  }[];
   /** The cluster's `cluster-node-timeout` in milliseconds. */
   readonly nodeTimeoutMs: number;
   /**
