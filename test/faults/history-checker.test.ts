@@ -72,7 +72,7 @@ describe('history checker', () => {
 
   it('lists an overlap in a failover window separately when a loss was reported, and as a violation when not', () => {
     const base: HistoryEvent[] = [...writes([['a:1', 10, 0, 100, 0], ['b:1', 20, 50, 60, 0]])];
-    const faults = [{ kind: 'failover' as const, start: 40, end: 45, dataLoss: true }];
+    const faults = [{ kind: 'failover' as const, start: 40, end: 45, dataLoss: true, stateLoss: true }];
     const unreported = checkHistory(buildHistory(base), { faults, faultMarginMs: 10 });
     expect(unreported.violations.map((v) => v.kind)).to.deep.equal(['unreported-loss']);
     const reported = checkHistory(buildHistory([...base, { t: 'lost', id: 'a:1', at: 70, reason: 'renewal found it gone' }]), { faults, faultMarginMs: 10 });

@@ -150,8 +150,14 @@ export interface FaultWindow {
   kind: 'failover' | 'restart' | 'kill' | 'other';
   start: number;
   end: number;
-  /** Data (and lock state) may be lost: a counter that went back is then not a violation. */
+  /** Data may be lost: a counter that went back is then not a violation. */
   dataLoss?: boolean;
+  /**
+   * Lock state may be lost (a failover, a restart without persistence): an
+   * overlap whose earlier holder was reported lost is listed apart, as
+   * `failover-window`, not as a violation.
+   */
+  stateLoss?: boolean;
 }
 
 export type ViolationKind = 'overlap' | 'unreported-loss' | 'fence' | 'lost-update' | 'counter' | 'untyped-error' | 'hang';
@@ -280,7 +286,7 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         const detail =
           `${a.h.mode} ${a.h.id} [${a.start}, ${a.end}] (fence ${a.h.fence}) overlaps ${b.h.mode} ${b.h.id} ` +
           `[${b.start}, ${b.end}] (fence ${b.h.fence}) by ${Math.min(a.end, b.end) - b.start} ms`;
-        const failover = inFault(b.start, (f) => f.kind === 'failover');
+        const failover = inFault(b.start, (f) => f.stateLoss === true);
         // Fences are the server's clock in us at the grant (fence = max(last + 1, now)), and a fixed
         // lease ends leaseMs after its grant: the later grant came after the earlier lease had run out.
         const [first, second] = a.h.fence < b.h.fence ? [a.h, b.h] : [b.h, a.h];
@@ -379,16 +385,33 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
 }
 
 /**
- * Time from `at` until every one of `resources` was granted again (to a hold
- * requested after `at`), in ms; Infinity if one never was.
+ * Time from `at` until every one of `resources` was granted again (to a
+ * process that was not killed), in ms; Infinity if one never was.
  */
 export function recoveryMs(history: History, resources: readonly string[], at: number): number {
   let worst = 0;
   for (const resource of resources) {
-    const first = Math.min(...history.holds.filter((h) => h.resource === resource && h.grantedAt >= at).map((h) => h.grantedAt));
+    const granted = history.holds.filter((h) => h.resource === resource && h.grantedAt >= at && !history.deaths.has(h.process));
+    const first = Math.min(...granted.map((h) => h.grantedAt));
     worst = Math.max(worst, first - at);
   }
   return worst;
+}
+
+/**
+ * The longest time without a grant on `resource` within [from, to] (counting
+ * from `from` to the first grant, between grants, and from the last to `to`).
+ */
+export function maxGapMs(history: History, resource: string, from: number, to: number): number {
+  const times = history.holds.filter((h) => h.resource === resource && h.grantedAt >= from && h.grantedAt <= to).map((h) => h.grantedAt);
+  times.sort((a, b) => a - b);
+  let last = from;
+  let gap = 0;
+  for (const t of [...times, to]) {
+    gap = Math.max(gap, t - last);
+    last = t;
+  }
+  return gap;
 }
 
 /** One row of the fault report table. */

@@ -1,0 +1,289 @@
+// Faults injected while the history workload runs: each test asserts the
+// outcome and prints its row of the fault table (operations, violations, time
+// to recover, leases reported lost). See test/support/history.ts for what the
+// checker proves and how a failover's inherent overlaps are reported.
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { LockClient, RWLockError } from '../../src/index.js';
+import { lockKeys } from '../../src/keys.js';
+import type { RedisClusterNode } from '../../src/testing/index.js';
+import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { recoveryMs, maxGapMs, type FaultWindow, type History } from '../support/history.js';
+import { Workload, targetOf, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { checkAndReport, counters } from './support.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const LEASE_MS = WORKLOAD_DEFAULTS.leaseMs; // 2 s, renewed every ~667 ms
+const RESOURCES = WORKLOAD_DEFAULTS.resources;
+
+/** Every hold either released cleanly or reported lost on its signal (or its outcome is unknown, counted apart). */
+function accountedFor(history: History): { unaccounted: string[]; unknown: number } {
+  const unaccounted: string[] = [];
+  let unknown = 0;
+  for (const h of history.holds) {
+    if (history.deaths.has(h.process)) continue;
+    if (h.release === 'ok' || h.lostAt !== undefined) continue;
+    if (h.release === 'RedisUnavailableError') unknown++;
+    else unaccounted.push(`${h.id}: release ${h.release ?? 'never sent'}`);
+  }
+  return { unaccounted, unknown };
+}
+
+forEachTopology('faults during the history workload', (ctx) => {
+  let workload: Workload | undefined;
+  afterEach(() => workload?.killAll());
+
+  const finish = async (w: Workload) => {
+    w.stop();
+    return w.finish(60_000);
+  };
+
+  it('a lock holder killed with SIGKILL: others acquire within its lease plus a small bound', async function () {
+    this.timeout(90_000);
+    workload = new Workload(targetOf(ctx), { durationMs: 20_000, ops: 100_000 });
+    await workload.launch(3);
+    await sleep(500);
+    // The victim takes alpha's write lock and holds it for long; it dies holding it.
+    const [victim] = await workload.launch(1, { resources: ['alpha'], writeShare: 1, minHoldMs: 5_000, maxHoldMs: 5_000, loops: 1, ops: 1 }, 'victim');
+    await workload.waitFor((e, w) => w === victim && e.t === 'grant', 30_000);
+    const killedAt = await workload.kill(victim!);
+    await sleep(LEASE_MS + 2_000);
+    const history = await finish(workload);
+    const recovery = recoveryMs(history, ['alpha'], killedAt);
+    const result = checkAndReport('holder killed (SIGKILL)', ctx, history, {
+      counters: await counters(ctx.client(), RESOURCES),
+      recoveryMs: recovery,
+      notes: `lease ${LEASE_MS} ms`,
+    });
+    expect(result.violations).to.deep.equal([]);
+    expect(recovery, 'time until alpha was granted again after the kill').to.be.within(LEASE_MS - 700, LEASE_MS + 1_000);
+    expect(result.leasesLost).to.equal(0);
+  });
+
+  it('SCRIPT FLUSH on every node mid-run: scripts are sent again, nothing fails', async function () {
+    this.timeout(90_000);
+    workload = new Workload(targetOf(ctx), { durationMs: 20_000, ops: 100_000 });
+    await workload.launch(3);
+    const faults: FaultWindow[] = [];
+    for (let i = 0; i < 3; i++) {
+      await sleep(700);
+      const start = Date.now();
+      await onEveryNode(ctx, (conn) => conn.script('FLUSH'));
+      faults.push({ kind: 'other', start, end: Date.now() });
+    }
+    await sleep(700);
+    const history = await finish(workload);
+    const last = faults.at(-1)!.end;
+    const result = checkAndReport('SCRIPT FLUSH on every node (3x)', ctx, history, {
+      counters: await counters(ctx.client(), RESOURCES),
+      faults,
+      recoveryMs: recoveryMs(history, RESOURCES, last),
+      notes: 'recovery = from the last flush until every resource was granted again',
+    });
+    expect(result.violations).to.deep.equal([]);
+    expect(result.failuresByName).to.deep.equal({});
+  });
+
+  it('every pub/sub connection killed while writers wait: waiters fall back to re-checks', async function () {
+    this.timeout(90_000);
+    // Hot: mostly writes, so writers are always waiting.
+    workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, writeShare: 0.7, maxHoldMs: 30 });
+    await workload.launch(4);
+    const holder = new LockClient(ctx.client(), { leaseMs: 10_000 });
+    const faults: FaultWindow[] = [];
+    const recoveries: number[] = [];
+    let killed = 0;
+    try {
+      for (let i = 0; i < 3; i++) {
+        await sleep(300);
+        // Hold alpha long enough for the workers' writers to pile up waiting on it, subscribed.
+        const lease = await holder.lock('alpha').acquireWrite({ waitMs: 20_000 });
+        await sleep(600);
+        const start = Date.now();
+        await onEveryNode(ctx, async (conn) => (killed += await killSubscribers(conn)));
+        await lease.release(); // its wake-up message finds no subscriber
+        const releasedAt = Date.now();
+        faults.push({ kind: 'other', start, end: releasedAt });
+        await workload.waitFor((e) => e.t === 'grant' && e.resource === 'alpha' && e.grantedAt >= releasedAt, 10_000);
+        recoveries.push(recoveryMs(workload.history(), ['alpha'], releasedAt));
+      }
+    } finally {
+      await holder.close();
+    }
+    await sleep(500);
+    const history = await finish(workload);
+    const recovery = Math.max(...recoveries);
+    const result = checkAndReport('pub/sub connections killed while writers wait (3x)', ctx, history, {
+      counters: await counters(ctx.client(), RESOURCES),
+      faults,
+      recoveryMs: recovery,
+      notes: `${killed} connections killed; recovery = release to next grant, re-check interval 500 ms: ${recoveries.join(', ')} ms`,
+    });
+    expect(killed).to.be.greaterThan(0);
+    expect(result.violations).to.deep.equal([]);
+    expect(result.failuresByName).to.deep.equal({});
+    // A lost wake-up costs at most a re-check interval (500 ms), never a lease.
+    expect(recovery).to.be.below(500 + 400);
+  });
+
+  if (ctx.kind === 'standalone') {
+    it('the server crashes and restarts empty mid-run: typed errors while down, full recovery after', async function () {
+      this.timeout(120_000);
+      // Few retries per command, so that operations during the outage fail instead of queueing.
+      workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, redisOptions: { maxRetriesPerRequest: 2 } });
+      await workload.launch(4);
+      await sleep(1_500);
+      const probe = new LockClient(ctx.client({ enableOfflineQueue: false, maxRetriesPerRequest: 0 }));
+      const crashedAt = Date.now();
+      await ctx.server.kill('SIGKILL');
+      await sleep(300);
+      const whileDown = await probe.lock('alpha').tryAcquireWrite().then(() => undefined, (e: unknown) => e);
+      await sleep(2_500);
+      await ctx.server.restart();
+      const restartedAt = Date.now();
+      await sleep(LEASE_MS + 2_000);
+      const history = await finish(workload);
+      await probe.close();
+      const faults: FaultWindow[] = [{ kind: 'restart', start: crashedAt, end: restartedAt, dataLoss: true, stateLoss: true }];
+      const recovery = recoveryMs(history, RESOURCES, restartedAt);
+      const result = checkAndReport('standalone server crash + restart (empty)', ctx, history, {
+        counters: await counters(ctx.client(), RESOURCES),
+        faults,
+        faultMarginMs: LEASE_MS,
+        recoveryMs: recovery,
+        notes: `down ${restartedAt - crashedAt} ms; recovery counted from the restart`,
+      });
+      expect(whileDown, 'an acquire while the server is down').to.be.instanceOf(RWLockError);
+      expect(result.violations).to.deep.equal([]);
+      expect(Object.keys(result.failuresByName).length, 'operations failed while the server was down').to.be.greaterThan(0);
+      expect(recovery).to.be.below(3_000);
+      // Every hold was released or reported lost.
+      expect(accountedFor(history).unaccounted).to.deep.equal([]);
+      // Operations kept succeeding after the restart.
+      expect(history.holds.filter((h) => h.grantedAt > restartedAt + 1_000).length).to.be.greaterThan(100);
+    });
+  }
+
+  if (ctx.kind === 'cluster') {
+    it('a master is killed and its replica promoted: clients keep working, every lost lease is reported', async function () {
+      this.timeout(180_000);
+      const cluster = ctx.cluster;
+      const victim = await cluster.masterForKey(lockKeys('rwlock', 'alpha').state);
+      workload = new Workload(targetOf(ctx), { durationMs: 40_000, ops: 100_000 });
+      await workload.launch(4);
+      await sleep(1_500);
+      const killedAt = Date.now();
+      const { elapsedMs, promoted } = await cluster.killMaster(victim.port);
+      const promotedAt = killedAt + elapsedMs;
+      await sleep(LEASE_MS + 3_000);
+      const history = await finish(workload);
+      const onVictim: string[] = [];
+      for (const r of RESOURCES) if ((await cluster.masterForKey(lockKeys('rwlock', r).state)).port === promoted.port) onVictim.push(r);
+      const faults: FaultWindow[] = [{ kind: 'failover', start: killedAt, end: promotedAt, dataLoss: true, stateLoss: true }];
+      const recovery = recoveryMs(history, onVictim, killedAt);
+      const { unaccounted, unknown } = accountedFor(history);
+      const result = checkAndReport('Cluster master killed, replica promoted', ctx, history, {
+        counters: await counters(ctx.client(), RESOURCES),
+        faults,
+        faultMarginMs: LEASE_MS,
+        recoveryMs: recovery,
+        notes: `failover took ${elapsedMs} ms (node timeout ${cluster.nodeTimeoutMs} ms); resources on the killed master: ${onVictim.join(', ')}; releases with unknown outcome ${unknown}`,
+      });
+      expect(onVictim).to.include('alpha');
+      expect(result.violations).to.deep.equal([]);
+      expect(unaccounted, 'holds neither released nor reported lost').to.deep.equal([]);
+      expect(recovery).to.be.below(elapsedMs + 3_000);
+      expect(history.holds.filter((h) => h.grantedAt > promotedAt + 1_000).length, 'grants after the failover').to.be.greaterThan(100);
+    });
+
+    it('the slot of held locks migrates to another master mid-run: ASK/MOVED are followed, no violation', async function () {
+      this.timeout(120_000);
+      const cluster = ctx.cluster;
+      const slot = lockKeys('rwlock', 'alpha').slot;
+      const source = await cluster.masterForSlot(slot);
+      const target = (await cluster.masters()).find((m) => m.port !== source.port)!;
+      workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, resources: ['alpha', 'beta'], maxHoldMs: 20 });
+      await workload.launch(4);
+      await sleep(1_500);
+      const started = Date.now();
+      const moved = await migrateSlot(slot, source, target, await cluster.masters());
+      const ended = Date.now();
+      await sleep(3_000);
+      const history = await finish(workload);
+      expect((await cluster.masterForSlot(slot)).port).to.equal(target.port);
+      const gap = maxGapMs(history, 'alpha', started - 500, ended + 1_000);
+      const result = checkAndReport('live resharding of a held slot', ctx, history, {
+        counters: await counters(ctx.client(), ['alpha', 'beta']),
+        faults: [{ kind: 'other', start: started, end: ended }],
+        recoveryMs: gap,
+        notes: `${moved.keys} keys in ${moved.batches} MIGRATE batches over ${ended - started} ms; recovery = longest gap between grants of alpha`,
+      });
+      expect(moved.keys).to.be.greaterThan(0);
+      expect(result.violations).to.deep.equal([]);
+      expect(result.leasesLost, 'leases reported lost by the migration').to.equal(0);
+      expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > ended).length).to.be.greaterThan(20);
+    });
+  }
+});
+
+/** Runs `fn` on a connection of its own to every running node (the server, or every Cluster node). */
+async function onEveryNode(ctx: TopologyContext, fn: (conn: Redis) => Promise<unknown>): Promise<void> {
+  const nodes = ctx.kind === 'cluster' ? ctx.cluster.nodes.filter((n) => n.running) : [ctx.server];
+  await Promise.all(
+    nodes.map(async (node) => {
+      const conn = new Redis(node.port, node.host, { maxRetriesPerRequest: 1 });
+      try {
+        await fn(conn);
+      } finally {
+        conn.disconnect();
+      }
+    }),
+  );
+}
+
+/**
+ * Kills every subscriber connection of a node. (`CLIENT KILL TYPE pubsub` is
+ * not enough: Redis 7 counts a RESP3 subscriber, as ioredis' sharded
+ * subscribers are, as a normal client.)
+ */
+async function killSubscribers(conn: Redis): Promise<number> {
+  const list = String(await conn.call('CLIENT', 'LIST'));
+  const ids = [...list.matchAll(/^id=(\d+) .*flags=\S*P/gm)].map((m) => m[1]!);
+  let killed = 0;
+  for (const id of ids) killed += Number(await conn.call('CLIENT', 'KILL', 'ID', id).catch(() => 0));
+  return killed;
+}
+
+/**
+ * Live resharding of one slot, as `redis-cli --cluster reshard` does it:
+ * IMPORTING on the target, MIGRATING on the source, MIGRATE the keys in small
+ * batches (with pauses, so that clients meet the migration half-way), then
+ * SETSLOT NODE on the target, the source and every other master.
+ */
+async function migrateSlot(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[]) {
+  const conns = new Map<number, Redis>(all.map((n) => [n.port, new Redis(n.port, n.host, { lazyConnect: false, maxRetriesPerRequest: 1 })]));
+  try {
+    const src = conns.get(source.port)!;
+    const dst = conns.get(target.port)!;
+    const sourceId = String(await src.call('CLUSTER', 'MYID'));
+    const targetId = String(await dst.call('CLUSTER', 'MYID'));
+    await dst.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
+    await src.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
+    let keys = 0;
+    let batches = 0;
+    for (let round = 0; round < 1_000; round++) {
+      const batch = (await src.call('CLUSTER', 'GETKEYSINSLOT', slot, 2)) as string[];
+      if (batch.length === 0) break;
+      await src.call('MIGRATE', target.host, target.port, '', 0, 5_000, 'KEYS', ...batch);
+      keys += batch.length;
+      batches++;
+      await sleep(100);
+    }
+    await dst.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    await src.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    for (const [port, conn] of conns) if (port !== source.port && port !== target.port) await conn.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    return { keys, batches };
+  } finally {
+    for (const conn of conns.values()) conn.disconnect();
+  }
+}
