@@ -1,0 +1,198 @@
+// `npm run test:packaging`: proves the published package works from a fresh
+// project, as a user gets it.
+//
+// 1. `npm run build`, then `npm pack` into a temp dir; the tarball must hold
+//    the ESM and CJS builds with their types, and no sources or tests.
+// 2. A new project in a temp dir: `npm install <tarball> ioredis @types/node`
+//    (with --prefer-offline: the npm cache serves what it can).
+// 3. From that project, in ESM (`import`) and in CJS (`require`): import
+//    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
+//    masters, 3 replicas), take locks, stop it; and type-check a consumer
+//    file of each kind with `tsc` (module NodeNext), so the `types` of both
+//    conditions of the exports map are right.
+//
+// Flags: --no-build (use dist/ as it is), --keep (keep the temp dir).
+// Slow (a build, an install, two clusters): CI runs it apart from `npm test`.
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TSC = path.join(ROOT, 'node_modules/typescript/bin/tsc');
+const build = !process.argv.includes('--no-build');
+const keep = process.argv.includes('--keep');
+const startedAt = performance.now();
+
+function step(text: string): void {
+  console.log(`[${((performance.now() - startedAt) / 1000).toFixed(1).padStart(5)} s] ${text}`);
+}
+
+function run(cmd: string, args: readonly string[], cwd: string, timeoutMs = 180_000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    execFile(cmd, args, { cwd, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error) reject(new Error(`\`${cmd} ${args.join(' ')}\` in ${cwd} failed: ${error.message}\n${stdout}${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** What a consumer does with the package, in ESM. Prints one JSON line. */
+const ESM_CONSUMER = `
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { LockClient, RWLockError, LockNotHeldError } from 'redis-rwlock';
+import { startRedisCluster, runningServers } from 'redis-rwlock/testing';
+
+const cluster = await startRedisCluster();            // 3 masters, 3 replicas
+const redis = cluster.client();
+const locks = new LockClient(redis);
+const lease = await locks.lock('orders:{1}').acquireWrite();
+assert.equal((await locks.inspect('orders:{1}')).mode, 'write');
+await lease.release();
+const mode = await locks.withRead('orders:{1}', (l) => l.mode);
+assert.equal(mode, 'read');
+assert.ok(new LockNotHeldError('x') instanceof RWLockError);
+
+// The CJS copy of the helper, loaded into the same process, shares the registry of servers.
+const require = createRequire(import.meta.url);
+assert.equal(require('redis-rwlock/testing').runningServers().length, 6);
+const version = require('redis-rwlock/package.json').version;
+
+await locks.close();
+await cluster.stop();
+assert.equal(runningServers().length, 0);
+console.log(JSON.stringify({ format: 'esm', version, nodes: cluster.nodes.length, fence: lease.fence, readMode: mode }));
+`;
+
+/** The same in CommonJS. */
+const CJS_CONSUMER = `
+const assert = require('node:assert/strict');
+const { LockClient, AcquireTimeoutError } = require('redis-rwlock');
+const { startRedisCluster, runningServers } = require('redis-rwlock/testing');
+
+(async () => {
+  const cluster = await startRedisCluster();
+  const redis = cluster.client();
+  const locks = new LockClient(redis);
+  const writer = await locks.lock('orders:{2}').acquireWrite();
+  assert.equal(await locks.lock('orders:{2}').tryAcquireRead(), null);   // taken
+  await assert.rejects(locks.lock('orders:{2}').acquireRead({ waitMs: 50 }), AcquireTimeoutError);
+  await writer.release();
+  const reader = await locks.lock('orders:{2}').acquireRead();
+  await reader.release();
+  await locks.close();
+  await cluster.stop();
+  assert.equal(runningServers().length, 0);
+  console.log(JSON.stringify({ format: 'cjs', nodes: cluster.nodes.length, fences: [writer.fence, reader.fence] }));
+})().catch((error) => {
+  console.error(error);
+  process.exitCode = 1;
+});
+`;
+
+/** Type-checked only: the \`import\` condition's types. */
+const ESM_TYPES = `
+import type { Cluster } from 'ioredis';
+import { LockClient, type Lease, type LockInfo } from 'redis-rwlock';
+import { startRedisCluster, type RedisClusterHandle } from 'redis-rwlock/testing';
+
+export async function check(): Promise<number> {
+  const cluster: RedisClusterHandle = await startRedisCluster({ masters: 3, replicasPerMaster: 1 });
+  const redis: Cluster = cluster.client();
+  const locks = new LockClient(redis, { leaseMs: 10_000 });
+  const lease: Lease = await locks.lock('a').acquireRead({ waitMs: 100 });
+  const info: LockInfo = await locks.inspect('a');
+  // @ts-expect-error: fence is a number
+  const wrong: string = lease.fence;
+  void wrong;
+  return info.readers.length + lease.fence;
+}
+`;
+
+/** Type-checked only: the \`require\` condition's types. */
+const CJS_TYPES = `
+import rwlock = require('redis-rwlock');
+import testing = require('redis-rwlock/testing');
+
+export async function check(): Promise<boolean> {
+  const server: testing.RedisServerHandle = await testing.startRedisServer();
+  const locks = new rwlock.LockClient(server.client());
+  const lease: rwlock.Lease | null = await locks.lock('a').tryAcquireWrite();
+  // @ts-expect-error: no such option
+  locks.lock('a').acquireRead({ waitMillis: 1 });
+  return lease?.held ?? false;
+}
+`;
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
+let failed = false;
+try {
+  if (build) {
+    step('npm run build');
+    await run('npm', ['run', 'build', '--silent'], ROOT);
+  }
+  step('npm pack');
+  const packed = JSON.parse(await run('npm', ['pack', '--json', '--pack-destination', tmp, '--loglevel=error'], ROOT)) as {
+    filename: string;
+    files: { path: string }[];
+    size: number;
+  }[];
+  const { filename, files, size } = packed[0]!;
+  const tarball = path.join(tmp, filename);
+  const paths = files.map((f) => f.path);
+  const required = [
+    'package.json',
+    'dist/esm/index.js',
+    'dist/esm/index.d.ts',
+    'dist/esm/testing/index.js',
+    'dist/esm/testing/index.d.ts',
+    'dist/cjs/index.js',
+    'dist/cjs/index.d.ts',
+    'dist/cjs/package.json',
+    'dist/cjs/testing/index.js',
+    'dist/cjs/testing/index.d.ts',
+    'scripts/ensure-redis.sh',
+  ];
+  const missing = required.filter((p) => !paths.includes(p));
+  const stray = paths.filter((p) => /^(src|test|bench|examples|docs)\//.test(p));
+  if (missing.length > 0 || stray.length > 0) {
+    throw new Error(`the tarball is wrong: missing ${JSON.stringify(missing)}, should not hold ${JSON.stringify(stray.slice(0, 10))}`);
+  }
+  step(`${filename}: ${files.length} files, ${(size / 1024).toFixed(0)} kB packed`);
+
+  const app = path.join(tmp, 'app');
+  mkdirSync(app);
+  writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'rwlock-consumer', version: '1.0.0', private: true }, null, 2));
+  step(`npm install ${filename} ioredis @types/node (in a fresh project)`);
+  await run('npm', ['install', tarball, 'ioredis@^6', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app);
+
+  writeFileSync(path.join(app, 'esm.mjs'), ESM_CONSUMER);
+  writeFileSync(path.join(app, 'cjs.cjs'), CJS_CONSUMER);
+  step('node esm.mjs: import redis-rwlock and redis-rwlock/testing, start a Cluster, lock, stop');
+  console.log(`        ${(await run('node', ['esm.mjs'], app, 120_000)).trim()}`);
+  step('node cjs.cjs: require redis-rwlock and redis-rwlock/testing, start a Cluster, lock, stop');
+  console.log(`        ${(await run('node', ['cjs.cjs'], app, 120_000)).trim()}`);
+
+  writeFileSync(path.join(app, 'check-esm.mts'), ESM_TYPES);
+  writeFileSync(path.join(app, 'check-cjs.cts'), CJS_TYPES);
+  writeFileSync(
+    path.join(app, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, noEmit: true, types: ['node'] },
+      files: ['check-esm.mts', 'check-cjs.cts'],
+    }),
+  );
+  step('tsc (NodeNext): the types of both the import and the require condition');
+  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app);
+  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types');
+} catch (error) {
+  failed = true;
+  console.error(error instanceof Error ? error.message : error);
+  step('FAILED');
+} finally {
+  if (keep) console.log(`kept ${tmp}`);
+  else rmSync(tmp, { recursive: true, force: true });
+}
+process.exitCode = failed ? 1 : 0;
