@@ -28,11 +28,13 @@ export function isClosed(client: RedisClient): boolean {
 }
 
 /** Wraps an ioredis failure into a typed error that says what to do. */
-export function redisFailure(what: string, cause: unknown, context: RWLockErrorContext): RWLockError {
+export function redisFailure(what: string, cause: unknown, context: RWLockErrorContext, client?: RedisClient): RWLockError {
   if (cause instanceof RWLockError) return cause;
   const message = cause instanceof Error ? cause.message : String(cause);
-  if (/Connection is closed|connection is closed|Connection is in closed state/.test(message)) {
-    return new ClientClosedError(`${what} failed: the Redis connection is closed (${message}); use an open client`, {
+  // "Connection is closed." is also what a Cluster answers for commands in flight to a master
+  // that just died: a transient failure, unless the client itself was closed.
+  if (client !== undefined && isClosed(client)) {
+    return new ClientClosedError(`${what} failed: the Redis client was closed (${message}); use an open client`, {
       ...context,
       cause,
     });
