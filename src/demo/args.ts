@@ -48,8 +48,9 @@ Options:
   --json                 print the summary as JSON on stdout
   -h, --help             show this help
 
-Ctrl-C stops the demo early: the workers finish what they hold, release every
-lock, and the embedded servers are stopped (exit code 130).
+Ctrl-C (or SIGTERM) stops the demo early: the workers finish what they hold,
+release every lock, and the embedded servers are stopped (exit code 130, or
+143 on SIGTERM). Exit code 1 means a check failed, 2 a bad command line.
 `;
 
 /** A bad command line; the message says what is wrong. */

@@ -15,6 +15,7 @@
  */
 import { execFile, fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { LockClient } from '../index.js';
@@ -45,9 +46,12 @@ const CONNECT_TIMEOUT_MS = 10_000;
 export interface DemoSummary {
   /** True when nothing went wrong: no half-built read, no error, no lock left behind. */
   readonly ok: boolean;
-  /** The process exit code: 0 ok, 1 a check failed, 2 bad usage, 130 stopped by Ctrl-C. */
+  /** The process exit code: 0 ok, 1 a check failed, 2 bad usage, 128 + the signal's number when stopped by SIGINT (130) or SIGTERM (143). */
   readonly exitCode: number;
+  /** True when a signal stopped the demo before its time was up. */
   readonly interrupted: boolean;
+  /** The signal that stopped it early, if one did. */
+  readonly stoppedBy: string | null;
   readonly redis: string;
   readonly durationMs: number;
   readonly elapsedMs: number;
@@ -138,7 +142,7 @@ class Demo {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
     }
-    if (!summary) return this.#interrupt.signal.aborted ? 130 : 1; // forced, or failed before the summary
+    if (!summary) return this.#interrupt.signal.aborted ? this.#signalExitCode() : 1; // forced, or failed before the summary
     if (this.#o.json) process.stdout.write(JSON.stringify(summary) + '\n');
     this.#printSummary(summary);
     return summary.exitCode;
@@ -238,8 +242,9 @@ class Demo {
     const ok = total.halfBuilt === 0 && total.errors === 0 && lostWorkers === 0 && locksLeft === 0 && valuesWhole === values.length;
     return {
       ok,
-      exitCode: !ok ? 1 : interrupted ? 130 : 0,
+      exitCode: !ok ? 1 : interrupted ? this.#signalExitCode() : 0,
       interrupted,
+      stoppedBy: interrupted ? String(this.#interrupt.signal.reason) : null,
       redis: where,
       durationMs: o.durationMs,
       elapsedMs: Math.round(elapsedMs),
@@ -313,6 +318,12 @@ class Demo {
     }
   }
 
+  /** 128 + the number of the signal that stopped the demo, as a shell reports it. */
+  #signalExitCode(): number {
+    const signal = this.#interrupt.signal.reason as NodeJS.Signals;
+    return 128 + (os.constants.signals[signal] ?? 2);
+  }
+
   #onSignal(signal: NodeJS.Signals): void {
     if (!this.#interrupt.signal.aborted) {
       this.#view.message(`\n${signal}: stopping; the workers finish what they hold and release their locks (press Ctrl-C again to force)`);
@@ -321,7 +332,7 @@ class Demo {
     }
     if (this.#forced) {
       // A third time: leave at once; the exit hook of redis-rwlock/testing kills the servers.
-      process.exit(130);
+      process.exit(this.#signalExitCode());
     }
     this.#forced = true;
     this.#view.message(`${signal} again: killing the workers and stopping the servers (a third time exits at once)`);
@@ -349,7 +360,7 @@ class Demo {
     const row = (label: string, value: string, extra = ''): string => `  ${label.padEnd(20)}${value.padStart(10)}  ${extra}`.trimEnd();
     const seconds = Math.max(s.elapsedMs, 1) / 1_000;
     const lines = [
-      v.paint(`Summary after ${secs(s.elapsedMs)}${s.interrupted ? ' (stopped by Ctrl-C)' : ''}`, 'bold'),
+      v.paint(`Summary after ${secs(s.elapsedMs)}${s.stoppedBy ? ` (stopped early by ${s.stoppedBy})` : ''}`, 'bold'),
       row('reads served', count(s.reads), `(${count(s.reads / seconds)}/s)`),
       row('rebuilds', count(s.rebuilds), `(${(s.rebuilds / seconds).toFixed(1)}/s)`),
       row('reader waits', count(s.readerWaits), `longest ${ms(s.maxReaderWaitMs)}`),
