@@ -98,9 +98,9 @@ end
 
 -- Make readKey agree with readersKey: it exists while a reader is live,
 -- expires with the latest, and names a library reader if one is left, else
--- holds '1' as an old process would have left it.
+-- holds '1' as an old process would have left it. Call noteOldReaders first,
+-- before readersKey changes (the value may name a reader just removed).
 local function syncReadKey(now)
-  noteOldReaders(now)
   rcall('ZREMRANGEBYSCORE', readersKey, '-inf', int(now))
   local top = rcall('ZRANGE', readersKey, 0, 1, 'REV', 'WITHSCORES')
   if #top == 0 then
@@ -123,6 +123,7 @@ end
 -- token on writeKey while it writes (never overwriting another holder's), and
 -- its deadline in readersKey while it reads.
 local function peerMirror(owner, now)
+  noteOldReaders(now)
   local deadline = deadlineOf(owner)
   if deadline and deadline <= now then deadline = nil end
   local current = rcall('GET', writeKey)

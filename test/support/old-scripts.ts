@@ -59,3 +59,9 @@ export class OldLocker {
     await this.redis.eval(OLD_RELEASE, 1, this.writeKey);
   }
 }
+
+/**
+ * Legacy key names with the resource as hash tag: both keys, and the
+ * hash-mode lock of a tagless resource, share one Cluster slot.
+ */
+export const taggedLegacyKeys = (resource: string) => ({ read: `{${resource}}:read`, write: `{${resource}}:write` });
