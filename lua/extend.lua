@@ -25,8 +25,13 @@ for k = 1, #ARGV / 5 do
   local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
   local mine = deadlineOf(owner)
   if mine and mine > now then
-    rcall('ZADD', leasesKey, int(now + leaseMs), owner)
-    refreshExpiry(now)
+    local deadline = int(now + leaseMs)
+    rcall('ZADD', leasesKey, deadline, owner)
+    -- The keys must live at least until the new deadline, and never need to
+    -- go sooner than they already do (GT): no scan for the latest deadline.
+    rcall('PEXPIREAT', stateKey, deadline, 'GT')
+    rcall('PEXPIREAT', leasesKey, deadline, 'GT')
+    rcall('PEXPIREAT', queueKey, deadline, 'GT')
     results[k] = leaseMs
   else
     if mine then
