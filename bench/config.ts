@@ -67,6 +67,11 @@ export interface BenchConfig {
     readonly acquireInFlight: number;
   };
 
+  /** Server µs per call of the floor's commands, the library's scripts and reference scripts. */
+  readonly anatomy: {
+    readonly calls: number;
+  };
+
   /** (f) memory of a held lock. */
   readonly memory: {
     readonly readers: number;
@@ -86,6 +91,7 @@ export const FULL: BenchConfig = {
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
   renewal: { leases: 10_000, leaseMs: 3_000, periods: 3, extends: 200, acquireInFlight: 64 },
   memory: { readers: 100 },
+  anatomy: { calls: 20_000 },
   fastRetryMs: 1,
 };
 
@@ -99,5 +105,6 @@ export const SMOKE: BenchConfig = {
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 20, durationMs: 60, maxCycles: 2_000 },
   renewal: { leases: 200, leaseMs: 300, periods: 2, extends: 10, acquireInFlight: 64 },
   memory: { readers: 100 },
+  anatomy: { calls: 300 },
   fastRetryMs: 1,
 };

@@ -12,6 +12,8 @@
  *   retryCount 10) and fastest retry (retryDelay 1 ms, no jitter).
  * - rwlock-write / rwlock-read / rwlock-mix: this library's LockClient with
  *   default options (auto-renewed 30 s leases); mix is 90 % read, 10 % write.
+ *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
+ *   in the contended workloads only.
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -27,10 +29,11 @@ export type LibName =
   | 'redlock'
   | 'redlock-fast'
   | 'rwlock-write'
+  | 'rwlock-fair'
   | 'rwlock-read'
   | 'rwlock-mix';
 
-export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write'];
+export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix'];
 
@@ -41,6 +44,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   redlock: 'redlock',
   'redlock-fast': 'redlock (retry 1 ms)',
   'rwlock-write': 'redis-rwlock write',
+  'rwlock-fair': 'redis-rwlock write (fair: true)',
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
 };
@@ -126,9 +130,10 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
       };
     }
     case 'rwlock-write':
+    case 'rwlock-fair':
     case 'rwlock-read':
     case 'rwlock-mix': {
-      const locks = new LockClient(redis);
+      const locks = new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {});
       return {
         async acquire(resource, { mode, signal }) {
           const lock = locks.lock(resource);

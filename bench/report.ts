@@ -58,7 +58,7 @@ function renderTopology(r: TopologyResults): string[] {
     out.push('', '### (a) uncontended acquire+release cycles, distinct resources', '');
     out.push(
       table(
-        ['library', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script'],
+        ['library', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script', 'CPU µs/cycle: node + redis'],
         r.uncontended.median.map((c) => [
           label(c.lib),
           String(c.inFlight),
@@ -70,6 +70,7 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.scriptsPerCycle),
           fmt(c.sentPerCycle),
           fmt(c.serverUsecPerScript, 1),
+          `${fmt(c.clientCpuUsPerCycle, 1)} + ${fmt(c.serverCpuUsPerCycle, 1)} = ${fmt(c.clientCpuUsPerCycle + c.serverCpuUsPerCycle, 1)}`,
         ]),
       ),
     );
@@ -155,6 +156,10 @@ function renderTopology(r: TopologyResults): string[] {
     );
     const e = r.renewal.extend;
     if (e) out.push('', `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`);
+  }
+  if (r.anatomy) {
+    out.push('', '### server µs per call (INFO commandstats, pipelined on one connection)', '');
+    out.push(table(['call', 'µs per call'], r.anatomy.map((a) => [a.what, fmt(a.usecPerCall)])));
   }
   if (r.memory) {
     const mem = r.memory;

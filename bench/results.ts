@@ -8,6 +8,7 @@ import type { ReadersResult } from './workloads/readers.js';
 import type { ExtendResult, RenewalResult } from './workloads/renewal.js';
 import type { ScaleResult } from './workloads/scale.js';
 import type { CycleResult } from './workloads/uncontended.js';
+import type { AnatomyRow } from './workloads/anatomy.js';
 import { median, ratio } from './stats.js';
 
 export interface Measured<T> {
@@ -24,6 +25,7 @@ export interface TopologyResults {
   scale?: Measured<ScaleResult>;
   renewal?: { rwlock?: RenewalResult; semaphore?: RenewalResult; extend?: ExtendResult };
   memory?: MemoryResult;
+  anatomy?: AnatomyRow[];
   /** Medians of per-run ratios, by name (see `perRunRatios`). */
   ratios: Record<string, number | null>;
   /** How long this topology's workloads took, in seconds. */
@@ -70,6 +72,7 @@ export function perRunRatios(
     for (const base of ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
       out[`baton.rwlock-write/${base}`] = ratio(get('rwlock-write', 'baton')?.handoffsPerSec, get(base, 'baton')?.handoffsPerSec);
       out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
+      out[`race.rwlock-fair/${base}`] = ratio(get('rwlock-fair', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
     }
     for (const m of run.contended.filter((x) => x.variant === 'race')) {
       // The longest wait in cycle times: how many grants' worth of time the unluckiest waiter waited.

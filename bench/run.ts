@@ -8,7 +8,7 @@
  * Options:
  *   --smoke                 tiny counts (CI); writes bench/results/smoke.*
  *   --topology a[,b]        standalone, cluster
- *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory
+ *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory, anatomy
  *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
  *   --runs N                runs per figure
  *   --out path/prefix       where to write the .json and .md
@@ -27,13 +27,14 @@ import { evaluateTargets } from './targets.js';
 import { startTopology, type Topology, type TopologyKind } from './topology.js';
 import { measureContended, type ContendedResult } from './workloads/contended.js';
 import { measureMemory } from './workloads/memory.js';
+import { measureAnatomy } from './workloads/anatomy.js';
 import { measureReaders, type ReadersResult } from './workloads/readers.js';
 import { measureExtend, measureRwlockRenewal, measureSemaphoreRenewal } from './workloads/renewal.js';
 import { measureScale, type ScaleResult } from './workloads/scale.js';
 import { uncontendedRun, type CycleResult } from './workloads/uncontended.js';
 import { stopAllServers } from '../src/testing/index.js';
 
-const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'memory'] as const;
+const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'memory', 'anatomy'] as const;
 type Workload = (typeof WORKLOADS)[number];
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -91,6 +92,11 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
   const tagOf = (run: number) => `${stamp}${run}`;
   const want = (w: Workload) => only.includes(w);
 
+  if (want('anatomy')) {
+    log(`[${topology.kind}] server µs per call (anatomy)`);
+    results.anatomy = await measureAnatomy(topology, config, tagOf(0));
+    for (const a of results.anatomy) log(`  ${a.usecPerCall.toFixed(2).padStart(6)} µs  ${a.what}`);
+  }
   if (want('memory')) {
     log(`[${topology.kind}] (f) memory`);
     results.memory = await measureMemory(topology, config, tagOf(0));

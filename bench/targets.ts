@@ -38,9 +38,33 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
   if (r.uncontended) {
     const top = Math.max(...r.uncontended.median.map((m) => m.inFlight));
     const semaphoreBound = kind === 'standalone' ? 1.2 : 1.0;
+    const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.inFlight === top);
+    const cpu = (lib: string) => {
+      const m = at(lib);
+      return m ? m.clientCpuUsPerCycle + m.serverCpuUsPerCycle : null;
+    };
+    const us = (what: string) => r.anatomy?.find((a) => a.what.startsWith(what))?.usecPerCall;
     for (const mode of ['write', 'read'] as const) {
       const v = ratio(`uncontended.${top}.rwlock-${mode}/floor`);
-      add(`a-${mode}-floor`, `uncontended ${mode} cycles/s at ${top} in flight vs floor`, v, '>= 0.9', atLeast(v, 0.9));
+      const floorCpu = cpu('floor');
+      const mineCpu = cpu(`rwlock-${mode}`);
+      const m = at(`rwlock-${mode}`);
+      const f = at('floor');
+      let note =
+        floorCpu !== null && mineCpu !== null && m && f
+          ? `CPU per cycle, client + all Redis processes: floor ${f.clientCpuUsPerCycle.toFixed(1)} + ${f.serverCpuUsPerCycle.toFixed(1)} µs, ` +
+            `rwlock ${m.clientCpuUsPerCycle.toFixed(1)} + ${m.serverCpuUsPerCycle.toFixed(1)} µs: on a CPU-bound machine at most ${(floorCpu / mineCpu).toFixed(2)}x`
+          : '';
+      const acquire = us(`redis-rwlock acquire ${mode}`);
+      const release = us(`redis-rwlock release ${mode}`);
+      const set = us('floor acquire');
+      const del = us('floor release');
+      const writes = us('reference: only the writes');
+      if (acquire !== undefined && release !== undefined && set !== undefined && del !== undefined) {
+        note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
+        if (writes !== undefined && mode === 'write') note += ` (the grant's writes alone, no logic: ${writes.toFixed(1)})`;
+      }
+      add(`a-${mode}-floor`, `uncontended ${mode} cycles/s at ${top} in flight vs floor`, v, '>= 0.9', atLeast(v, 0.9), 'x', note || undefined);
       const s = ratio(`uncontended.${top}.rwlock-${mode}/semaphore`);
       add(`a-${mode}-semaphore`, `uncontended ${mode} cycles/s at ${top} in flight vs redis-semaphore Mutex`, s, `>= ${semaphoreBound}`, atLeast(s, semaphoreBound));
     }

@@ -17,6 +17,8 @@ export interface Topology {
   client(): RedisClient;
   /** One admin connection per master (for INFO, SLOWLOG, MEMORY, FLUSHALL). */
   masters(): Promise<Redis[]>;
+  /** One admin connection per server process, replicas included (for INFO cpu). */
+  allNodes(): Promise<Redis[]>;
   /** The master that holds `key`. */
   masterFor(key: string): Promise<Redis>;
   flush(): Promise<void>;
@@ -39,6 +41,7 @@ function standalone(server: RedisServerHandle): Topology {
       return c;
     },
     masters: async () => [adminClient()],
+    allNodes: async () => [adminClient()],
     masterFor: async () => adminClient(),
     flush: async () => void (await adminClient().flushall()),
     async stop() {
@@ -75,6 +78,7 @@ function cluster(handle: RedisClusterHandle): Topology {
       const ports = [...new Set((await owners()).map((o) => o.port))].sort((a, b) => a - b);
       return ports.map(adminFor);
     },
+    allNodes: async () => handle.nodes.map((n) => adminFor(n.port)),
     async masterFor(key: string) {
       const slot = calculateSlot(key);
       const owner = (await owners()).find((o) => slot >= o.start && slot <= o.end);
@@ -185,6 +189,16 @@ export class SentCounter {
     this.count = 0;
     this.byName.clear();
   }
+}
+
+/** CPU seconds (user + sys) every server process has used so far, summed (INFO cpu). */
+export async function serverCpuSeconds(topology: Topology): Promise<number> {
+  let total = 0;
+  for (const node of await topology.allNodes()) {
+    const info = await node.info('cpu');
+    total += Number(/used_cpu_user:([\d.]+)/.exec(info)?.[1] ?? 0) + Number(/used_cpu_sys:([\d.]+)/.exec(info)?.[1] ?? 0);
+  }
+  return total;
 }
 
 /** Waits until a client is connected (and, for a Cluster, knows the slot map). */

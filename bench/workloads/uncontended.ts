@@ -8,7 +8,7 @@
 import type { BenchConfig } from '../config.js';
 import { makeAdapter, modeOf, UNCONTENDED_LIBS, type LibName, type LockAdapter } from '../libs.js';
 import { percentile } from '../stats.js';
-import { delta, ready, SentCounter, snapshot, type Topology } from '../topology.js';
+import { delta, ready, SentCounter, serverCpuSeconds, snapshot, type Topology } from '../topology.js';
 
 export interface CycleResult {
   readonly lib: LibName;
@@ -25,6 +25,10 @@ export interface CycleResult {
   readonly redirects: number;
   /** µs the masters spent per script call. */
   readonly serverUsecPerScript: number | null;
+  /** CPU µs this (client) process used per cycle, user + sys. */
+  readonly clientCpuUsPerCycle: number;
+  /** CPU µs every Redis process (replicas included) used per cycle, user + sys. */
+  readonly serverCpuUsPerCycle: number;
 }
 
 export interface CycleLoopResult {
@@ -80,8 +84,12 @@ export async function measureCycles(
     const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${inFlight}:${i}`);
     await cycleLoop(adapter, lib, resources, c.warmupMs, c.maxCycles, false);
     const before = await snapshot(topology);
+    const serverCpuBefore = await serverCpuSeconds(topology);
     sent.reset();
+    const cpuBefore = process.cpuUsage();
     const run = await cycleLoop(adapter, lib, resources, c.durationMs, c.maxCycles, true);
+    const cpu = process.cpuUsage(cpuBefore);
+    const serverCpu = (await serverCpuSeconds(topology)) - serverCpuBefore;
     const sentCount = sent.count;
     const d = delta(before, await snapshot(topology));
     return {
@@ -95,6 +103,8 @@ export async function measureCycles(
       sentPerCycle: sentCount / run.cycles,
       redirects: d.redirects,
       serverUsecPerScript: d.scriptCalls > 0 ? d.scriptUsec / d.scriptCalls : null,
+      clientCpuUsPerCycle: (cpu.user + cpu.system) / run.cycles,
+      serverCpuUsPerCycle: (serverCpu * 1e6) / run.cycles,
     };
   } finally {
     await adapter.close();
