@@ -41,6 +41,8 @@ export interface LossEvent {
 export class Holdings implements LeaseHost {
   private readonly byId = new Map<string, Holding>();
   private readonly holdingOfLease = new WeakMap<Lease, Holding>();
+  /** Auto-renewed leases whose renewal stopped because their release failed. */
+  private readonly renewalStopped = new WeakSet<Lease>();
   /** Auto-renewed leases held; the renewal timer runs while there are any. */
   private autoRenewed = 0;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -115,6 +117,10 @@ export class Holdings implements LeaseHost {
       try {
         held = await this.backend.release(holding.keys, lease.mode, lease.token);
       } catch (error) {
+        // The release may or may not have run. Renewing on would keep the lock held for as
+        // long as this client lives if it did not: stop, so it frees itself within one lease
+        // (a retried release() still works while it is live).
+        this.stopRenewal(holding, lease);
         throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, context);
       } finally {
         lease.pending = undefined;
@@ -223,16 +229,21 @@ export class Holdings implements LeaseHost {
     this.onLost({ error, leases });
   }
 
+  /** Stops counting `lease` among the auto-renewed ones (once). */
+  private stopRenewal(holding: Holding, lease: Lease): void {
+    if (!lease.autoRenew || this.renewalStopped.has(lease) || !holding.leases.has(lease)) return;
+    this.renewalStopped.add(lease);
+    holding.autoRenewed--;
+    if (--this.autoRenewed === 0) {
+      clearInterval(this.renewTimer);
+      this.renewTimer = undefined;
+    }
+  }
+
   /** Forgets one lease; the holding goes with its last lease. */
   private remove(holding: Holding, lease: Lease): void {
+    this.stopRenewal(holding, lease);
     if (!holding.leases.delete(lease)) return;
-    if (lease.autoRenew) {
-      holding.autoRenewed--;
-      if (--this.autoRenewed === 0) {
-        clearInterval(this.renewTimer);
-        this.renewTimer = undefined;
-      }
-    }
     if (holding.leases.size === 0) {
       clearTimeout(holding.timer);
       if (this.byId.get(holding.id) === holding) this.byId.delete(holding.id);

@@ -37,6 +37,17 @@ export function checkAndReport(
       .filter(Boolean)
       .join('; '),
   });
+  const messages = new Map<string, number>();
+  for (const f of history.failures) {
+    const key = `${f.name}: ${f.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 160)}`;
+    messages.set(key, (messages.get(key) ?? 0) + 1);
+  }
+  for (const h of history.holds) {
+    if (h.release === undefined || h.release === 'ok') continue;
+    const key = `release of a ${h.mode} lease: ${h.release}`;
+    messages.set(key, (messages.get(key) ?? 0) + 1);
+  }
+  for (const [message, n] of messages) console.log(`        ${n} x ${message}`);
   for (const v of [...result.violations, ...result.failoverWindow].slice(0, 10)) {
     console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
     if (result.violations.includes(v)) {
