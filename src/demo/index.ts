@@ -200,6 +200,7 @@ class Demo {
     });
     for (let id = 1; id <= o.processes; id++) this.#fork(config(id));
     await this.#until(() => this.#workers.every((w) => w.ready || w.done), WORKER_START_TIMEOUT_MS, 'the workers to start');
+    for (const w of this.#workers) if (w.child.connected) w.child.send({ type: 'start' }, (error) => void error);
 
     // Run, showing progress, until the time is up, Ctrl-C, or every worker is gone.
     const startedAt = performance.now();

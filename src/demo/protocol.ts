@@ -72,12 +72,13 @@ export interface WorkerStats {
 
 /** Messages from a worker. */
 export type WorkerMessage =
+  /** Connected and warmed up (scripts loaded, connections to every master the values live on); waits for `start`. */
   | { readonly type: 'ready' }
   | { readonly type: 'stats'; readonly stats: WorkerStats }
   | { readonly type: 'done'; readonly stats: WorkerStats };
 
 /** Messages to a worker. */
-export type PrimaryMessage = { readonly type: 'stop' };
+export type PrimaryMessage = { readonly type: 'start' } | { readonly type: 'stop' };
 
 /** Counters at zero. */
 export function emptyStats(): WorkerStats {

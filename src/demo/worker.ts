@@ -45,7 +45,10 @@ export async function runWorker(config: WorkerConfig): Promise<void> {
   // reaches every process of the terminal's process group, not just the coordinator).
   const stop = new AbortController();
   const stopNow = (): void => stop.abort();
+  let start!: () => void;
+  const started = new Promise<void>((resolve) => (start = resolve));
   process.on('message', (message: PrimaryMessage) => {
+    if (message?.type === 'start') start();
     if (message?.type === 'stop') stopNow();
   });
   process.on('disconnect', stopNow);
@@ -149,15 +152,23 @@ export async function runWorker(config: WorkerConfig): Promise<void> {
     await sleep(Math.random() * maxMs, undefined, { signal: stop.signal }).catch(() => undefined);
   }
 
-  const ticker = setInterval(() => send({ type: 'stats', stats }), STATS_EVERY_MS);
-  send({ type: 'ready' });
+  let ticker: NodeJS.Timeout | undefined;
   try {
+    // Warm up, uncounted: connect to every master the values live on and load
+    // the scripts, so the first counted waits are waits for locks, not for connections.
+    for (const value of config.values) {
+      if (config.withoutLocks) await redis.mget(value.meta, ...value.parts);
+      else await locks.withRead(value.resource, () => redis.mget(value.meta, ...value.parts));
+    }
+    send({ type: 'ready' });
+    await Promise.race([started, new Promise((resolve) => stop.signal.addEventListener('abort', resolve))]);
+    ticker = setInterval(() => send({ type: 'stats', stats }), STATS_EVERY_MS);
     await Promise.all([
       ...Array.from({ length: config.readers }, readLoop),
       ...Array.from({ length: config.writers }, rebuildLoop),
     ]);
   } finally {
-    clearInterval(ticker);
+    if (ticker) clearInterval(ticker);
     // Every lease was released by withRead/withWrite; close() also releases any left (there are none).
     await locks.close();
     await redis.quit().catch(() => redis.disconnect());
