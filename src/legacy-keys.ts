@@ -112,12 +112,10 @@ export function legacyLockKeys(
 ): LegacyLockKeys {
   const { read, write } = pair;
   const hash = lockKeys(prefix, resource);
-  const legacyState = `${prefix}#legacy:${read}`;
-  const readers = `${prefix}#readers:${read}`;
-  const own =
-    layout === 'bridge'
-      ? hash
-      : { state: legacyState, leases: `${prefix}#legacy-leases:${read}`, queue: `${prefix}#legacy-queue:${read}`, channel: legacyState };
+  const twin = legacyTwinNames(prefix, read);
+  const legacyState = twin.state;
+  const readers = readersKeyName(prefix, read);
+  const own = layout === 'bridge' ? hash : { ...twin, channel: legacyState };
   for (const name of [read, write]) {
     if (name === hash.state || name === hash.leases || name === hash.queue || name === own.state || name === readers) {
       throw new InvalidArgumentError(
@@ -128,7 +126,7 @@ export function legacyLockKeys(
       );
     }
   }
-  const names = [read, write, readers, own.state, own.leases, own.queue];
+  const names = [read, write, readers, own.state, own.leases, own.queue, legacyState];
   const legacySlot = calculateSlot(read);
   const sameSlot = names.every((n) => calculateSlot(n) === legacySlot);
   if (cluster && !sameSlot) throw crossSlot(resource, pair, layout, own.state);
@@ -146,6 +144,16 @@ export function legacyLockKeys(
   };
 }
 
+/** The names of the state a legacy-mode LockClient keeps beside the legacy keys whose read key is `read`. */
+export function legacyTwinNames(prefix: string, read: string): { state: string; leases: string; queue: string } {
+  return { state: `${prefix}#legacy:${read}`, leases: `${prefix}#legacy-leases:${read}`, queue: `${prefix}#legacy-queue:${read}` };
+}
+
+/** The registry of the read key's holders, shared by legacy-mode and bridge-mode clients. */
+export function readersKeyName(prefix: string, read: string): string {
+  return `${prefix}#readers:${read}`;
+}
+
 function crossSlot(resource: string, pair: LegacyKeyPair, layout: 'legacy' | 'bridge', state: string): CrossSlotError {
   const tag = hashTagOf(resource) ?? resource;
   const slots = `"${pair.read}" is in slot ${calculateSlot(pair.read)}, "${pair.write}" in slot ${calculateSlot(pair.write)}` +
@@ -161,4 +169,10 @@ function crossSlot(resource: string, pair: LegacyKeyPair, layout: 'legacy' | 'br
       (layout === 'bridge' ? `; or stay on one server until the migration is over (see docs/migration.md)` : ''),
     { resource },
   );
+}
+
+/** True for the names of a legacy-mode or bridge-mode lock. */
+export function isLegacyLockKeys(keys: LockKeys): keys is LegacyLockKeys {
+  const k = keys as Partial<LegacyLockKeys>;
+  return typeof k.read === 'string' && typeof k.write === 'string' && typeof k.readers === 'string';
 }

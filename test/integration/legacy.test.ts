@@ -1,62 +1,13 @@
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { CrossSlotError, InvalidArgumentError, LockClient, RWLockError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology } from '../setup/topologies.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
+import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
-import { masters, totalKeys } from '../support/redis-stats.js';
+import { totalKeys } from '../support/redis-stats.js';
 
 type AnyOptions = any; // hostile values on purpose
-
-const WORKER = fileURLToPath(new URL('../workers/mixed-worker.ts', import.meta.url));
-
-export interface MixedResult {
-  kind: string;
-  writes: Record<string, number>;
-  reads: number;
-  halfBuilt: number;
-}
-
-export function targetOf(ctx: TopologyContext) {
-  return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
-}
-
-/** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */
-export function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-      env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${kind} worker exited ${code}: ${err}`)),
-    );
-  });
-}
-
-/** Every key on every master (for "nothing was left behind" checks). */
-export async function allKeys(redis: RedisClient, pattern = '*'): Promise<string[]> {
-  return (await Promise.all(masters(redis).map((node) => node.keys(pattern)))).flat().sort();
-}
-
-/** Sums the workers' writes per resource and checks the counters: zero lost updates. */
-export async function expectNoLostUpdates(redis: RedisClient, results: MixedResult[], resources: string[]): Promise<number> {
-  let total = 0;
-  for (const resource of resources) {
-    const writes = results.reduce((sum, r) => sum + r.writes[resource]!, 0);
-    total += writes;
-    expect(Number(await redis.get(`data:{${resource}}:counter`)), `counter of ${resource}`).to.equal(writes);
-  }
-  return total;
-}
 
 forEachTopology('legacy mode', (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'legacy'));

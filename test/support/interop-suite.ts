@@ -11,7 +11,6 @@ import {
   LockLostError,
   LockNotHeldError,
   type LegacyKeyPair,
-  type Lease,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';

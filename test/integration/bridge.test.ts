@@ -1,0 +1,184 @@
+import { expect } from 'chai';
+import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { interopSuite, sleep } from '../support/interop-suite.js';
+import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { totalKeys } from '../support/redis-stats.js';
+import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
+
+forEachTopology('bridge mode', (ctx) => {
+  describe('next to old processes', () => interopSuite(ctx, 'bridge'));
+
+  describe('next to hash-mode processes', () => {
+    const R = 'page:9';
+    let redis: RedisClient;
+    let bridge: LockClient;
+    let hash: LockClient;
+    beforeEach(() => {
+      redis = ctx.client();
+      bridge = new LockClient(redis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 50 });
+      hash = new LockClient(redis, { recheckMs: 50 });
+    });
+    afterEach(async () => {
+      await bridge.close();
+      await hash.close();
+    });
+
+    it('holds the hash-mode lock itself: each refuses what the other holds', async () => {
+      const bw = await bridge.lock(R).acquireWrite();
+      expect(bridge.lock(R).keys.state).to.equal(hash.lock(R).keys.state);
+      expect(await hash.lock(R).tryAcquireRead()).to.equal(null);
+      expect(await hash.lock(R).tryAcquireWrite()).to.equal(null);
+      expect((await hash.inspect(R)).writer?.owner).to.equal(bw.token);
+      await bw.release();
+      const hr = await hash.lock(R).acquireRead();
+      expect(await bridge.lock(R).tryAcquireWrite()).to.equal(null);
+      const br = await bridge.lock(R).tryAcquireRead();
+      expect(br).to.not.equal(null);
+      await hr.release();
+      await br!.release();
+      const hw = await hash.lock(R).acquireWrite();
+      expect(await bridge.lock(R).tryAcquireRead()).to.equal(null);
+      await hw.release();
+      expect(await allKeys(redis)).to.deep.equal([]);
+    });
+
+    it('queues its readers behind a waiting hash-mode writer (writer preference holds across modes)', async () => {
+      const br = await bridge.lock(R).acquireRead();
+      const waiting = hash.lock(R).acquireWrite({ waitMs: 5_000 });
+      await sleep(100);
+      expect(await bridge.lock(R).tryAcquireRead()).to.equal(null);
+      await br.release();
+      const hw = await waiting;
+      await hw.release();
+    });
+
+    it('fails a second concurrent upgrader at once, whichever mode it runs in', async () => {
+      const br = await bridge.lock(R).acquireRead();
+      const hr = await hash.lock(R).acquireRead();
+      const upgrading = bridge.lock(R).acquireWrite({ owner: br.token, waitMs: 5_000 });
+      await sleep(100);
+      const error = await hash.lock(R).acquireWrite({ owner: hr.token, waitMs: 1_000 }).then(() => undefined, (e: unknown) => e);
+      expect(error).to.be.instanceOf(UpgradeConflictError);
+      await hr.release();
+      const w = await upgrading;
+      await w.release();
+      await br.release();
+    });
+
+    it('hands out strictly growing fences across bridge and hash-mode grants', async () => {
+      const fences: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const client = i % 2 ? hash : bridge;
+        const l = await (i % 3 ? client.lock(R).acquireWrite() : client.lock(R).acquireRead());
+        fences.push(l.fence);
+        await l.release();
+      }
+      for (let i = 1; i < fences.length; i++) expect(fences[i]).to.be.greaterThan(fences[i - 1]!);
+    });
+
+    it('wakes a waiting hash-mode writer at once when a bridge reader releases, and a bridge writer when a hash reader does', async () => {
+      const slowHash = new LockClient(redis, { recheckMs: 5_000 });
+      const slowBridge = new LockClient(redis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 5_000 });
+      try {
+        for (const [holder, waiter] of [
+          [bridge, slowHash],
+          [hash, slowBridge],
+        ] as const) {
+          const r = await holder.lock(R).acquireRead();
+          setTimeout(() => void r.release(), 150);
+          const started = performance.now();
+          const w = await waiter.lock(R).acquireWrite({ waitMs: 10_000 });
+          expect(performance.now() - started).to.be.within(140, 2_000);
+          await w.release();
+        }
+      } finally {
+        await slowHash.close();
+        await slowBridge.close();
+      }
+    });
+
+    it('is what keeps old and hash-mode processes apart: a hash-mode process alone does not see old processes', async () => {
+      // Documents why hash mode comes only once migrate-check finds no old process.
+      const keys = taggedLegacyKeys(R);
+      const old = new OldLocker(redis, keys.read, keys.write);
+      expect(await old.tryWrite()).to.equal(true);
+      const hr = await hash.lock(R).tryAcquireRead();
+      expect(hr).to.not.equal(null); // no bridge process in between: nothing stops it
+      await hr!.release();
+      expect(await bridge.lock(R).tryAcquireRead()).to.equal(null);
+    });
+  });
+
+  if (ctx.kind === 'cluster') {
+    describe('on a Cluster', () => {
+      const refuse = (redis: RedisClient, resource: string, legacyKeys?: (r: string) => { read: string; write: string }) => {
+        try {
+          new LockClient(redis, { mode: 'bridge', ...(legacyKeys ? { legacyKeys } : {}) }).lock(resource);
+        } catch (error) {
+          return error as Error;
+        }
+        return undefined;
+      };
+
+      it('refuses legacy keys outside the lock\'s slot at lock(), saying why and what to do, with Redis untouched', async () => {
+        const redis = ctx.client();
+        const before = await totalKeys(redis);
+        const error = refuse(redis, 'cache:user:42');
+        expect(error).to.be.instanceOf(CrossSlotError);
+        expect(error!.message).to.include('one slot');
+        expect(error!.message).to.include('"{cache:user:42}"');
+        // Both legacy keys in one slot is not enough: it must be the lock's.
+        const other = refuse(redis, 'cache:user:42', (r) => ({ read: `{x}${r}:read`, write: `{x}${r}:write` }));
+        expect(other).to.be.instanceOf(CrossSlotError);
+        expect(other!.message).to.include('rwlock:{cache:user:42}');
+        expect(await totalKeys(redis)).to.equal(before);
+      });
+
+      it("works for a resource with its own hash tag when the legacy keys carry that tag", async () => {
+        const redis = ctx.client();
+        const locks = new LockClient(redis, { mode: 'bridge', legacyKeys: (r) => ({ read: `${r}:read`, write: `${r}:write` }) });
+        const w = await locks.lock('user:{42}:profile').acquireWrite();
+        expect(await redis.get('user:{42}:profile:write')).to.equal(w.token);
+        await w.release();
+        await locks.close();
+      });
+    });
+  }
+
+  describe('several processes', () => {
+    const RESOURCES = ['alpha', 'beta'];
+    it('old, legacy-mode and bridge-mode processes together lose no update of a non-atomic counter', async function () {
+      this.timeout(180_000);
+      const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
+      const results = await Promise.all([
+        runMixedWorker(ctx, 'old', env),
+        runMixedWorker(ctx, 'old', env),
+        runMixedWorker(ctx, 'legacy', env),
+        runMixedWorker(ctx, 'bridge', env),
+        runMixedWorker(ctx, 'bridge', env),
+      ]);
+      const redis = ctx.client();
+      expect(await expectNoLostUpdates(redis, results, RESOURCES)).to.be.greaterThan(100);
+      expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
+      expect(await allKeys(redis, '*:read')).to.deep.equal([]);
+      expect(await allKeys(redis, '*:write')).to.deep.equal([]);
+    });
+
+    it('bridge-mode and hash-mode processes together lose no update, and no reader sees a half-built value', async function () {
+      this.timeout(180_000);
+      const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
+      const results = await Promise.all([
+        runMixedWorker(ctx, 'bridge', env),
+        runMixedWorker(ctx, 'bridge', env),
+        runMixedWorker(ctx, 'hash', env),
+        runMixedWorker(ctx, 'hash', env),
+      ]);
+      const redis = ctx.client();
+      expect(await expectNoLostUpdates(redis, results, RESOURCES)).to.be.greaterThan(100);
+      expect(results.reduce((s, r) => s + r.halfBuilt, 0), 'reads that saw a half-built value').to.equal(0);
+      expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
+    });
+  });
+});
