@@ -1,5 +1,5 @@
 import { LUA_SOURCES } from './lua/scripts.generated.js';
-import type { RedisClient } from './redis.js';
+import { isCluster, type RedisClient } from './redis.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
 const NUMBER_OF_KEYS = {
@@ -44,7 +44,36 @@ export function defineScripts(client: RedisClient): void {
   defined.add(client);
 }
 
-/** Runs script `name` on `client`, which must have been passed to {@link defineScripts}. */
-export function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
-  return ((client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke).apply(client, args);
+/**
+ * How long a script call keeps trying while its slot migrates between
+ * Cluster masters. ioredis follows ASK and MOVED and retries TRYAGAIN, but
+ * gives up after `maxRedirections` (16 by default, about half a second of
+ * TRYAGAIN), and while a slot migrates a script on a lock whose keys are
+ * not all on one side gets TRYAGAIN until the migration ends.
+ */
+export const MIGRATION_RETRY_MS = 3_000;
+
+/**
+ * A reply that proves the script did not run: the slot is being migrated
+ * (TRYAGAIN), or ioredis ran out of redirections following one.
+ */
+const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. Last error: (?:ReplyError: )?(?:TRYAGAIN|ASK|MOVED) )/;
+
+/**
+ * Runs script `name` on `client`, which must have been passed to
+ * {@link defineScripts}. On a Cluster, a call refused because its slot is
+ * being migrated is tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}.
+ */
+export async function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
+  const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
+  const deadline = performance.now() + MIGRATION_RETRY_MS;
+  for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
+    try {
+      return await invoke.apply(client, args);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (!isCluster(client) || !NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
 }

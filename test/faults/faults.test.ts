@@ -6,6 +6,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { LockClient, RWLockError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys.js';
+import { MIGRATION_RETRY_MS } from '../../src/scripts.js';
 import type { RedisClusterNode } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { recoveryMs, maxGapMs, type FaultWindow, type History } from '../support/history.js';
@@ -206,25 +207,34 @@ forEachTopology('faults during the history workload', (ctx) => {
       const slot = lockKeys('rwlock', 'alpha').slot;
       const source = await cluster.masterForSlot(slot);
       const target = (await cluster.masters()).find((m) => m.port !== source.port)!;
-      workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, resources: ['alpha', 'beta'], maxHoldMs: 20 });
+      // Leases of 5 s: the migration (2 s) must not outlast them, or renewals that wait it out come too late.
+      workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, resources: ['alpha', 'beta'], maxHoldMs: 20, leaseMs: 5_000 });
       await workload.launch(4);
       await sleep(1_500);
       const started = Date.now();
-      const moved = await migrateSlot(slot, source, target, await cluster.masters(), Number(process.env['RESHARD_BATCH'] ?? 2), Number(process.env['RESHARD_PAUSE_MS'] ?? 100));
+      const moved = await migrateSlot(slot, source, target, await cluster.masters(), Number(process.env['RESHARD_BATCH'] ?? 1), Number(process.env['RESHARD_PAUSE_MS'] ?? 300));
       const ended = Date.now();
       await sleep(3_000);
       const history = await finish(workload);
       expect((await cluster.masterForSlot(slot)).port).to.equal(target.port);
       const gap = maxGapMs(history, 'alpha', started - 500, ended + 1_000);
+      // A script that runs on the source while the slot is MIGRATING fails with "non local key" as soon
+      // as it touches a key it deleted itself (after its earlier writes took effect); see
+      // migration-atomicity.test.ts. Such a release is reported failed, and its lease lost a lease later.
+      const failedReleases = history.holds.filter((h) => h.release === 'RedisUnavailableError').length;
       const result = checkAndReport('live resharding of a held slot', ctx, history, {
         counters: await counters(ctx.client(), ['alpha', 'beta']),
         faults: [{ kind: 'other', start: started, end: ended }],
         recoveryMs: gap,
-        notes: `${moved.keys} keys in ${moved.batches} MIGRATE batches over ${ended - started} ms; recovery = longest gap between grants of alpha`,
+        notes: `${moved.keys} keys in ${moved.batches} MIGRATE batches over ${ended - started} ms; recovery = longest gap between grants of alpha; releases failed (non local key) ${failedReleases}`,
       });
       expect(moved.keys).to.be.greaterThan(0);
       expect(result.violations).to.deep.equal([]);
-      expect(result.leasesLost, 'leases reported lost by the migration').to.equal(0);
+      // Longer than ioredis' own redirections last (about 0.5 s of TRYAGAIN); within the library's
+      // retries (a starved machine may stretch the migration past them: then failures may be seen).
+      expect(ended - started).to.be.above(700);
+      if (ended - started < MIGRATION_RETRY_MS - 300) expect(result.failuresByName).to.deep.equal({});
+      expect(result.leasesLost, 'leases reported lost by the migration').to.be.at.most(failedReleases);
       expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > ended).length).to.be.greaterThan(20);
     });
   }
@@ -273,6 +283,7 @@ async function migrateSlot(slot: number, source: RedisClusterNode, target: Redis
     const targetId = String(await dst.call('CLUSTER', 'MYID'));
     await dst.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', sourceId);
     await src.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', targetId);
+    await sleep(pauseMs); // clients meet the slot half-open before any key moved too
     let keys = 0;
     let batches = 0;
     for (let round = 0; round < 1_000; round++) {

@@ -44,7 +44,7 @@ export function checkAndReport(
   }
   for (const h of history.holds) {
     if (h.release === undefined || h.release === 'ok') continue;
-    const key = `release of a ${h.mode} lease: ${h.release}`;
+    const key = `release of a ${h.mode} lease: ${h.release} ${(h.releaseMessage ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 200)}`;
     messages.set(key, (messages.get(key) ?? 0) + 1);
   }
   for (const [message, n] of messages) console.log(`        ${n} x ${message}`);

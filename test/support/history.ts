@@ -91,7 +91,7 @@ export type HistoryEvent =
   | { t: 'data'; id: string; seen?: number; wrote?: boolean; skippedWrite?: boolean; state?: string | null; dataError?: string }
   | { t: 'lost'; id: string; at: number; reason: string }
   | { t: 'release-sent'; id: string; at: number }
-  | { t: 'released'; id: string; at: number; outcome: string }
+  | { t: 'released'; id: string; at: number; outcome: string; message?: string }
   | { t: 'error'; id: string; process: string; resource: string; mode: 'read' | 'write'; at: number; name: string; typed: boolean; message: string }
   | { t: 'hang'; process: string; at: number }
   | { t: 'done'; process: string; at: number; closeMs: number; operations: number };
@@ -110,6 +110,7 @@ export interface Hold {
   releasedAt?: number;
   /** 'ok', or the name of the error the release rejected with. */
   release?: string;
+  releaseMessage?: string;
   lostAt?: number;
   lostReason?: string;
   /** Counter value read (writes and reads). */
@@ -227,7 +228,7 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
         Object.assign(holds.get(e.id) ?? {}, { releaseAt: e.at });
         break;
       case 'released':
-        Object.assign(holds.get(e.id) ?? {}, { releasedAt: e.at, release: e.outcome });
+        Object.assign(holds.get(e.id) ?? {}, { releasedAt: e.at, release: e.outcome, ...(e.message && { releaseMessage: e.message }) });
         break;
       case 'error': {
         const { t: _t, ...failure } = e;

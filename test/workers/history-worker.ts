@@ -47,11 +47,11 @@ process.on('message', (message) => {
 });
 
 /** The value of `promise`, or the error's name when it rejects. */
-async function attempt<T>(promise: Promise<T>): Promise<{ value?: T; error?: string }> {
+async function attempt<T>(promise: Promise<T>): Promise<{ value?: T; error?: string; message?: string }> {
   try {
     return { value: await promise };
   } catch (error) {
-    return { error: errorName(error) };
+    return { error: errorName(error), message: String((error as Error)?.message ?? error).slice(0, 300) };
   }
 }
 
@@ -99,7 +99,7 @@ async function operation(): Promise<void> {
   const releaseAt = Date.now();
   emit({ t: 'release-sent', id, at: releaseAt });
   const released = await attempt(lease.release());
-  emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok' });
+  emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok', ...(released.message && { message: released.message }) });
 }
 
 async function loop(): Promise<void> {
