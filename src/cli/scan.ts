@@ -1,0 +1,34 @@
+import type { Redis } from 'ioredis';
+import { isCluster, type RedisClient } from '../redis.js';
+
+/** The masters behind a client: the server itself, or every Cluster master. */
+export function masters(redis: RedisClient): Redis[] {
+  return isCluster(redis) ? redis.nodes('master') : [redis];
+}
+
+/**
+ * Every key matching `match` (a SCAN glob) of Redis type `type`, on every
+ * master. SCAN walks the keyspace in small steps, so it never blocks the
+ * server the way KEYS would; a key created or deleted during the walk may or
+ * may not be seen.
+ */
+export async function scanKeys(redis: RedisClient, match: string, type: string): Promise<string[]> {
+  const found = await Promise.all(
+    masters(redis).map(async (node) => {
+      const keys: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, batch] = await node.scan(cursor, 'MATCH', match, 'COUNT', 1000, 'TYPE', type);
+        keys.push(...batch);
+        cursor = next;
+      } while (cursor !== '0');
+      return keys;
+    }),
+  );
+  return [...new Set(found.flat())].sort();
+}
+
+/** `s` with the SCAN glob's special characters escaped. */
+export function globEscape(s: string): string {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}

@@ -1,0 +1,375 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { expect } from 'chai';
+import { EXIT, type CliIO } from '../../src/cli/command.js';
+import { main } from '../../src/cli/main.js';
+import { LockClient, LockLostError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { sleep } from '../support/interop-suite.js';
+import { allKeys, targetOf } from '../support/mixed-workers.js';
+import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+
+const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
+const WORKER = fileURLToPath(new URL('../workers/mixed-worker.ts', import.meta.url));
+const COMMANDS = ['inspect', 'list', 'release', 'migrate-check'];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI as its users do: a separate node process. */
+function cli(args: readonly string[]): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(); // not a terminal, and nothing to read
+  });
+}
+
+/** The connection options for the topology under test. */
+function target(ctx: TopologyContext): string[] {
+  return ctx.kind === 'cluster'
+    ? ['--cluster', ctx.cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',')]
+    : ['--redis', `redis://${ctx.server.host}:${ctx.server.port}`];
+}
+
+const TAGGED = ['--legacy-read', '{%s}:read', '--legacy-write', '{%s}:write'];
+
+describe('CLI without a server', function () {
+  this.timeout(60_000);
+
+  it('prints the commands and exit codes for --help, and exits 0', async () => {
+    const run = await cli(['--help']);
+    expect(run.code).to.equal(0);
+    for (const name of COMMANDS) expect(run.stdout).to.include(name);
+    expect(run.stdout).to.match(/Exit codes:[\s\S]*4\s+migrate-check/);
+  });
+
+  it('prints the usage on stderr and exits 2 without a command', async () => {
+    const run = await cli([]);
+    expect(run.code).to.equal(EXIT.USAGE);
+    expect(run.stderr).to.include('Usage: redis-rwlock <command>');
+  });
+
+  for (const name of COMMANDS) {
+    it(`prints ${name} --help without connecting anywhere`, async () => {
+      const run = await cli([name, '--help', '--redis', 'redis://127.0.0.1:1']);
+      expect(run.code).to.equal(0);
+      expect(run.stdout).to.include(`Usage: redis-rwlock ${name}`);
+      expect(run.stdout).to.include('Exit codes');
+      expect(run.stdout).to.include('--json');
+    });
+  }
+
+  const usageErrors: [string, string[], RegExp][] = [
+    ['an unknown command', ['frobnicate'], /unknown command "frobnicate"/],
+    ['an unknown option', ['inspect', 'x', '--bogus'], /Unknown option '--bogus'/],
+    ['a missing resource', ['inspect'], /missing <resource>/],
+    ['an extra argument', ['list', 'extra'], /unexpected argument "extra"/],
+    ['release without --force', ['release', 'x', '--yes'], /pass --force/],
+    ['both --redis and --cluster', ['list', '--redis', 'redis://a:1', '--cluster', 'b:2'], /not both/],
+    ['a bad --cluster node', ['list', '--cluster', 'host:notaport'], /not host:port/],
+    ['a bad --mode', ['inspect', 'x', '--mode', 'two-key'], /--mode: must be one of/],
+    ['a template without %s', ['inspect', 'x', '--mode', 'legacy', '--legacy-read', 'r'], /must contain %s/],
+    ['a bad --watch-ms', ['migrate-check', '--watch-ms', 'soon'], /--watch-ms/],
+  ];
+  for (const [what, args, message] of usageErrors) {
+    it(`exits 2 on ${what}, saying what is wrong`, async () => {
+      const run = await cli([...args]);
+      expect(run.code).to.equal(EXIT.USAGE);
+      expect(run.stderr).to.match(message);
+      expect(run.stdout).to.equal('');
+    });
+  }
+
+  it('exits 1 when Redis cannot be reached, with the error as JSON under --json', async () => {
+    const run = await cli(['list', '--redis', 'redis://127.0.0.1:1', '--json']);
+    expect(run.code).to.equal(EXIT.FAILED);
+    expect(run.stderr).to.match(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);
+    expect(JSON.parse(run.stdout).error.message).to.match(/cannot connect/);
+  });
+
+  it('does not print the password of a --redis URL', async () => {
+    const run = await cli(['list', '--redis', 'redis://user:s3cret@127.0.0.1:1']);
+    expect(run.code).to.equal(EXIT.FAILED);
+    expect(run.stderr).to.not.include('s3cret');
+  });
+});
+
+forEachTopology('CLI', (ctx) => {
+  let redis: RedisClient;
+  let locks: LockClient;
+  beforeEach(() => {
+    redis = ctx.client();
+    locks = new LockClient(redis);
+  });
+  afterEach(async () => {
+    await locks.close();
+  });
+
+  describe('inspect', () => {
+    it('shows a lock as LockClient.inspect() does, as a table and as JSON', async () => {
+      const a = await locks.lock('cache:user:42').acquireRead();
+      const b = await locks.lock('cache:user:42').acquireRead();
+      const human = await cli(['inspect', 'cache:user:42', ...target(ctx)]);
+      expect(human.code).to.equal(0);
+      expect(human.stdout).to.match(/mode\s+read/);
+      expect(human.stdout).to.include(a.token).and.to.include(b.token);
+      expect(human.stdout).to.match(/ROLE\s+OWNER\s+HOLDS\s+LEASE LEFT/);
+      const run = await cli(['inspect', 'cache:user:42', '--json', ...target(ctx)]);
+      expect(run.code).to.equal(0);
+      const doc = JSON.parse(run.stdout);
+      const info = await locks.inspect('cache:user:42');
+      expect(doc).to.include({ layout: 'hash', resource: 'cache:user:42', key: info.key, mode: 'read', fence: info.fence, slot: locks.lock('cache:user:42').keys.slot });
+      expect(doc.readers.map((r: { owner: string }) => r.owner).sort()).to.deep.equal([a.token, b.token].sort());
+      expect(doc.writer).to.equal(null);
+    });
+
+    it('shows a free lock as free, and exits 0', async () => {
+      const run = await cli(['inspect', 'nothing:here', '--json', ...target(ctx)]);
+      expect(run.code).to.equal(0);
+      expect(JSON.parse(run.stdout)).to.include({ mode: 'free', fence: null });
+    });
+
+    it('shows the legacy keys and an old holder in legacy mode', async () => {
+      const keys = taggedLegacyKeys('report:7');
+      await new OldLocker(redis, keys.read, keys.write).tryWrite();
+      const human = await cli(['inspect', 'report:7', '--mode', 'legacy', ...TAGGED, ...target(ctx)]);
+      expect(human.code).to.equal(0);
+      expect(human.stdout).to.match(/mode\s+write/);
+      expect(human.stdout).to.match(/\{report:7\}:write\s+1\s+\S+\s+an old process/);
+      const doc = JSON.parse((await cli(['inspect', 'report:7', '--mode', 'legacy', ...TAGGED, '--json', ...target(ctx)])).stdout);
+      expect(doc.layout).to.equal('legacy');
+      expect(doc.legacy).to.deep.include({ oldWriter: true, oldReadersTtlMs: 0 });
+      expect(doc.legacy.write).to.include({ key: keys.write, value: '1' });
+    });
+
+    if (ctx.kind === 'cluster') {
+      it('exits 1 with the CrossSlotError when the legacy keys cannot share a slot', async () => {
+        const run = await cli(['inspect', 'report:7', '--mode', 'bridge', ...target(ctx)]);
+        expect(run.code).to.equal(EXIT.FAILED);
+        expect(run.stderr).to.include('CrossSlotError');
+        expect(run.stderr).to.include('hash tag');
+      });
+    }
+  });
+
+  describe('list', () => {
+    it('finds the locks of every mode on every master, as a table and as JSON', async () => {
+      const bridge = new LockClient(redis, { mode: 'bridge', legacyKeys: taggedLegacyKeys });
+      const legacy = new LockClient(redis, { mode: 'legacy', legacyKeys: taggedLegacyKeys });
+      try {
+        const resources = ['cache:user:1', 'cache:user:2', 'user:{9}:profile', 'orders', 'a b c'];
+        const held = await Promise.all(resources.map((r, i) => (i % 2 ? locks.lock(r).acquireRead() : locks.lock(r).acquireWrite())));
+        const bw = await bridge.lock('doc:1').acquireWrite();
+        const lr = await legacy.lock('doc:2').acquireRead();
+        const human = await cli(['list', ...target(ctx)]);
+        expect(human.code).to.equal(0);
+        expect(human.stdout).to.match(/^RESOURCE\s+MODE\s+WRITER\s+READERS\s+LEASE LEFT\s+WAITING\s+FENCE/);
+        for (const r of [...resources, 'doc:1']) expect(human.stdout).to.include(r);
+        expect(human.stdout).to.include('{doc:2}:read (legacy read key)');
+        const doc = JSON.parse((await cli(['list', '--json', ...target(ctx)])).stdout);
+        expect(doc.omitted).to.equal(0);
+        const byResource = new Map(doc.locks.map((l: { resource: string }) => [l.resource, l]));
+        expect(byResource.size).to.equal(resources.length + 2);
+        resources.forEach((r, i) => {
+          const l = byResource.get(r) as { layout: string; mode: string; fence: number };
+          expect(l, r).to.include({ layout: 'hash', mode: i % 2 ? 'read' : 'write', fence: held[i]!.fence });
+        });
+        expect(byResource.get('doc:1')).to.deep.include({ layout: 'hash', mode: 'write', writer: { owner: bw.token, holds: 1, ttlMs: (byResource.get('doc:1') as { writer: { ttlMs: number } }).writer.ttlMs } });
+        expect(byResource.get('{doc:2}:read')).to.include({ layout: 'legacy', mode: 'read' });
+        expect((byResource.get('{doc:2}:read') as { readers: { owner: string }[] }).readers[0]!.owner).to.equal(lr.token);
+        const limited = JSON.parse((await cli(['list', '--json', '--limit', '2', ...target(ctx)])).stdout);
+        expect(limited.locks).to.have.length(2);
+        expect(limited.omitted).to.equal(resources.length);
+      } finally {
+        await bridge.close();
+        await legacy.close();
+      }
+    });
+
+    it('says so when there are no locks', async () => {
+      const run = await cli(['list', ...target(ctx)]);
+      expect(run.code).to.equal(0);
+      expect(run.stdout).to.include('no locks with state');
+      expect(JSON.parse((await cli(['list', '--json', ...target(ctx)])).stdout).locks).to.deep.equal([]);
+    });
+  });
+
+  describe('release --force', () => {
+    it('refuses without --yes when nobody can confirm, and leaves the lock alone (exit 5)', async () => {
+      const w = await locks.lock('job:1').acquireWrite();
+      const run = await cli(['release', '--force', 'job:1', ...target(ctx)]);
+      expect(run.code).to.equal(EXIT.CANCELLED);
+      expect(run.stderr).to.include('--yes');
+      expect((await locks.inspect('job:1')).writer?.owner).to.equal(w.token);
+    });
+
+    it("deletes the lock's keys and wakes its waiters at once; the holder finds it lost at its next renewal", async () => {
+      const w = await locks.lock('job:1').acquireWrite();
+      const patient = new LockClient(redis, { recheckMs: 20_000 });
+      try {
+        const waiting = patient.lock('job:1').acquireWrite({ waitMs: 30_000 });
+        await sleep(200);
+        const run = await cli(['release', '--force', 'job:1', '--yes', '--json', ...target(ctx)]);
+        expect(run.code).to.equal(0);
+        const doc = JSON.parse(run.stdout);
+        expect(doc).to.include({ resource: 'job:1', layout: 'hash', released: true });
+        expect(doc.deleted).to.include(locks.lock('job:1').keys.state);
+        expect(doc.before.writer.owner).to.equal(w.token);
+        const started = performance.now();
+        const next = await waiting; // woken by the published wake-up, long before its 20 s re-check
+        expect(performance.now() - started).to.be.below(5_000);
+        expect(next.token).to.not.equal(w.token);
+        const error = await w.extend().then(() => undefined, (e: unknown) => e);
+        expect(error).to.be.instanceOf(LockLostError);
+        await next.release();
+      } finally {
+        await patient.close();
+      }
+    });
+
+    it('exits 3 when the lock has no keys', async () => {
+      const run = await cli(['release', '--force', 'job:none', '--yes', ...target(ctx)]);
+      expect(run.code).to.equal(EXIT.NOTHING);
+      expect(run.stdout).to.include('nothing to release');
+    });
+
+    it('also deletes the legacy keys in legacy mode, an old process\'s included, in human output', async () => {
+      const keys = taggedLegacyKeys('report:7');
+      await new OldLocker(redis, keys.read, keys.write).tryRead();
+      const legacy = new LockClient(redis, { mode: 'legacy', legacyKeys: taggedLegacyKeys });
+      try {
+        await legacy.lock('report:7').acquireRead();
+        const run = await cli(['release', '--force', 'report:7', '--yes', '--mode', 'legacy', ...TAGGED, ...target(ctx)]);
+        expect(run.code).to.equal(0);
+        expect(run.stdout).to.match(/released "report:7": deleted .*\{report:7\}:read/);
+        expect(run.stdout).to.include('will find the lock lost');
+        expect(await allKeys(redis)).to.deep.equal([]);
+      } finally {
+        await legacy.close();
+      }
+    });
+  });
+
+  describe('migrate-check', () => {
+    it('reports old processes holding legacy keys (exit 4), and only library writers once they are gone (exit 0)', async function () {
+      this.timeout(60_000);
+      const legacy = new LockClient(redis, { mode: 'legacy', legacyKeys: taggedLegacyKeys });
+      try {
+        const old = new OldLocker(redis, '{a}:read', '{a}:write');
+        await old.tryWrite();
+        const busy = await cli(['migrate-check', '--watch-ms', '300', ...TAGGED, '--json', ...target(ctx)]);
+        expect(busy.code).to.equal(EXIT.LEGACY_ACTIVE);
+        const doc = JSON.parse(busy.stdout);
+        expect(doc).to.include({ verdict: 'old-processes-active', oldHolding: 1 });
+        expect(doc.keys.map((k: { key: string }) => k.key)).to.deep.equal(['{a}:write']);
+        expect(doc.rounds).to.be.at.least(2);
+        await old.releaseWrite();
+        // A library writer re-taking its lock during the watch: library writes, no old ones.
+        const renewals = setInterval(() => void legacy.withWrite('b', () => sleep(20)).catch(() => undefined), 50);
+        try {
+          const quiet = await cli(['migrate-check', '--watch-ms', '800', ...TAGGED, ...target(ctx)]);
+          expect(quiet.code).to.equal(0);
+          expect(quiet.stdout).to.include('{b}:write');
+          expect(quiet.stdout).to.match(/no old process seen \(\d+ write\(s\) by library processes\)/);
+        } finally {
+          clearInterval(renewals);
+        }
+      } finally {
+        await legacy.close();
+      }
+    });
+
+    it('reports the legacy writers of running old processes until they stop, next to bridge-mode processes', async function () {
+      this.timeout(120_000);
+      const dir = mkdtempSync(join(tmpdir(), 'rwlock-migrate-'));
+      const worker = (kind: string, until: string) =>
+        new Promise<void>((resolve, reject) => {
+          const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+            env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, RWLOCK_UNTIL_FILE: join(dir, until), RWLOCK_RESOURCES: 'alpha,beta', RWLOCK_OLD_TTL: '5' },
+            stdio: ['ignore', 'ignore', 'pipe'],
+          });
+          let err = '';
+          child.stderr.on('data', (d) => (err += d));
+          child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${kind} worker exited ${code}: ${err}`))));
+        });
+      const oldDone = worker('old', 'stop-old');
+      const bridgeDone = worker('bridge', 'stop-bridge');
+      try {
+        await sleep(1_500); // both at work
+        const during = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
+        expect(during.code, during.stderr).to.equal(EXIT.LEGACY_ACTIVE);
+        const busy = JSON.parse(during.stdout);
+        expect(busy.verdict).to.equal('old-processes-active');
+        expect(busy.oldWrites).to.be.greaterThan(0);
+        expect(busy.libraryWrites).to.be.greaterThan(0);
+        expect(busy.keys.some((k: { old: boolean }) => k.old)).to.equal(true);
+
+        writeFileSync(join(dir, 'stop-old'), '');
+        await oldDone;
+        const after = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
+        expect(after.code, after.stdout).to.equal(0);
+        const quiet = JSON.parse(after.stdout);
+        expect(quiet).to.include({ verdict: 'no-old-processes-seen', oldWrites: 0, oldHolding: 0 });
+        expect(quiet.libraryWrites).to.be.greaterThan(0); // the bridge processes keep writing the legacy keys
+        expect(quiet.keys.every((k: { old: boolean }) => !k.old)).to.equal(true);
+      } finally {
+        writeFileSync(join(dir, 'stop-old'), '');
+        writeFileSync(join(dir, 'stop-bridge'), '');
+        await Promise.allSettled([oldDone, bridgeDone]);
+        rmSync(dir, { recursive: true, force: true });
+      }
+      await bridgeDone;
+    });
+  });
+});
+
+describe('CLI confirmation on a terminal', () => {
+  // The prompt needs a terminal; run main() in-process with a scripted one.
+  function terminal(answer: string): CliIO & { output: string } {
+    const io = {
+      output: '',
+      interactive: true,
+      out: (text: string) => void (io.output += text),
+      err: (text: string) => void (io.output += text),
+      ask: async (question: string) => {
+        io.output += question;
+        return answer;
+      },
+    };
+    return io;
+  }
+
+  forEachTopology('release', (ctx) => {
+    for (const [answer, released] of [
+      ['y', true],
+      ['n', false],
+    ] as const) {
+      it(`shows the lock, asks, and ${released ? 'releases on "y"' : 'keeps it on "n" (exit 5)'}`, async () => {
+        const redis = ctx.client();
+        const locks = new LockClient(redis);
+        const w = await locks.lock('job:1').acquireWrite();
+        const io = terminal(answer);
+        const code = await main(['release', '--force', 'job:1', ...target(ctx)], io);
+        expect(io.output).to.include(w.token);
+        expect(io.output).to.match(/Delete 2 key\(s\) of lock "job:1" .*\? Its holders will lose it\. \[y\/N\]/);
+        expect(code).to.equal(released ? 0 : EXIT.CANCELLED);
+        expect((await locks.inspect('job:1')).mode).to.equal(released ? 'free' : 'write');
+        if (released) await w.release().catch(() => undefined);
+        await locks.close();
+      });
+    }
+  });
+});
