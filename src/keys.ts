@@ -52,6 +52,12 @@ export function validatePrefix(prefix: unknown): string {
   if (typeof prefix !== 'string' || prefix.length === 0) {
     throw new InvalidArgumentError('prefix', `must be a non-empty string, got ${describe(prefix)}`);
   }
+  if (!prefix.isWellFormed()) {
+    throw new InvalidArgumentError(
+      'prefix',
+      'contains a lone UTF-16 surrogate; two such prefixes could map to the same Redis keys, so use well-formed text',
+    );
+  }
   if (PREFIX_FORBIDDEN.test(prefix) || CONTROL_CHARS.test(prefix)) {
     throw new InvalidArgumentError(
       'prefix',

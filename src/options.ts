@@ -196,7 +196,8 @@ export function ownOptions<K extends string>(
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`, context);
   }
-  const out: Partial<Record<K, unknown>> = {};
+  // No prototype: with a polluted Object.prototype, `out.leaseMs` of a plain {} would read the pollution.
+  const out = Object.create(null) as Partial<Record<K, unknown>>;
   for (const name of Object.keys(value)) {
     if (!(allowed as readonly string[]).includes(name)) {
       throw new InvalidArgumentError(

@@ -1,98 +1,346 @@
+// Bad input, systematically: every public entry point with hostile values
+// (wrong types, empty, huge, negative, NaN, Infinity, fractional, unicode edge
+// cases, prototype-polluting objects, tokens and leases of other owners). Each
+// case must give a typed error and write nothing: DBSIZE unchanged, an existing
+// lock untouched, and for argument errors not one command sent to Redis.
 import { expect } from 'chai';
-import { ClientClosedError, InvalidArgumentError, LockClient, LockNotHeldError, RWLockError, type Lease } from '../../src/index.js';
+import type { Command } from 'ioredis';
+import {
+  AcquireAbortedError,
+  ClientClosedError,
+  InvalidArgumentError,
+  LockClient,
+  LockLostError,
+  LockNotHeldError,
+  RWLockError,
+  type Lease,
+} from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
 
-type AnyOptions = any; // hostile values on purpose
+type Hostile = any; // hostile values on purpose
+type ErrorClass = abstract new (...args: never[]) => RWLockError;
+
+/** Values of every wrong type for a string argument. */
+const NOT_STRINGS: [string, unknown][] = [
+  ['undefined', undefined],
+  ['null', null],
+  ['a number', 42],
+  ['NaN', NaN],
+  ['a boolean', true],
+  ['an object', {}],
+  ['an array', ['x']],
+  ['a function', () => 'x'],
+  ['a symbol', Symbol('x')],
+  ['a bigint', 10n],
+  ['a String object', new String('x')],
+];
+
+/** Strings no name may be. */
+const BAD_NAMES: [string, string][] = [
+  ['empty', ''],
+  ['4097 ASCII bytes', 'x'.repeat(4097)],
+  ['4098 bytes of 2-byte characters', 'é'.repeat(2049)],
+  ['4100 bytes of emoji', '😀'.repeat(1025)],
+  ['a lone high surrogate', 'bad\ud800'],
+  ['a lone low surrogate', '\udfffbad'],
+  ['reversed surrogates', '\udc00\ud800'],
+  ['a NUL', 'a\u0000b'],
+  ['a newline', 'a\nb'],
+  ['a DEL', '\u007f'],
+  ['an escape sequence', '\u001b[31mred'],
+];
+
+/** Values no duration may be (the minimum is checked separately). */
+const BAD_DURATIONS: [string, unknown][] = [
+  ['-1', -1],
+  ['-Infinity', -Infinity],
+  ['NaN', NaN],
+  ['Infinity', Infinity],
+  ['fractional 1.5', 1.5],
+  ['fractional 1e-9', 1e-9],
+  ['2^31 (past the longest timer)', 2 ** 31],
+  ['2^53', 2 ** 53],
+  ['a numeric string', '1000'],
+  ['null', null],
+  ['a boolean', true],
+  ['an object', {}],
+  ['an array', [1000]],
+  ['a bigint', 1000n],
+  ['a Number object', new Number(1000)],
+];
+
+const BAD_OWNERS: [string, unknown][] = [
+  ['an empty owner', ''],
+  ['a 257-character owner', 'o'.repeat(257)],
+  ['an owner with a newline', 'a\nb'],
+  ['an owner with a NUL', 'a\u0000'],
+  ['an owner with a lone surrogate', 'owner\ud800'],
+  ...NOT_STRINGS.filter(([what]) => what !== 'undefined').map(([what, v]) => [`a non-string owner (${what})`, v] as [string, unknown]),
+];
+
+/** Options arguments that are not a plain bag of known options. */
+const BAD_OPTION_BAGS: [string, unknown][] = [
+  ['null', null],
+  ['a string', 'fast'],
+  ['a number', 42],
+  ['a boolean', true],
+  ['an array', []],
+  ['a function', () => ({})],
+  ['a JSON "__proto__" key (prototype pollution)', JSON.parse('{"__proto__": {"leaseMs": 1}}')],
+  ['a "constructor" key', { constructor: { prototype: { leaseMs: 1 } } }],
+  ['a "toString" key', { toString: 'x' }],
+  ['a "hasOwnProperty" key', { hasOwnProperty: 1 }],
+  ['a misspelt option', { leasems: 5 }],
+  ['an option in other case', { LeaseMs: 5000 }],
+];
+
+const BAD_SIGNALS: [string, unknown][] = [
+  ['a string', 'stop'],
+  ['an object', {}],
+  ['a duck-typed signal', { aborted: false, reason: undefined, addEventListener() {}, removeEventListener() {} }],
+  ['null', null],
+  ['an AbortController', new AbortController()],
+];
+
+const BAD_FNS: [string, unknown][] = [
+  ['undefined', undefined],
+  ['null', null],
+  ['a string', 'rebuild'],
+  ['a number', 1],
+  ['an object', {}],
+  ['a promise', Promise.resolve(1)],
+];
+
+interface Case {
+  entry: string;
+  what: string;
+  call: () => unknown;
+  error: ErrorClass;
+  /** The call may send commands (it has to ask Redis to find out); it must still change nothing. */
+  sends?: boolean;
+}
+
+const counts = new Map<string, Map<string, number>>();
 
 forEachTopology('bad input', (ctx) => {
   let redis: RedisClient;
   let locks: LockClient;
   let held: Lease;
+  let sent: string[];
 
   beforeEach(async () => {
     redis = ctx.client();
+    // Every command this client sends, so that argument errors can be shown to send none.
+    const send = redis.sendCommand.bind(redis) as (command: Command, ...rest: unknown[]) => unknown;
+    sent = [];
+    (redis as { sendCommand: unknown }).sendCommand = (command: Command, ...rest: unknown[]) => {
+      sent.push(command.name);
+      return send(command, ...rest);
+    };
     locks = new LockClient(redis);
-    held = await locks.lock('existing').acquireWrite(); // some state that must stay as it is
+    held = await locks.lock('existing').acquireWrite({ leaseMs: 60_000 }); // some state that must stay as it is
   });
   afterEach(async () => {
     await locks.close();
   });
 
   const lock = () => locks.lock('target');
-  type ErrorClass = abstract new (...args: never[]) => RWLockError;
-  const cases: [string, () => unknown, ErrorClass][] = [
-    ['an empty resource', () => locks.lock(''), InvalidArgumentError],
-    ['a non-string resource', () => locks.lock(42 as AnyOptions), InvalidArgumentError],
-    ['an oversized resource', () => locks.lock('x'.repeat(5_000)), InvalidArgumentError],
-    ['a resource with a lone surrogate', () => locks.lock('bad\ud800'), InvalidArgumentError],
-    ['a zero lease', () => lock().acquireRead({ leaseMs: 0 }), InvalidArgumentError],
-    ['a negative lease', () => lock().acquireRead({ leaseMs: -5 }), InvalidArgumentError],
-    ['a NaN lease', () => lock().acquireWrite({ leaseMs: NaN }), InvalidArgumentError],
-    ['an infinite lease', () => lock().acquireWrite({ leaseMs: Infinity }), InvalidArgumentError],
-    ['a fractional lease', () => lock().acquireWrite({ leaseMs: 1.5 }), InvalidArgumentError],
-    ['a huge wait', () => lock().acquireWrite({ waitMs: 2 ** 40 }), InvalidArgumentError],
-    ['a negative wait', () => lock().acquireWrite({ waitMs: -1 }), InvalidArgumentError],
-    ['an infinite wait', () => lock().acquireRead({ waitMs: Infinity }), InvalidArgumentError],
-    ['an empty owner', () => lock().acquireWrite({ owner: '' }), InvalidArgumentError],
-    ['a non-string owner', () => lock().tryAcquireWrite({ owner: 5 as AnyOptions }), InvalidArgumentError],
-    ['an owner with a newline', () => lock().tryAcquireRead({ owner: 'a\nb' }), InvalidArgumentError],
-    ['a signal that is not an AbortSignal', () => lock().acquireRead({ signal: 'stop' as AnyOptions }), InvalidArgumentError],
-    ['an unknown option', () => lock().acquireRead({ leasems: 5 } as AnyOptions), InvalidArgumentError],
-    ['a wait on a try-acquire', () => lock().tryAcquireWrite({ waitMs: 10 } as AnyOptions), InvalidArgumentError],
-    ['options that are not an object', () => lock().acquireRead('fast' as AnyOptions), InvalidArgumentError],
-    ['a prototype-polluting options object', () => lock().acquireRead(JSON.parse('{"__proto__":{"leaseMs":1}}')), InvalidArgumentError],
-    ['a prefix with braces', () => new LockClient(redis, { prefix: 'a{b}' }), InvalidArgumentError],
-    ['an empty prefix', () => new LockClient(redis, { prefix: '' }), InvalidArgumentError],
-    ['a non-client', () => new LockClient({} as AnyOptions), InvalidArgumentError],
-    ['a zero client lease', () => new LockClient(redis, { leaseMs: 0 }), InvalidArgumentError],
-    ['a zero extension', () => held.extend(0), InvalidArgumentError],
-    ['withWrite without a function', () => locks.withWrite('target', 'rebuild' as AnyOptions), InvalidArgumentError],
-  ];
+  const cases: Case[] = [];
+  const add = (entry: string, what: string, call: () => unknown, error: ErrorClass = InvalidArgumentError, sends = false) =>
+    cases.push({ entry, what, call, error, sends });
 
-  for (const [what, call, type] of cases) {
-    it(`refuses ${what} with ${type.name} and leaves Redis untouched`, async () => {
+  // new LockClient(redis, options)
+  for (const [what, value] of [...NOT_STRINGS, ['a URL string', 'redis://127.0.0.1:6379'], ['an object without duplicate()', { defineCommand() {} }]] as [string, unknown][]) {
+    add('new LockClient', `redis: ${what}`, () => new LockClient(value as Hostile));
+  }
+  for (const [what, value] of BAD_OPTION_BAGS) add('new LockClient', `options: ${what}`, () => new LockClient(redis, value as Hostile));
+  for (const [what, value] of [...BAD_NAMES, ['with braces', 'a{b}'], ['with "#"', 'a#b'], ['with a space', 'a b'], ['257 bytes', 'p'.repeat(257)]] as [string, unknown][]) {
+    add('new LockClient', `prefix: ${what}`, () => new LockClient(redis, { prefix: value as Hostile }));
+  }
+  for (const [what, value] of NOT_STRINGS.filter(([w]) => w !== 'undefined')) add('new LockClient', `prefix: ${what}`, () => new LockClient(redis, { prefix: value as Hostile }));
+  for (const [name, min] of [['leaseMs', 10], ['waitMs', 0], ['recheckMs', 1]] as const) {
+    for (const [what, value] of [...BAD_DURATIONS, [`below the minimum ${min}`, min - 1]] as [string, unknown][]) {
+      add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));
+    }
+  }
+  for (const name of ['writerPreference', 'fair'] as const) {
+    for (const [what, value] of [['"true"', 'true'], ['1', 1], ['null', null], ['"false"', 'false']] as [string, unknown][]) {
+      add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));
+    }
+  }
+
+  // locks.lock(resource)
+  for (const [what, value] of [...NOT_STRINGS, ...BAD_NAMES]) add('lock()', `resource: ${what}`, () => locks.lock(value as Hostile));
+
+  // acquireRead / acquireWrite / tryAcquireRead / tryAcquireWrite
+  const acquires = [
+    ['acquireRead', (o: unknown) => lock().acquireRead(o as Hostile)],
+    ['acquireWrite', (o: unknown) => lock().acquireWrite(o as Hostile)],
+    ['tryAcquireRead', (o: unknown) => lock().tryAcquireRead(o as Hostile)],
+    ['tryAcquireWrite', (o: unknown) => lock().tryAcquireWrite(o as Hostile)],
+  ] as const;
+  for (const [entry, acquire] of acquires) {
+    const waits = !entry.startsWith('try');
+    for (const [what, value] of BAD_OPTION_BAGS) add(entry, `options: ${what}`, () => acquire(value));
+    for (const [what, value] of [...BAD_DURATIONS, ['0', 0], ['9 (below the minimum)', 9]] as [string, unknown][]) {
+      add(entry, `leaseMs: ${what}`, () => acquire({ leaseMs: value }));
+    }
+    for (const [what, value] of BAD_OWNERS) add(entry, `owner: ${what}`, () => acquire({ owner: value }));
+    if (waits) {
+      for (const [what, value] of BAD_DURATIONS) add(entry, `waitMs: ${what}`, () => acquire({ waitMs: value }));
+      for (const [what, value] of BAD_SIGNALS) add(entry, `signal: ${what}`, () => acquire({ signal: value }));
+      add(entry, 'signal: already aborted', () => acquire({ signal: AbortSignal.abort(new Error('stop')) }), AcquireAbortedError);
+    } else {
+      add(entry, 'a waitMs option (tries do not wait)', () => acquire({ waitMs: 10 }));
+      add(entry, 'a signal option (tries do not wait)', () => acquire({ signal: new AbortController().signal }));
+    }
+  }
+
+  // Lease.extend(leaseMs)
+  for (const [what, value] of [...BAD_DURATIONS, ['0', 0], ['9 (below the minimum)', 9]] as [string, unknown][]) {
+    add('Lease.extend', `leaseMs: ${what}`, () => held.extend(value as Hostile));
+  }
+
+  // withRead / withWrite
+  for (const [entry, withLease] of [
+    ['withRead', (r: unknown, fn: unknown, o?: unknown) => locks.withRead(r as Hostile, fn as Hostile, o as Hostile)],
+    ['withWrite', (r: unknown, fn: unknown, o?: unknown) => locks.withWrite(r as Hostile, fn as Hostile, o as Hostile)],
+  ] as const) {
+    for (const [what, value] of [...NOT_STRINGS, ...BAD_NAMES]) add(entry, `resource: ${what}`, () => withLease(value, () => 1));
+    for (const [what, value] of BAD_FNS) add(entry, `fn: ${what}`, () => withLease('target', value));
+    for (const [what, value] of BAD_OPTION_BAGS) add(entry, `options: ${what}`, () => withLease('target', () => 1, value));
+    for (const [what, value] of BAD_DURATIONS.slice(0, 6)) add(entry, `options.leaseMs: ${what}`, () => withLease('target', () => 1, { leaseMs: value }));
+    for (const [what, value] of BAD_OWNERS.slice(0, 5)) add(entry, `options.owner: ${what}`, () => withLease('target', () => 1, { owner: value }));
+  }
+
+  // inspect(resource)
+  for (const [what, value] of [...NOT_STRINGS, ...BAD_NAMES]) add('inspect', `resource: ${what}`, () => locks.inspect(value as Hostile));
+
+  for (const c of cases) {
+    it(`${c.entry}: refuses ${c.what} with ${c.error.name}, writing nothing`, async () => {
       const before = await totalKeys(redis);
+      sent.length = 0;
       let error: unknown;
       try {
-        await call();
+        await c.call();
       } catch (e) {
         error = e;
       }
-      expect(error, 'should have thrown').to.be.instanceOf(type);
+      const commands = [...sent];
+      expect(error, 'should have thrown').to.be.instanceOf(c.error);
       expect(error).to.be.instanceOf(RWLockError);
       expect((error as Error).message.length).to.be.greaterThan(15);
+      if (error instanceof InvalidArgumentError) expect(error.argument).to.be.a('string').and.not.equal('');
+      if (!c.sends) expect(commands, 'commands sent').to.deep.equal([]);
       expect(await totalKeys(redis)).to.equal(before);
       expect((await locks.inspect('existing')).writer?.owner).to.equal(held.token);
     });
   }
+  const tally = counts.get(ctx.kind) ?? new Map<string, number>();
+  counts.set(ctx.kind, tally);
+  for (const c of cases) tally.set(c.entry, (tally.get(c.entry) ?? 0) + 1);
 
-  it("refuses a lost lease's release with LockNotHeldError and leaves the new owner's lock alone", async () => {
+  // Leases and tokens of other owners.
+  it("refuses a lost lease's release and extend, and leaves the new owner's lock alone", async () => {
     const lost = await lock().acquireWrite({ leaseMs: 50 });
     await new Promise((resolve) => setTimeout(resolve, 120));
     const current = await lock().acquireWrite();
     const before = await totalKeys(redis);
-    const error = await lost.release().then(() => undefined, (e) => e);
-    expect(error).to.be.instanceOf(LockNotHeldError);
+    expect(await lost.release().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockNotHeldError);
+    expect(await lost.extend().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockLostError);
     expect(await totalKeys(redis)).to.equal(before);
     expect((await lock().inspect()).writer?.owner).to.equal(current.token);
     await current.release();
   });
 
-  it('refuses every operation of a closed LockClient, and of one whose ioredis client was closed', async () => {
+  it("a released lease's second release is a no-op, and its extend is refused, with another owner holding the lock", async () => {
+    const first = await lock().acquireWrite();
+    await first.release();
+    const next = await lock().acquireWrite();
+    sent.length = 0;
+    await first.release();
+    expect(sent, 'a second release sends nothing').to.deep.equal([]);
+    expect(await first.extend().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockNotHeldError);
+    expect((await lock().inspect()).writer?.owner).to.equal(next.token);
+    await next.release();
+  });
+
+  it('ignores inherited options, even when Object.prototype is polluted with another owner\'s token', async () => {
+    const proto = Object.prototype as Record<string, unknown>;
+    proto['owner'] = held.token;
+    proto['leaseMs'] = 10;
+    proto['waitMs'] = -1;
+    proto['prefix'] = '{evil}';
+    let lease: Lease | undefined;
+    let polluted: LockClient | undefined;
+    try {
+      polluted = new LockClient(redis, {});
+      lease = await polluted.lock('target').acquireWrite({});
+      const inherited = await locks.lock('existing').tryAcquireWrite(Object.create({ owner: held.token }));
+      expect(inherited, "an inherited owner is not used: the lock stays the other owner's").to.equal(null);
+    } finally {
+      delete proto['owner'];
+      delete proto['leaseMs'];
+      delete proto['waitMs'];
+      delete proto['prefix'];
+    }
+    expect(polluted.options.prefix).to.equal('rwlock');
+    expect(lease.token).to.not.equal(held.token);
+    expect(lease.autoRenew).to.equal(true);
+    expect(lease.leaseMs).to.equal(30_000);
+    await lease.release();
+    await polluted.close();
+  });
+
+  it('refuses every operation of a closed LockClient, and of one whose ioredis client was closed, writing nothing', async () => {
     const closing = new LockClient(redis);
+    const early = closing.lock('target');
+    const lease = await closing.lock('leased').acquireRead();
     await closing.close();
-    expect(() => closing.lock('target')).to.throw(ClientClosedError);
+    await closing.close(); // a second close is a no-op
+    const before = await totalKeys(redis);
+    const rejects = async (call: () => unknown) => {
+      try {
+        await call();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    for (const call of [
+      () => closing.lock('target'),
+      () => closing.inspect('target'),
+      () => closing.withRead('target', () => 1),
+      () => closing.withWrite('target', () => 1),
+      () => early.acquireRead(),
+      () => early.acquireWrite(),
+      () => early.tryAcquireRead(),
+      () => early.tryAcquireWrite(),
+      () => early.inspect(),
+    ]) {
+      expect(await rejects(call)).to.be.instanceOf(ClientClosedError);
+    }
+    expect(lease.held, 'close() released it').to.equal(false);
+    await lease.release(); // a no-op
+    expect(await totalKeys(redis)).to.equal(before);
+
     const own = ctx.client();
     const onOwn = new LockClient(own);
     const target = onOwn.lock('target');
     await own.quit();
-    const before = await totalKeys(redis);
-    const error = await target.acquireWrite().then(() => undefined, (e) => e);
-    expect(error).to.be.instanceOf(ClientClosedError);
+    expect(await rejects(() => target.acquireWrite())).to.be.instanceOf(ClientClosedError);
+    expect(await rejects(() => onOwn.inspect('target'))).to.be.instanceOf(ClientClosedError);
     expect(() => new LockClient(own)).to.throw(ClientClosedError);
     expect(await totalKeys(redis)).to.equal(before);
     await onOwn.close();
   });
+});
+
+after(() => {
+  for (const [kind, tally] of counts) {
+    const total = [...tally.values()].reduce((a, b) => a + b, 0);
+    console.log(`      bad-input cases [${kind}]: ${[...tally].map(([entry, n]) => `${entry} ${n}`).join(', ')}; total ${total}`);
+  }
 });
