@@ -94,7 +94,7 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.commandsPerGrant, 1),
           fmt(c.holdActualMs, 3),
           fmt(c.releaseMs, 3),
-          c.lib === 'rwlock-write' ? '' : x(ratios[`${c.variant}.rwlock-write/${c.lib}`]),
+          c.lib.startsWith('rwlock') ? '' : x(ratios[`${c.variant}.rwlock-write/${c.lib}`]),
         ]),
       ),
     );
@@ -158,7 +158,7 @@ function renderTopology(r: TopologyResults): string[] {
     if (e) out.push('', `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`);
   }
   if (r.anatomy) {
-    out.push('', '### server µs per call (INFO commandstats, pipelined on one connection)', '');
+    out.push('', '### (anatomy) server µs per call of one uncontended cycle (INFO commandstats, pipelined on one connection)', '');
     out.push(table(['call', 'µs per call'], r.anatomy.map((a) => [a.what, fmt(a.usecPerCall)])));
   }
   if (r.memory) {

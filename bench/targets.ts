@@ -107,6 +107,15 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');
     add('b-race-longest', 'race longest wait, in cycle times (1 s / grants per s)', cycles, `<= ${bound}`, atMost(cycles, bound), 'cycles',
       raceRw ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder` : undefined);
+    // The same two race targets with fair: true (strict arrival order), for comparison.
+    const fair = r.contended.median.find((m) => m.lib === 'rwlock-fair' && m.variant === 'race');
+    if (fair) {
+      const fairRatio = ratio('race.rwlock-fair/floor');
+      add('b-race-floor-fair', 'race grants/s vs floor, with fair: true', fairRatio, '>= 0.8', atLeast(fairRatio, 0.8));
+      const fairCycles = ratio('race.rwlock-fair.longestWaitCycles');
+      add('b-race-longest-fair', 'race longest wait in cycle times, with fair: true', fairCycles, `<= ${bound}`, atMost(fairCycles, bound), 'cycles',
+        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s`);
+    }
     const violations = r.contended.runs.flat().reduce((a, m) => a + m.violations, 0);
     add('b-exclusion', 'grants while another waiter held the lock (every library, every run)', violations, '= 0', violations === 0, 'grants');
   }
