@@ -60,8 +60,6 @@ export interface CliCommand {
   readonly options: NonNullable<ParseArgsConfig['options']>;
   /** How many positional arguments it takes. */
   readonly positionals: { readonly min: number; readonly max: number; readonly names: string };
-  /** False for a command that never talks to a Redis given on the command line. */
-  readonly connects?: boolean;
   run(ctx: CommandContext): Promise<number>;
 }
 

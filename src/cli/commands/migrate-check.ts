@@ -227,7 +227,7 @@ function describeReport(r: MigrateReport): string {
     duration(k.ttlMs),
   ]);
   const head = `watched ${r.patterns.join(', ')} for ${duration(r.watchedMs)} (${r.rounds} looks): ${r.keysSeen} legacy key(s) seen, ${r.keys.length} written or held by old processes\n`;
-  const body = rows.length > 0 ? table(['KEY', 'WRITTEN BY', 'CREATED', 'REFRESHED', 'DELETED', 'OLD READERS', 'VALUE', 'TTL'], rows) + '\n' : '';
+  const body = rows.length > 0 ? table(['KEY', 'WHO', 'CREATED', 'REFRESHED', 'DELETED', 'OLD READERS', 'VALUE', 'TTL'], rows) + '\n' : '';
   const verdict =
     r.verdict === 'old-processes-active'
       ? `OLD PROCESSES ARE STILL ACTIVE: ${r.oldWrites} write(s) by old processes seen, ${r.oldHolding} key(s) held by them now. Keep every library process in bridge mode.\n`
