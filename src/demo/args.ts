@@ -22,35 +22,57 @@ export interface DemoOptions {
   readonly help: boolean;
 }
 
-/** The demo's usage text. */
-export const DEMO_USAGE = `Usage: redis-rwlock demo [options]
+/** The demo's synopsis. */
+export const DEMO_SYNOPSIS = 'redis-rwlock demo [--duration 10s] [--redis url | --cluster host:port,...] [options]';
 
-The cache-rebuild scenario: several processes serve cached values under read
+const DESCRIPTION = `The cache-rebuild scenario: several processes serve cached values under read
 locks while rebuild writers replace them, part by part, under write locks.
 Every read checks that the value is whole; the summary says whether any reader
 ever saw a half-built value (and the exit code is 1 if one did).
 
 With neither --redis nor --cluster, an embedded local Redis Cluster (3 masters,
 3 replicas, redis-server processes on free 127.0.0.1 ports) is started and
-removed afterwards. It needs redis-server and redis-cli 7 or newer on PATH.
+removed afterwards. It needs redis-server and redis-cli 7 or newer on PATH.`;
 
-Options:
-  --duration <time>      how long to run: 10s (default), 1500ms, 2m
-  --redis <url>          use this Redis server, e.g. redis://127.0.0.1:6379
-  --cluster <host:port,...>
-                         use this Redis Cluster (one or more of its nodes)
+const OWN_OPTIONS = `  --duration <time>      how long to run: 10s (default), 1500ms, 2m
   --processes <n>        worker processes (default 4)
   --readers <n>          reader loops per process (default 6)
   --writers <n>          rebuild loops per process (default 1)
   --values <n>           cached values, each with its own lock (default 3)
   --parts <n>            steps (keys) per rebuild (default 5)
-  --without-locks        run without locks, to see half-built reads caught
-  --json                 print the summary as JSON on stdout
-  -h, --help             show this help
+  --without-locks        run without locks, to see half-built reads caught`;
 
-Ctrl-C (or SIGTERM) stops the demo early: the workers finish what they hold,
+const CONNECTION_OPTIONS = `  --redis <url>          use this Redis server, e.g. redis://127.0.0.1:6379
+  --cluster <host:port,...>
+                         use this Redis Cluster (one or more of its nodes)
+  --json                 print the summary as JSON on stdout
+  -h, --help             show this help`;
+
+const STOPPING = `Ctrl-C (or SIGTERM) stops the demo early: the workers finish what they hold,
 release every lock, and the embedded servers are stopped (exit code 130, or
-143 on SIGTERM). Exit code 1 means a check failed, 2 a bad command line.
+143 on SIGTERM). Exit codes: 0 every check passed, 1 a check failed (or the
+demo could not run), 2 a bad command line.`;
+
+/** The demo's help without its synopsis and the connection options, for the CLI (which adds those itself). */
+export const DEMO_HELP = `${DESCRIPTION}
+(The CLI's default server below does not apply to the demo.)
+
+Options:
+${OWN_OPTIONS}
+
+${STOPPING}
+`;
+
+/** The demo's whole usage text, as \`--help\` prints it when it runs on its own. */
+export const DEMO_USAGE = `Usage: ${DEMO_SYNOPSIS}
+
+${DESCRIPTION}
+
+Options:
+${OWN_OPTIONS}
+${CONNECTION_OPTIONS}
+
+${STOPPING}
 `;
 
 /** A bad command line; the message says what is wrong. */

@@ -20,13 +20,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { LockClient } from '../index.js';
 import { startRedisCluster, type RedisClusterHandle } from '../testing/index.js';
-import { DEMO_USAGE, parseDemoArgs, UsageError, type DemoOptions } from './args.js';
+import { DEMO_SYNOPSIS, DEMO_USAGE, parseDemoArgs, UsageError, type DemoOptions } from './args.js';
 import { cachedValueNames, checkValue, rebuildValue } from './cache-value.js';
 import { ProgressView, count, ms, secs } from './progress.js';
 import { emptyStats, mergeStats, WORKER_ENV, type Target, type WorkerConfig, type WorkerMessage, type WorkerStats } from './protocol.js';
 import { connect, runWorker } from './worker.js';
 
-export { DEMO_USAGE } from './args.js';
+export { DEMO_HELP, DEMO_SYNOPSIS, DEMO_USAGE } from './args.js';
 
 /** One line on what the demo does, for the CLI's list of commands. */
 export const DEMO_SUMMARY = 'run the cache-rebuild demo (embedded local Redis Cluster, or --redis/--cluster)';
@@ -93,7 +93,7 @@ export async function runDemo(argv: readonly string[]): Promise<number> {
     options = parseDemoArgs(argv);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`redis-rwlock demo: ${error.message}\n\n${DEMO_USAGE}`);
+    process.stderr.write(`redis-rwlock demo: ${error.message}\nUsage: ${DEMO_SYNOPSIS}\nRun "redis-rwlock demo --help" for the options.\n`);
     return 2;
   }
   if (options.help) {

@@ -16,6 +16,7 @@ import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DEMO = path.join(ROOT, 'src/demo/main.ts');
+const CLI = path.join(ROOT, 'src/cli/index.ts');
 /** Lighter than the defaults: the test machine is shared. */
 const LIGHT = ['--processes', '3', '--readers', '4'];
 
@@ -27,8 +28,10 @@ interface DemoRun {
   kill(signal: NodeJS.Signals): void;
 }
 
-function startDemo(args: readonly string[]): DemoRun {
-  const child = spawn(process.execPath, ['--import', 'tsx', DEMO, '--json', ...args], {
+/** Runs the demo on its own (`npm run demo`), or through the CLI (`redis-rwlock demo`) with `{ cli: true }`. */
+function startDemo(args: readonly string[], { cli = false } = {}): DemoRun {
+  const entry = cli ? [CLI, 'demo'] : [DEMO];
+  const child = spawn(process.execPath, ['--import', 'tsx', ...entry, '--json', ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -124,6 +127,14 @@ describe('the demo', function () {
     expect(stderr).to.include('Usage: redis-rwlock demo');
   });
 
+  it('is a command of the CLI: redis-rwlock demo --help', async () => {
+    const run = startDemo(['--help'], { cli: true });
+    const { code, stdout } = await run.exited;
+    expect(code).to.equal(0);
+    expect(stdout).to.include('Usage: redis-rwlock demo');
+    expect(stdout).to.include('--without-locks');
+  });
+
   describe('on an embedded Redis Cluster', () => {
     it('runs to its end, sees no half-built value, and removes its servers', async () => {
       const run = startDemo(['--duration', '3s', ...LIGHT]);
@@ -169,6 +180,17 @@ describe('the demo', function () {
       expect(await demoKeys(ctx)).to.deep.equal([]);
       expect(serverDirsOf(run.pid)).to.deep.equal([]); // it started no server of its own
     });
+
+    if (ctx.kind === 'standalone') {
+      it('runs the same through the CLI (redis-rwlock demo), whose workers are the CLI run again', async () => {
+        const run = startDemo([...targetArgs(ctx), '--duration', '2s', ...LIGHT], { cli: true });
+        const { code, summary, stderr } = await run.exited;
+        expectCleanSummary(summary, stderr);
+        expect(code, stderr).to.equal(0);
+        expect(summary.processes).to.equal(3);
+        expect(await demoKeys(ctx)).to.deep.equal([]);
+      });
+    }
 
     it('releases every lock when stopped by SIGINT', async () => {
       const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);

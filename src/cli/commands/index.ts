@@ -4,9 +4,10 @@
  * list it here.
  */
 import type { CliCommand } from '../command.js';
+import { demo } from './demo.js';
 import { inspect } from './inspect.js';
 import { list } from './list.js';
 import { migrateCheck } from './migrate-check.js';
 import { release } from './release.js';
 
-export const COMMANDS: readonly CliCommand[] = [inspect, list, release, migrateCheck];
+export const COMMANDS: readonly CliCommand[] = [inspect, list, release, migrateCheck, demo];
