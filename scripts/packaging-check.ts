@@ -7,9 +7,10 @@
 //    (with --prefer-offline: the npm cache serves what it can).
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
-//    masters, 3 replicas), take locks, stop it; and type-check a consumer
-//    file of each kind with `tsc` (module NodeNext), so the `types` of both
-//    conditions of the exports map are right.
+//    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
+//    (the package's bin); and type-check a consumer file of each kind with
+//    `tsc` (module NodeNext), so the `types` of both conditions of the
+//    exports map are right.
 //
 // Flags: --no-build (use dist/ as it is), --keep (keep the temp dir).
 // Slow (a build, an install, two clusters): CI runs it apart from `npm test`.
@@ -174,6 +175,16 @@ try {
   console.log(`        ${(await run('node', ['esm.mjs'], app, 120_000)).trim()}`);
   step('node cjs.cjs: require redis-rwlock and redis-rwlock/testing, start a Cluster, lock, stop');
   console.log(`        ${(await run('node', ['cjs.cjs'], app, 120_000)).trim()}`);
+
+  step('npx redis-rwlock demo --duration 2s --processes 2 --json: the CLI and its demo, on an embedded Cluster');
+  const demo = JSON.parse((await run('npx', ['--no-install', 'redis-rwlock', 'demo', '--duration', '2s', '--processes', '2', '--json'], app, 120_000)).trim()) as {
+    ok: boolean;
+    reads: number;
+    rebuilds: number;
+    halfBuilt: number;
+  };
+  if (!demo.ok || demo.reads === 0 || demo.rebuilds === 0 || demo.halfBuilt !== 0) throw new Error(`the demo did not pass: ${JSON.stringify(demo)}`);
+  console.log(`        ok: ${demo.reads} reads, ${demo.rebuilds} rebuilds, ${demo.halfBuilt} half-built reads`);
 
   writeFileSync(path.join(app, 'check-esm.mts'), ESM_TYPES);
   writeFileSync(path.join(app, 'check-cjs.cts'), CJS_TYPES);
