@@ -8,15 +8,7 @@ import { fenceKeyOf, fencedSet, InvalidArgumentError, LockClient, StaleFenceErro
 import type { RedisClient } from '../../src/redis.js';
 import { runFencingExample } from '../../examples/fencing.js';
 import { forEachTopology } from '../setup/topologies.js';
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
-}
+import { rejection } from '../support/rejection.js';
 
 forEachTopology('fencing', (ctx) => {
   let redis: RedisClient;

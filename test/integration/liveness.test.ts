@@ -4,8 +4,7 @@ import type { RedisClient } from '../../src/redis.js';
 import { defineScripts, runScript } from '../../src/scripts.js';
 import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 forEachTopology('liveness', (ctx) => {
   let redis: RedisClient;

@@ -13,17 +13,8 @@ import {
 import type { RedisClient } from '../../src/redis.js';
 import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
-}
+import { setTimeout as sleep } from 'node:timers/promises';
+import { rejection } from '../support/rejection.js';
 
 forEachTopology('read-write lock', (ctx) => {
   let redis: RedisClient;

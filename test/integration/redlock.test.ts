@@ -16,17 +16,8 @@ import {
 } from '../../src/index.js';
 import { startRedisMasters, type RedisClusterHandle, type RedisMastersHandle } from '../../src/testing/index.js';
 import { sharedCluster } from '../setup/topologies.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
-}
+import { setTimeout as sleep } from 'node:timers/promises';
+import { rejection } from '../support/rejection.js';
 
 /** Polls `check` until it returns true, or fails after `ms`. */
 async function eventually(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {

@@ -13,15 +13,7 @@ import { LockClient, ReplicaAckError, type LockClientOptions } from '../../src/i
 import { withAdminConnection } from '../../src/testing/admin.js';
 import type { RedisClusterHandle, RedisClusterNode, RedisServerHandle } from '../../src/testing/index.js';
 import { sharedCluster, sharedStandalone } from '../setup/topologies.js';
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (error) {
-    return error as Error;
-  }
-  throw new Error('expected a rejection');
-}
+import { rejection } from '../support/rejection.js';
 
 /** WAIT calls a server has served so far. */
 async function waitCalls(port: number): Promise<number> {

@@ -23,6 +23,7 @@ import {
   type RedisClusterHandle,
 } from '../../src/testing/index.js';
 import { forEachTopology, sharedCluster } from '../setup/topologies.js';
+import { rejection } from '../support/rejection.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const testingIndexUrl = pathToFileURL(path.resolve(here, '../../src/testing/index.ts')).href;
@@ -48,15 +49,6 @@ async function waitUntil(what: string, condition: () => boolean, timeoutMs = 5_0
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected a rejection');
 }
 
 /** A short-lived connection to one node, closed after `fn`. */

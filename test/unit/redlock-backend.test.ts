@@ -9,8 +9,7 @@ import { QuorumError, type LockMode } from '../../src/errors.js';
 import { lockKeys, type LockKeys } from '../../src/keys.js';
 import { RedlockBackend, type NodeBackend } from '../../src/redlock-backend.js';
 import type { RedisClient } from '../../src/redis.js';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { setTimeout as sleep } from 'node:timers/promises';
 
 type Answer<T> = T | Error | 'hang' | { delayMs: number; value: T | Error };
 
