@@ -15,11 +15,7 @@ if not peerWriter(owner, now) then
 end
 pruneExpired(now)
 
-local mine = deadlineOf(owner)
-if mine and mine <= now then
-  removeOwner(owner)
-  mine = nil
-end
+local mine = liveDeadlineOf(owner, now)
 
 local writer = rcall('HGET', stateKey, 'w')
 if writer and writer ~= owner then

@@ -17,11 +17,7 @@ if not peerWriter(owner, now) and not peerReaders(owner, now) then
 end
 pruneExpired(now)
 
-local mine = deadlineOf(owner)
-if mine and mine <= now then
-  removeOwner(owner)
-  mine = nil
-end
+local mine = liveDeadlineOf(owner, now)
 
 -- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
 -- anyone else in the queue.

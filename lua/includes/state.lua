@@ -54,6 +54,17 @@ local function removeOwner(owner)
   rcall('HDEL', stateKey, 'r:' .. owner)
 end
 
+-- The owner's deadline while it holds something; an expired owner's holds
+-- are forgotten first, so it acquires afresh.
+local function liveDeadlineOf(owner, now)
+  local d = deadlineOf(owner)
+  if d and d <= now then
+    removeOwner(owner)
+    return nil
+  end
+  return d
+end
+
 local function pruneExpired(now)
   local expired = rcall('ZRANGE', leasesKey, '-inf', int(now), 'BYSCORE', 'LIMIT', 0, PRUNE_BATCH)
   for _, owner in ipairs(expired) do
