@@ -14,7 +14,7 @@ export function checkAndReport(
   fault: string,
   ctx: TopologyContext,
   history: History,
-  options: CheckOptions & { recoveryMs?: number; notes?: string },
+  options: CheckOptions & { recoveryMs?: number; notes?: string; quiet?: boolean },
 ): CheckResult {
   const result = checkHistory(history, options);
   const failures = Object.entries(result.failuresByName)
@@ -48,7 +48,7 @@ export function checkAndReport(
     messages.set(key, (messages.get(key) ?? 0) + 1);
   }
   for (const [message, n] of messages) console.log(`        ${n} x ${message}`);
-  for (const v of [...result.violations, ...result.failoverWindow].slice(0, 10)) {
+  for (const v of [...result.violations, ...result.failoverWindow].slice(0, options.quiet ? 0 : 10)) {
     console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
     if (result.violations.includes(v)) {
       for (const id of new Set(v.detail.match(/\bp\d+:\d+\b/g) ?? [])) console.log(`          ${JSON.stringify(history.holds.find((h) => h.id === id))}`);
