@@ -133,7 +133,11 @@ export interface LockBackend {
   acquire(request: AcquireRequest): Promise<AcquireOutcome>;
   /** True when the owner held that mode and one hold was released. */
   release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean>;
-  /** For each request, the lease left in ms after extending, or 0 when it is no longer held. */
+  /**
+   * For each request, the lease left in ms after extending, 0 when it is no
+   * longer held, or NaN when its node could not be asked this time (the
+   * caller tries again later). Throws when no request could be asked.
+   */
   extend(requests: readonly ExtendRequest[]): Promise<number[]>;
   /** Withdraw a waiting writer's intent and, with dropHolds, every hold of the owner. */
   abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void>;

@@ -10,6 +10,7 @@ import type {
 import type { LockMode } from './errors.js';
 import { lockKeys, type LockKeys } from './keys.js';
 import { isCluster, type RedisClient } from './redis.js';
+import { extendByGroup } from './extend-groups.js';
 import { defineScripts, runScript } from './scripts.js';
 
 /**
@@ -48,21 +49,20 @@ export class HashBackend implements LockBackend {
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
-    const results = new Array<number>(requests.length);
-    await Promise.all(
-      this.groupByNode(requests).map(async (indexes) => {
-        try {
-          await this.extendGroup(requests, indexes, results);
-        } catch (error) {
-          // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
-          if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
-          const bySlot = new Map<number, number[]>();
-          for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
-          await Promise.all([...bySlot.values()].map((slotIndexes) => this.extendGroup(requests, slotIndexes, results)));
-        }
-      }),
-    );
-    return results;
+    return extendByGroup(requests.length, this.groupByNode(requests), async (indexes, results) => {
+      try {
+        await this.extendGroup(requests, indexes, results);
+      } catch (error) {
+        // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
+        if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
+        const bySlot = new Map<number, number[]>();
+        for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
+        const slots = await extendByGroup(requests.length, [...bySlot.values()], (slotIndexes, slotResults) =>
+          this.extendGroup(requests, slotIndexes, slotResults),
+        );
+        for (const i of indexes) results[i] = slots[i]!;
+      }
+    });
   }
 
   async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {

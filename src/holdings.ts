@@ -190,6 +190,7 @@ export class Holdings implements LeaseHost {
       }
       due.forEach((holding, i) => {
         if (this.byId.get(holding.id) !== holding) return; // released meanwhile
+        if (Number.isNaN(results[i])) return; // its node could not be asked: next period, or the deadline decides
         if (results[i]! > 0) this.setDeadline(holding, now + results[i]!);
         else this.lose(holding, 'renewal found it no longer held');
       });

@@ -1,5 +1,6 @@
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
 import type { LockMode } from './errors.js';
+import { extendByGroup } from './extend-groups.js';
 import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash-backend.js';
 import type { LockKeys } from './keys.js';
 import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
@@ -53,7 +54,6 @@ export class LegacyBackend implements LockBackend {
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
-    const results = new Array<number>(requests.length);
     // One call per slot on a Cluster (each script touches one slot), one for all on one server.
     const groups = new Map<number, number[]>();
     const cluster = isCluster(this.client);
@@ -63,18 +63,15 @@ export class LegacyBackend implements LockBackend {
       if (list) list.push(i);
       else groups.set(slot, [i]);
     });
-    await Promise.all(
-      [...groups.values()].map(async (indexes) => {
-        for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
-          const chunk = indexes.slice(start, start + EXTEND_BATCH);
-          const args: (string | number)[] = [6, ...legacyNames(requests[chunk[0]!]!.keys)];
-          for (const i of chunk) args.push(...legacyNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
-          const reply = (await runScript(this.client, 'legacyExtend', args)) as number[];
-          chunk.forEach((i, k) => (results[i] = reply[k]!));
-        }
-      }),
-    );
-    return results;
+    return extendByGroup(requests.length, [...groups.values()], async (indexes, results) => {
+      for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
+        const chunk = indexes.slice(start, start + EXTEND_BATCH);
+        const args: (string | number)[] = [6, ...legacyNames(requests[chunk[0]!]!.keys)];
+        for (const i of chunk) args.push(...legacyNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+        const reply = (await runScript(this.client, 'legacyExtend', args)) as number[];
+        chunk.forEach((i, k) => (results[i] = reply[k]!));
+      }
+    });
   }
 
   async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {

@@ -239,7 +239,8 @@ export class RedlockBackend implements LockBackend {
     const q = this.quorum;
     const verdict = (s: readonly Settled<number[]>[], k: number): 'held' | 'lost' | 'open' => {
       const held = s.filter((x) => x.status === 'ok' && x.value[k]! > 0).length;
-      const open = s.filter((x) => x.status !== 'ok').length;
+      // A node that failed, or could not be asked about this lease (NaN), has not decided it.
+      const open = s.filter((x) => x.status !== 'ok' || Number.isNaN(x.value[k])).length;
       return held >= q ? 'held' : held + open < q ? 'lost' : 'open';
     };
     const { settled } = await this.gather(

@@ -80,6 +80,19 @@ describe('Holdings (renewal timing and loss)', () => {
     );
   });
 
+  it('keeps renewing the other leases when one node cannot be asked (NaN), and retries that one', async () => {
+    const a = grant('a', 'o1');
+    const b = grant('b', 'o2');
+    let unreachable = true;
+    extendReply = (r) => r.map((x) => (x.owner === 'o2' && unreachable ? NaN : x.leaseMs));
+    await clock.tickAsync(1000); // a period without an answer for b, within its lease
+    expect(a.signal.aborted || b.signal.aborted).to.equal(false);
+    unreachable = false;
+    await clock.tickAsync(2500); // b was renewed at the next period, so its first deadline passed harmlessly
+    expect(b.held && !b.signal.aborted).to.equal(true);
+    expect(losses).to.have.length(0);
+  });
+
   it('reports loss when Redis stays unreachable until the lease runs out', async () => {
     const lease = grant('r', 'o');
     extendReply = () => {
