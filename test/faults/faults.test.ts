@@ -11,6 +11,7 @@ import type { RedisClusterNode } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { recoveryMs, maxGapMs, type FaultWindow, type History, type Hold } from '../support/history.js';
 import { Workload, targetOf, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { killSubscribers } from '../support/redis-stats.js';
 import { checkAndReport, counters } from './support.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -310,19 +311,6 @@ async function onEveryNode(ctx: TopologyContext, fn: (conn: Redis) => Promise<un
       }
     }),
   );
-}
-
-/**
- * Kills every subscriber connection of a node. (`CLIENT KILL TYPE pubsub` is
- * not enough: Redis 7 counts a RESP3 subscriber, as ioredis' sharded
- * subscribers are, as a normal client.)
- */
-async function killSubscribers(conn: Redis): Promise<number> {
-  const list = String(await conn.call('CLIENT', 'LIST'));
-  const ids = [...list.matchAll(/^id=(\d+) .*flags=\S*P/gm)].map((m) => m[1]!);
-  let killed = 0;
-  for (const id of ids) killed += Number(await conn.call('CLIENT', 'KILL', 'ID', id).catch(() => 0));
-  return killed;
 }
 
 /**

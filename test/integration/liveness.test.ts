@@ -1,8 +1,9 @@
 import { expect } from 'chai';
+import type { Redis } from 'ioredis';
 import { AcquireTimeoutError, LockClient, RedisUnavailableError, type Lease, type LockClientOptions } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { defineScripts, runScript } from '../../src/scripts.js';
-import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
+import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -37,7 +38,7 @@ forEachTopology('liveness', (ctx) => {
     });
     await sleep(200);
     let killed = 0;
-    for (const node of masters(redis)) killed += Number(await node.call('CLIENT', 'KILL', 'TYPE', 'pubsub'));
+    for (const node of masters(redis)) killed += await killSubscribers(node as Redis);
     expect(killed).to.be.greaterThan(0);
     await reader.release(); // its wake-up message goes nowhere
     await Promise.all(waiting);

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { RedisClient } from '../../src/redis.js';
 import { isCluster } from '../../src/redis.js';
 
@@ -27,3 +28,16 @@ export async function commandCalls(redis: RedisClient, commands: readonly string
 
 /** Script calls (EVAL and EVALSHA) so far, summed over every master. */
 export const scriptCalls = (redis: RedisClient) => commandCalls(redis, ['eval', 'evalsha']);
+
+/**
+ * Kills every subscriber connection of a node. (`CLIENT KILL TYPE pubsub` is
+ * not enough: Redis 7 counts a RESP3 subscriber, as ioredis' sharded
+ * subscribers are, as a normal client.)
+ */
+export async function killSubscribers(conn: Redis): Promise<number> {
+  const list = String(await conn.call('CLIENT', 'LIST'));
+  const ids = [...list.matchAll(/^id=(\d+) .*flags=\S*P/gm)].map((m) => m[1]!);
+  let killed = 0;
+  for (const id of ids) killed += Number(await conn.call('CLIENT', 'KILL', 'ID', id).catch(() => 0));
+  return killed;
+}
