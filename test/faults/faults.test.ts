@@ -272,8 +272,8 @@ forEachTopology('faults during the history workload', (ctx) => {
       expect((await cluster.masterForSlot(slot)).port).to.equal(target.port);
       const gap = maxGapMs(history, 'alpha', started - 500, ended + 1_000);
       // A script that runs on the source while the slot is MIGRATING fails with "non local key" as soon
-      // as it touches a key it deleted itself (after its earlier writes took effect); see
-      // migration-atomicity.test.ts. Such a release is reported failed, and its lease lost a lease later.
+      // as it touches a key it deleted itself (after its earlier writes took effect). Such a release
+      // is reported failed, and its lease frees itself a lease later (README, guarantees and limits).
       const failedReleases = history.holds.filter((h) => h.release === 'RedisUnavailableError').length;
       const result = checkAndReport('live resharding of a held slot', ctx, history, {
         counters: await counters(ctx.client(), ['alpha', 'beta']),
