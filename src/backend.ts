@@ -16,6 +16,8 @@ export type AcquireOutcome =
   | { readonly granted: false; readonly retryAfterMs: number; readonly reason: BlockReason };
 
 export interface AcquireRequest {
+  /** The resource name, for errors raised below the lock. */
+  readonly resource: string;
   readonly keys: LockKeys;
   readonly mode: LockMode;
   readonly owner: string;

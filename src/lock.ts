@@ -112,6 +112,7 @@ export class RWLock {
     }
     const recheckMs = ctx.options.recheckMs;
     const request: AcquireRequest = {
+      resource,
       keys,
       mode,
       owner,

@@ -13,12 +13,12 @@ import { ReplicaAckBackend } from './replica-ack.js';
 export function createBackend(redis: RedisClient | readonly RedisClient[], options: ResolvedClientOptions): LockBackend {
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: RedisClient) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node, options.prefix));
+    const nodes = redis.map((node: RedisClient) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
   const client = redis as RedisClient;
   // Replica acknowledgement (WAIT after a grant) costs nothing when a request does not ask for it.
-  return new ReplicaAckBackend(singleNodeBackend(client, options), client, options.prefix);
+  return new ReplicaAckBackend(singleNodeBackend(client, options), client);
 }
 
 function singleNodeBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {

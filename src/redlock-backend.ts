@@ -193,10 +193,10 @@ export class RedlockBackend implements LockBackend {
     if (unknown > n - q || grants.length >= q) {
       const took = Math.round(performance.now() - started);
       throw new QuorumError(
-        `acquiring the ${r.mode} lock "${r.keys.state}"`,
+        `acquiring the ${r.mode} lock on "${r.resource}"`,
         q,
         this.outcomes(settled, (o) => (o.granted ? 'granted' : `refused (${o.reason})`), (o) => o.granted),
-        { mode: r.mode, owner: r.owner },
+        { resource: r.resource, mode: r.mode, owner: r.owner },
         grants.length >= q
           ? `the majority's grants took ${took} ms, which left no validity of the ${r.leaseMs} ms lease (it was released again)`
           : `${unknown} did not answer`,

@@ -41,7 +41,6 @@ export class ReplicaAckBackend implements LockBackend {
   constructor(
     private readonly inner: LockBackend,
     private readonly client: RedisClient,
-    private readonly prefix: string,
   ) {}
 
   keysFor(resource: string): LockKeys {
@@ -61,7 +60,7 @@ export class ReplicaAckBackend implements LockBackend {
     if (acked >= ack.replicas || ack.onShortfall === 'accept') return { ...outcome, replicasAcked: acked };
     // Undo this grant only (one hold: a reentrant owner keeps its outer hold).
     await this.inner.release(r.keys, r.mode, r.owner).catch(() => undefined);
-    throw new ReplicaAckError(ack.replicas, acked, ack.timeoutMs, { resource: resourceOf(this.prefix, r.keys), mode: r.mode, owner: r.owner });
+    throw new ReplicaAckError(ack.replicas, acked, ack.timeoutMs, { resource: r.resource, mode: r.mode, owner: r.owner });
   }
 
   release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
@@ -83,10 +82,4 @@ export class ReplicaAckBackend implements LockBackend {
   bindHoldings(holds: (keys: LockKeys, owner: string) => boolean): void {
     this.inner.bindHoldings?.(holds);
   }
-}
-
-/** The resource name for messages: the state key without its prefix and the braces the library added. */
-function resourceOf(prefix: string, keys: LockKeys): string {
-  const part = keys.state.startsWith(`${prefix}:`) ? keys.state.slice(prefix.length + 1) : keys.state;
-  return part.startsWith('{') && part.indexOf('}') === part.length - 1 ? part.slice(1, -1) : part;
 }

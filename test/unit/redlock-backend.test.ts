@@ -63,6 +63,7 @@ function setup(n: number, nodeTimeoutMs = 100) {
 
 const keys = lockKeys('rwlock', 'r');
 const request = (mode: LockMode = 'write', extra: Partial<AcquireRequest> = {}): AcquireRequest => ({
+  resource: 'r',
   keys,
   mode,
   owner: 'me',
