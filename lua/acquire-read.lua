@@ -22,6 +22,8 @@ local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local honourIntent = ARGV[3] == '1'
 
+local FRESH_HOLD = { 'r:' .. owner, 1 }
+-- @include fresh-grant
 -- @include state
 -- @include no-peers
 -- @include acquire-read-body

@@ -34,6 +34,8 @@ local leaseMs = tonumber(ARGV[2])
 local waitBeatMs = tonumber(ARGV[3])
 local fair = ARGV[4] == '1'
 
+local FRESH_HOLD = { 'w', owner, 'wc', 1 }
+-- @include fresh-grant
 -- @include state
 -- @include no-peers
 -- @include acquire-write-body

@@ -16,4 +16,4 @@ local queueKey = KEYS[3]
 -- @include state
 
 local now = serverTime()
-return { now, rcall('HGETALL', stateKey), rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES'), rcall('ZRANGE', queueKey, 0, -1) }
+return { now, rcall('HGETALL', stateKey), leaseList(), rcall('ZRANGE', queueKey, 0, -1) }

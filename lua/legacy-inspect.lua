@@ -24,7 +24,7 @@ local now = serverTime()
 return {
   now,
   rcall('HGETALL', stateKey),
-  rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES'),
+  leaseList(),
   rcall('ZRANGE', queueKey, 0, -1),
   rcall('GET', readKey),
   rcall('PTTL', readKey),

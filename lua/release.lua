@@ -20,6 +20,16 @@ local owner = ARGV[1]
 local mode = ARGV[2]
 local channel = ARGV[3]
 
+-- The sole holder of a fresh lock (kept in the hash alone, see fresh-grant.lua)
+-- releasing its one hold, before anything else is defined: nobody else has
+-- touched the lock since the grant (that would have moved the holder into
+-- leasesKey), so nobody waits for it, and the whole state goes.
+local held = rcall('HMGET', stateKey, 'o', 'w')
+if held[1] == owner and (held[2] == owner) == (mode == 'write') then
+  rcall('DEL', stateKey)
+  return { 1, 0 }
+end
+
 -- @include state
 -- @include no-peers
 -- @include release-body

@@ -5,6 +5,7 @@
   documented in lua/abandon.lua.
 ]]
 local now = serverTime()
+spill()
 local changed = 0
 if rcall('ZSCORE', queueKey, owner) then
   dequeue(owner)

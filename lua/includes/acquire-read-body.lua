@@ -5,14 +5,7 @@
   documented in lua/acquire-read.lua.
 ]]
 local now, nowUs = serverTime()
--- The uncontended case: a lock with no state at all, and nobody writing outside it.
-if not peerWriter(owner, now) then
-  local fast = grantToFreshLock(owner, now, nowUs, leaseMs, { 'r:' .. owner, 1 })
-  if fast then
-    peerMirror(owner, now)
-    return fast
-  end
-end
+spill()
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)

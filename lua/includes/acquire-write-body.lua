@@ -7,14 +7,7 @@
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
--- The uncontended case: a lock with no state at all, and nobody holding it outside it.
-if not peerWriter(owner, now) and not peerReaders(owner, now) then
-  local fast = grantToFreshLock(owner, now, nowUs, leaseMs, { 'w', owner, 'wc', 1 })
-  if fast then
-    peerMirror(owner, now)
-    return fast
-  end
-end
+spill()
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)

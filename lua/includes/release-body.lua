@@ -5,10 +5,11 @@
   documented in lua/release.lua.
 ]]
 local now, nowUs = serverTime()
+spill()
 local mine = deadlineOf(owner)
 
--- The uncontended case: the caller is the only holder, with one hold, and
--- nobody queues. Everything goes in a handful of commands.
+-- The caller is the only holder, with one hold, and nobody queues: everything
+-- goes in a handful of commands, and waiters that saw it held are woken.
 if mine and mine > now and rcall('ZCARD', leasesKey) == 1 and rcall('EXISTS', queueKey) == 0 then
   local held = rcall('HMGET', stateKey, 'w', 'wc', 'r:' .. owner)
   local onlyThisHold

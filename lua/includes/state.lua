@@ -12,10 +12,13 @@
                       qx     the latest heartbeat deadline ever set (keeps the keys alive for it)
                       fa     when the lock was last freed of every holder (server us)
                       sk     how often the longest-waiting writer was passed over since it became first
+                      o      the sole holder of a fresh lock, kept in the hash alone: the
+                             hash's expiry is its deadline and leasesKey does not exist
+                             (see fresh-grant.lua; spill() moves it into leasesKey)
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
     queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
-  An owner holds something exactly while it is a member of leasesKey with a
-  deadline in the future; the hash fields of expired owners, and waiters
+  Apart from the sole holder in `o`, an owner holds something exactly while
+  it is a member of leasesKey with a deadline in the future; the hash fields of expired owners, and waiters
   whose heartbeat lapsed, are pruned lazily.
 ]]
 
@@ -148,19 +151,31 @@ local function refreshExpiry(now)
   end
 end
 
--- The uncontended case, in a handful of commands: when the lock has no state
--- at all (nothing held, nobody waiting), grant `holdFields` straight away.
--- Returns the reply, or nil when the full path must run.
-local function grantToFreshLock(owner, now, nowUs, leaseMs, holdFields)
-  if rcall('EXISTS', stateKey, leasesKey) ~= 0 then return nil end
-  local deadline = int(now + leaseMs)
-  holdFields[#holdFields + 1] = 'f'
-  holdFields[#holdFields + 1] = int(nowUs)
-  rcall('HSET', stateKey, unpack(holdFields))
-  rcall('ZADD', leasesKey, deadline, owner)
-  rcall('PEXPIREAT', stateKey, deadline)
+-- Every path but the fresh grant and its release starts here (the hash-mode
+-- scripts run those before any of this is defined): a sole holder
+-- kept in the hash alone moves into leasesKey, with the hash's expiry as its
+-- deadline, so the code below sees one layout. (While `o` is set, nothing
+-- else has touched the lock since the grant, so the hash expires exactly at
+-- that holder's deadline.)
+local function spill()
+  local o = rcall('HGET', stateKey, 'o')
+  if not o then return end
+  local deadline = rcall('PEXPIRETIME', stateKey)
+  rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
-  return { 1, nowUs, leaseMs }
+  rcall('HDEL', stateKey, 'o')
+end
+
+-- Every live owner and its deadline (flat owner, deadline array), the sole
+-- holder kept in the hash alone included; for inspect, which writes nothing.
+local function leaseList()
+  local leases = rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES')
+  local o = rcall('HGET', stateKey, 'o')
+  if o then
+    leases[#leases + 1] = o
+    leases[#leases + 1] = tostring(rcall('PEXPIRETIME', stateKey))
+  end
+  return leases
 end
 
 -- Record a grant to `owner` until now + leaseMs (never shortening a longer

@@ -260,7 +260,9 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Step):
     case 'abandon':
       return { reply: await runScript(redis, 'abandon', [...names, s.owner, s.dropHolds ? '1' : '0', keys.channel]) };
     case 'expire':
-      await redis.zadd(keys.leases, 'XX', 1, s.owner);
+      // The owner's deadline passes. A sole holder kept in the hash alone (o) takes the hash with it, as its expiry would.
+      if ((await redis.hget(keys.state, 'o')) === s.owner) await redis.pexpireat(keys.state, 1);
+      else await redis.zadd(keys.leases, 'XX', 1, s.owner);
       return { reply: null };
   }
 }

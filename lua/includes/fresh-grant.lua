@@ -1,0 +1,20 @@
+--[[
+  The uncontended acquire, run by the hash-mode scripts before anything else
+  is defined (every `local function` costs a closure per call): when the lock
+  has no state at all (nothing held, nobody waiting), grant at once and keep
+  the holder in the hash alone. `o` names it and the hash's expiry is its
+  deadline, so no leases zset is written; while nobody else touches the lock
+  its release only deletes the hash (release.lua), and any other script first
+  moves it into leasesKey (spill in state.lua).
+  Expects: rcall, stateKey, leasesKey, owner, leaseMs, and FRESH_HOLD, the
+  hash fields of the hold (the writer's, or one reader's).
+  The fence is the server clock in us, as a string (a Lua number would lose
+  digits when written); the lock had no earlier fence to stay above.
+]]
+if rcall('EXISTS', stateKey, leasesKey) == 0 then
+  local t = rcall('TIME')
+  local fence = t[1] .. string.sub('00000' .. t[2], -6)
+  rcall('HSET', stateKey, 'f', fence, 'o', owner, unpack(FRESH_HOLD))
+  rcall('PEXPIRE', stateKey, leaseMs)
+  return { 1, fence, leaseMs }
+end
