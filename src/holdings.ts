@@ -14,7 +14,6 @@ class Holding {
   readonly leases = new Set<Lease>();
   /** Local monotonic time (performance.now) at which the lease counts as lost; never later than Redis' deadline. */
   expiresAt = 0;
-  timer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly id: string,
@@ -46,6 +45,13 @@ export class Holdings implements LeaseHost {
   /** Auto-renewed leases held; the renewal timer runs while there are any. */
   private autoRenewed = 0;
   private renewTimer: NodeJS.Timeout | undefined;
+  /**
+   * One timer for every deadline, set for the earliest (a timer per holding
+   * would cost a setTimeout and a clearTimeout per acquire and release).
+   * Grants and renewals only push deadlines later, so it rarely moves.
+   */
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private deadlineTimerAt = Infinity;
   private renewing = false;
   private closed = false;
 
@@ -163,6 +169,7 @@ export class Holdings implements LeaseHost {
     this.closed = true;
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
+    clearTimeout(this.deadlineTimer);
     const leases = [...this.byId.values()].flatMap((h) => [...h.leases]);
     await Promise.allSettled(leases.map((lease) => this.releaseLease(lease)));
     for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
@@ -207,12 +214,28 @@ export class Holdings implements LeaseHost {
 
   private setDeadline(holding: Holding, expiresAt: number): void {
     holding.expiresAt = expiresAt;
-    clearTimeout(holding.timer);
-    holding.timer = setTimeout(
-      () => this.lose(holding, 'its lease ran out without renewal'),
-      Math.max(0, expiresAt - performance.now()),
-    );
-    holding.timer.unref();
+    if (expiresAt < this.deadlineTimerAt) this.armDeadlineTimer(expiresAt);
+  }
+
+  private armDeadlineTimer(at: number): void {
+    clearTimeout(this.deadlineTimer);
+    this.deadlineTimerAt = at;
+    this.deadlineTimer = setTimeout(() => this.checkDeadlines(), Math.max(0, at - performance.now()));
+    this.deadlineTimer.unref();
+  }
+
+  /** Reports every holding whose deadline has passed lost, and sets the timer for the next deadline. */
+  private checkDeadlines(): void {
+    this.deadlineTimer = undefined;
+    this.deadlineTimerAt = Infinity;
+    if (this.closed) return;
+    const now = performance.now();
+    let next = Infinity;
+    for (const holding of [...this.byId.values()]) {
+      if (holding.expiresAt <= now) this.lose(holding, 'its lease ran out without renewal');
+      else if (holding.expiresAt < next) next = holding.expiresAt;
+    }
+    if (next < Infinity) this.armDeadlineTimer(next);
   }
 
   private lose(holding: Holding, why: string): void {
@@ -245,10 +268,7 @@ export class Holdings implements LeaseHost {
   private remove(holding: Holding, lease: Lease): void {
     this.stopRenewal(holding, lease);
     if (!holding.leases.delete(lease)) return;
-    if (holding.leases.size === 0) {
-      clearTimeout(holding.timer);
-      if (this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
-    }
+    if (holding.leases.size === 0 && this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
   }
 
   private holdingOf(lease: Lease): Holding {

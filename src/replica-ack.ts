@@ -47,10 +47,14 @@ export class ReplicaAckBackend implements LockBackend {
     return this.inner.keysFor(resource);
   }
 
-  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+  acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const ack = r.replicaAck;
+    return ack === undefined ? this.inner.acquire(r) : this.acquireAcked(r, ack);
+  }
+
+  private async acquireAcked(r: AcquireRequest, ack: ResolvedReplicaAck): Promise<AcquireOutcome> {
     const outcome = await this.inner.acquire(r);
-    const ack: ResolvedReplicaAck | undefined = r.replicaAck;
-    if (!outcome.granted || ack === undefined) return outcome;
+    if (!outcome.granted) return outcome;
     let acked: number;
     try {
       acked = await waitForReplicas(this.client, r.keys.slot, ack.replicas, ack.timeoutMs);

@@ -63,17 +63,18 @@ const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. La
  * Runs script `name` on `client`, which must have been passed to
  * {@link defineScripts}. On a Cluster, a call refused because its slot is
  * being migrated is tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}.
+ * (On one server the call's own promise is returned: no wrapper on the hot path.)
  */
-export async function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
+export function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
+  const first = invoke.apply(client, args);
+  if (!isCluster(client)) return first;
   const deadline = performance.now() + MIGRATION_RETRY_MS;
-  for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
-    try {
-      return await invoke.apply(client, args);
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      if (!isCluster(client) || !NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
-  }
+  const retry = async (error: unknown, delay: number): Promise<unknown> => {
+    const message = error instanceof Error ? error.message : String(error);
+    if (!NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    return invoke.apply(client, args).catch((next: unknown) => retry(next, Math.min(2 * delay, 400)));
+  };
+  return first.catch((error: unknown) => retry(error, 25));
 }
