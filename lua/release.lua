@@ -7,7 +7,9 @@
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] mode       'read' or 'write'
-  ARGV[3] channel    the lock's wake-up channel (same slot as the keys)
+  ARGV[3] channel    the lock's wake-up channel (same slot as the keys); the
+                     message is the mode, or 'mode:<token>' naming the one
+                     waiting writer that may get in next (see wakeMessage)
 
   Reply: { 1, holdsLeft }  released; holdsLeft = the owner's remaining holds of that mode
          { 0 }             the owner does not hold that mode (released, expired or never held)

@@ -151,7 +151,7 @@ export class RWLock {
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try
           // and the subscription cannot be missed.
-          watch = await ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs));
+          watch = await ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), mode === 'write' ? owner : undefined);
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);

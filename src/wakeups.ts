@@ -6,16 +6,30 @@ const LINGER_MS = 5_000;
 
 /**
  * One waiter's view of a lock's wake-up channel. `woken` turns true on every
- * release message; the waiter clears it before each try, so a release that
- * lands between a try and the following sleep ends that sleep at once.
+ * release message meant for it; the waiter clears it before each try, so a
+ * release that lands between a try and the following sleep ends that sleep
+ * at once.
  */
 export class Watch {
   woken = false;
   private wake: (() => void) | undefined;
 
-  constructor(private readonly leave: (watch: Watch) => void) {}
+  constructor(
+    private readonly leave: (watch: Watch) => void,
+    /** A waiting writer's owner token: it ignores messages that name another writer. */
+    private readonly writer?: string,
+  ) {}
 
-  notify(): void {
+  /**
+   * A message is the releaser's mode, or `mode:<token>` when only the writer
+   * with that token may get in next (lua/includes/state.lua, wakeMessage);
+   * no message (the hub closing) always wakes.
+   */
+  notify(message?: string): void {
+    if (message !== undefined && this.writer !== undefined) {
+      const colon = message.indexOf(':');
+      if (colon >= 0 && message.slice(colon + 1) !== this.writer) return;
+    }
     this.woken = true;
     this.wake?.();
   }
@@ -63,10 +77,12 @@ export class WakeupHub {
   /**
    * Starts watching `channel`; resolves once the subscription is confirmed, or
    * after `confirmWithinMs` at the latest (the waiter then relies on its
-   * re-checks until the subscription comes through).
+   * re-checks until the subscription comes through). A waiting writer passes
+   * its owner token, and is then not woken by releases that name another
+   * writer as next, except in `redlock` mode, where each node names its own.
    */
-  async watch(channel: string, confirmWithinMs: number): Promise<Watch> {
-    const watch = new Watch((w) => this.unwatch(channel, w));
+  async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
+    const watch = new Watch((w) => this.unwatch(channel, w), this.clients.length === 1 ? writer : undefined);
     let set = this.watchers.get(channel);
     if (!set) this.watchers.set(channel, (set = new Set()));
     set.add(watch);
@@ -134,8 +150,8 @@ export class WakeupHub {
       sub = isCluster(client)
         ? client.duplicate(undefined, { shardedSubscribers: true })
         : client.duplicate({ lazyConnect: false });
-      sub.on('smessage', (channel: string) => {
-        for (const w of this.watchers.get(channel) ?? []) w.notify();
+      sub.on('smessage', (channel: string, message: string) => {
+        for (const w of this.watchers.get(channel) ?? []) w.notify(message);
       });
       // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
       sub.on('error', () => undefined);

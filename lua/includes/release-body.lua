@@ -59,7 +59,7 @@ peerMirror(owner, now)
 local live = liveCount(now)
 if live == 0 then rcall('HSET', stateKey, 'fa', int(nowUs)) end
 if live <= 1 then
-  rcall('SPUBLISH', channel, mode)
+  rcall('SPUBLISH', channel, wakeMessage(mode, live, now))
   peerWake(mode)
 end
 refreshExpiry(now)

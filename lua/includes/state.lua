@@ -132,6 +132,21 @@ local function otherIntent(owner, now)
   return nil
 end
 
+-- What a release publishes: its mode, and, when one waiting writer is next
+-- (a live reader waiting to upgrade, else the queue's head once no holder is
+-- left), ':' and that writer's token. Waiting writers other than the one
+-- named sleep on (they could not get in), so a release wakes one writer, not
+-- the herd; waiting readers wake on every message.
+local function wakeMessage(mode, live, now)
+  local u = otherUpgrader('', now)
+  if u and (deadlineOf(u) or 0) > now then return mode .. ':' .. u end
+  if live == 0 then
+    local head = queueHead(now)
+    if head then return mode .. ':' .. head end
+  end
+  return mode
+end
+
 -- Make every key of the lock expire with the latest live deadline or waiter
 -- heartbeat (an abandoned lock disappears by itself), or delete them all when
 -- nothing is held and nobody waits.

@@ -61,6 +61,36 @@ forEachTopology('liveness', (ctx) => {
     await w.release();
   });
 
+  it('wakes only the writer that may get in next: one acquire per handoff, no herd', async () => {
+    const holder = open();
+    const held = await holder.lock('herd').acquireWrite();
+    const owners = ['w1', 'w2', 'w3', 'w4'];
+    const order: string[] = [];
+    // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
+    const waiters = owners.map(() => open({ recheckMs: 5_000 }));
+    const waiting: Promise<void>[] = [];
+    for (const [i, owner] of owners.entries()) {
+      waiting.push(
+        waiters[i]!
+          .lock('herd')
+          .acquireWrite({ owner, waitMs: 10_000 })
+          .then(async (lease) => {
+            order.push(owner);
+            await sleep(20);
+            await lease.release();
+          }),
+      );
+      while ((await holder.inspect('herd')).queue.length < i + 1) await sleep(5);
+    }
+    await sleep(300); // each waiter's try right after subscribing is done
+    const before = await scriptCalls(redis);
+    await held.release();
+    await Promise.all(waiting);
+    expect(order).to.deep.equal(owners);
+    // The holder's release, then per waiter its one acquire (woken by name) and its release.
+    expect((await scriptCalls(redis)) - before).to.equal(1 + 2 * owners.length);
+  });
+
   it('lets a waiting writer in through a continuous stream of overlapping readers', async function () {
     this.timeout(20_000);
     const readers = open();

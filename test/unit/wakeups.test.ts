@@ -27,6 +27,25 @@ describe('Watch (waiter sleep)', () => {
     expect(done).to.equal(true);
   });
 
+  it('lets a waiting writer sleep through releases that name another writer as next', async () => {
+    const writer = new Watch(() => undefined, 'me');
+    const reader = new Watch(() => undefined);
+    for (const message of ['write:other', 'read:other:with:colons', 'write:me:not-quite']) {
+      writer.notify(message);
+      reader.notify(message);
+      expect(writer.woken, message).to.equal(false);
+      expect(reader.woken, message).to.equal(true);
+      reader.woken = false;
+    }
+    for (const message of ['write:me', 'read', 'abandon']) {
+      writer.notify(message);
+      expect(writer.woken, message).to.equal(true);
+      writer.woken = false;
+    }
+    writer.notify(); // the hub closing
+    expect(writer.woken).to.equal(true);
+  });
+
   it('ends the sleep after its bound without a wake-up', async () => {
     const watch = new Watch(() => undefined);
     let done = false;
