@@ -8,7 +8,9 @@
   ARGV[2] leaseMs    lease length in ms
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
 
-  Reply: { 1, fence, leaseRemainingMs }   granted
+  Reply: fence                            granted for exactly leaseMs (an integer:
+                                          the common reply is the cheapest to decode)
+         { 1, fence, leaseRemainingMs }   granted; the owner already held it for longer
          { 0, retryAfterMs, reason }      refused; reason is
            'write'  another owner holds the write lock (retryAfterMs: its lease left)
            'intent' a writer waits, or a reader waits to upgrade (retryAfterMs: until it

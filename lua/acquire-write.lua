@@ -17,7 +17,9 @@
                      over at most MAX_SKIPS times in a row; newcomers (the
                      releaser among them) never pass waiters
 
-  Reply: { 1, fence, leaseRemainingMs }   granted
+  Reply: fence                            granted for exactly leaseMs (an integer:
+                                          the common reply is the cheapest to decode)
+         { 1, fence, leaseRemainingMs }   granted; the owner already held it for longer
          { 0, retryAfterMs, reason }      refused; reason is
            'write'   another owner holds write (retryAfterMs: its lease left)
            'read'    other owners hold read (retryAfterMs: until the first of their leases ends)

@@ -11,8 +11,10 @@
                      message is the mode, or 'mode:<token>' naming the one
                      waiting writer that may get in next (see wakeMessage)
 
-  Reply: { 1, holdsLeft }  released; holdsLeft = the owner's remaining holds of that mode
-         { 0 }             the owner does not hold that mode (released, expired or never held)
+  Reply: holdsLeft (>= 0)  released; the owner's remaining holds of that mode
+         -1               the owner does not hold that mode (released, expired or never held)
+  (Integers, not arrays: the client decodes an integer reply at a fraction
+  of the cost, and a release is on every cycle.)
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -29,7 +31,7 @@ local channel = ARGV[3]
 local held = rcall('HMGET', stateKey, 'o', 'w')
 if held[1] == owner and (held[2] == owner) == (mode == 'write') then
   rcall('DEL', stateKey)
-  return { 1, 0 }
+  return 0
 end
 
 -- @include state

@@ -33,19 +33,15 @@ export class HashBackend implements LockBackend {
   }
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+    const { state, leases, queue } = r.keys;
     const reply = (await (r.mode === 'read'
-      ? runScript(this.client, 'acquireRead', [...lockNames(r.keys), r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
-      : runScript(this.client, 'acquireWrite', [...lockNames(r.keys), r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as [
-      number,
-      number,
-      (number | string)?,
-    ];
-    return parseAcquireReply(reply);
+      ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
+      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as AcquireReply;
+    return parseAcquireReply(reply, r.leaseMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
-    const reply = (await runScript(this.client, 'release', [...lockNames(keys), owner, mode, keys.channel])) as [number];
-    return reply[0] === 1;
+    return ((await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel])) as number) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
@@ -110,7 +106,12 @@ function push<K>(map: Map<K, number[]>, key: K, value: number): void {
   else map.set(key, [value]);
 }
 
-export function parseAcquireReply(reply: [number, number, (number | string)?]): AcquireOutcome {
+/** An acquire script's reply (lua/acquire-write.lua): the bare fence, or an array. */
+export type AcquireReply = number | [number, number, (number | string)?];
+
+/** The outcome of an acquire script's reply; `leaseMs` is the lease asked for, which a bare fence was granted for. */
+export function parseAcquireReply(reply: AcquireReply, leaseMs: number): AcquireOutcome {
+  if (typeof reply === 'number') return { granted: true, fence: reply, leaseRemainingMs: leaseMs };
   if (reply[0] === 1) return { granted: true, fence: Number(reply[1]), leaseRemainingMs: Number(reply[2]) };
   return { granted: false, retryAfterMs: Math.max(0, Number(reply[1])), reason: reply[2] as BlockReason };
 }

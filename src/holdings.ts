@@ -11,7 +11,8 @@ import { redisFailure } from './redis.js';
  * lost, together.
  */
 class Holding {
-  readonly leases = new Set<Lease>();
+  /** Usually one: an array is cheaper than a Set at that size. */
+  readonly leases: Lease[] = [];
   /** Local monotonic time (performance.now) at which the lease counts as lost; never later than Redis' deadline. */
   expiresAt = 0;
 
@@ -39,9 +40,6 @@ export interface LossEvent {
  */
 export class Holdings implements LeaseHost {
   private readonly byId = new Map<string, Holding>();
-  private readonly holdingOfLease = new WeakMap<Lease, Holding>();
-  /** Auto-renewed leases whose renewal stopped because their release failed. */
-  private readonly renewalStopped = new WeakSet<Lease>();
   /** Auto-renewed leases held; the renewal timer runs while there are any. */
   private autoRenewed = 0;
   private renewTimer: NodeJS.Timeout | undefined;
@@ -101,8 +99,8 @@ export class Holdings implements LeaseHost {
     let holding = this.byId.get(id);
     if (!holding) this.byId.set(id, (holding = new Holding(id, resource, keys, owner)));
     const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew);
-    holding.leases.add(lease);
-    this.holdingOfLease.set(lease, holding);
+    holding.leases.push(lease);
+    lease.holding = holding;
     this.setDeadline(holding, Math.max(holding.expiresAt, sentAt + remainingMs));
     if (autoRenew) {
       holding.autoRenewed++;
@@ -255,8 +253,8 @@ export class Holdings implements LeaseHost {
 
   /** Stops counting `lease` among the auto-renewed ones (once). */
   private stopRenewal(holding: Holding, lease: Lease): void {
-    if (!lease.autoRenew || this.renewalStopped.has(lease) || !holding.leases.has(lease)) return;
-    this.renewalStopped.add(lease);
+    if (!lease.autoRenew || lease.renewalStopped || !holding.leases.includes(lease)) return;
+    lease.renewalStopped = true;
     holding.autoRenewed--;
     if (--this.autoRenewed === 0) {
       clearInterval(this.renewTimer);
@@ -267,12 +265,14 @@ export class Holdings implements LeaseHost {
   /** Forgets one lease; the holding goes with its last lease. */
   private remove(holding: Holding, lease: Lease): void {
     this.stopRenewal(holding, lease);
-    if (!holding.leases.delete(lease)) return;
-    if (holding.leases.size === 0 && this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
+    const at = holding.leases.indexOf(lease);
+    if (at < 0) return;
+    holding.leases.splice(at, 1);
+    if (holding.leases.length === 0 && this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
   }
 
   private holdingOf(lease: Lease): Holding {
-    const holding = this.holdingOfLease.get(lease);
+    const holding = lease.holding as Holding | undefined;
     if (holding && this.byId.get(holding.id) === holding) return holding;
     throw new ClientClosedError(`the lease on "${lease.resource}" belongs to a closed LockClient`, {
       resource: lease.resource,

@@ -22,6 +22,10 @@ export class Lease implements AsyncDisposable {
   private lostReason: unknown;
   /** @internal */
   pending: Promise<void> | undefined;
+  /** @internal The client's record of what this lease's owner holds on its lock. */
+  holding: object | undefined;
+  /** @internal True once renewal stopped because a release failed. */
+  renewalStopped = false;
   /**
    * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
    * mode, the fewest of any granting node); undefined when not asked for.

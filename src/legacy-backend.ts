@@ -1,7 +1,7 @@
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
 import type { LockMode } from './errors.js';
 import { extendByGroup } from './extend-groups.js';
-import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash-backend.js';
+import { describeState, EXTEND_BATCH, parseAcquireReply, type AcquireReply } from './hash-backend.js';
 import type { LockKeys } from './keys.js';
 import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
 import { isCluster, type RedisClient } from './redis.js';
@@ -37,20 +37,13 @@ export class LegacyBackend implements LockBackend {
     const names = legacyNames(r.keys);
     const reply = (await (r.mode === 'read'
       ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
-      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as [
-      number,
-      number,
-      (number | string)?,
-    ];
-    return parseAcquireReply(reply);
+      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as AcquireReply;
+    return parseAcquireReply(reply, r.leaseMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
     const k = asLegacy(keys);
-    const reply = (await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel])) as [
-      number,
-    ];
-    return reply[0] === 1;
+    return ((await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel])) as number) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {

@@ -101,7 +101,7 @@ export class RWLock {
     const base: RWLockErrorContext = { resource, mode };
     const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
     const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base);
-    const context = { ...base, owner };
+    const context: RWLockErrorContext = { resource, mode, owner };
     const autoRenew = o.leaseMs === undefined;
     const leaseMs = autoRenew ? ctx.options.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS, context);
     const waitMs =

@@ -186,13 +186,16 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
  * such as `leasems` would otherwise be silently ignored) and inherited ones
  * ignored, so a polluted prototype cannot inject options.
  */
+/** What `ownOptions` returns for no options: shared, since every acquire without options gets it. */
+const NO_OPTIONS: Readonly<Record<string, unknown>> = Object.freeze(Object.create(null) as Record<string, unknown>);
+
 export function ownOptions<K extends string>(
   value: unknown,
   allowed: readonly K[],
   argument: string,
   context: RWLockErrorContext = {},
 ): Partial<Record<K, unknown>> {
-  if (value === undefined) return {};
+  if (value === undefined) return NO_OPTIONS as Partial<Record<K, unknown>>;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new InvalidArgumentError(argument, `must be an object, got ${describe(value)}`, context);
   }

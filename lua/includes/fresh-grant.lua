@@ -8,13 +8,14 @@
   moves it into leasesKey (spill in state.lua).
   Expects: rcall, stateKey, leasesKey, owner, leaseMs, and FRESH_HOLD, the
   hash fields of the hold (the writer's, or one reader's).
-  The fence is the server clock in us, as a string (a Lua number would lose
-  digits when written); the lock had no earlier fence to stay above.
+  The fence is the server clock in us (written as a string: Lua's number
+  formatting would lose digits); the lock had no earlier fence to stay above.
+  The reply is the bare fence: granted for exactly leaseMs.
 ]]
 if rcall('EXISTS', stateKey, leasesKey) == 0 then
   local t = rcall('TIME')
   local fence = t[1] .. string.sub('00000' .. t[2], -6)
   rcall('HSET', stateKey, 'f', fence, 'o', owner, unpack(FRESH_HOLD))
   rcall('PEXPIRE', stateKey, leaseMs)
-  return { 1, fence, leaseMs }
+  return t[1] * 1000000 + t[2]
 end

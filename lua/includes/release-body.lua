@@ -23,31 +23,31 @@ if mine and mine > now and rcall('ZCARD', leasesKey) == 1 and rcall('EXISTS', qu
     peerMirror(owner, now)
     rcall('SPUBLISH', channel, mode)
     peerWake(mode)
-    return { 1, 0 }
+    return 0
   end
 end
 
 pruneExpired(now)
-if not mine then return { 0 } end
+if not mine then return -1 end
 if mine <= now then
   removeOwner(owner)
   peerMirror(owner, now)
   refreshExpiry(now)
-  return { 0 }
+  return -1
 end
 
 local left
 if mode == 'write' then
-  if rcall('HGET', stateKey, 'w') ~= owner then return { 0 } end
+  if rcall('HGET', stateKey, 'w') ~= owner then return -1 end
   left = rcall('HINCRBY', stateKey, 'wc', -1)
   if left == 0 then rcall('HDEL', stateKey, 'w', 'wc') end
 else
   local field = 'r:' .. owner
-  if not rcall('HGET', stateKey, field) then return { 0 } end
+  if not rcall('HGET', stateKey, field) then return -1 end
   left = rcall('HINCRBY', stateKey, field, -1)
   if left == 0 then rcall('HDEL', stateKey, field) end
 end
-if left > 0 then return { 1, left } end
+if left > 0 then return left end
 
 if rcall('HGET', stateKey, 'w') ~= owner and rcall('HEXISTS', stateKey, 'r:' .. owner) == 0 then
   rcall('ZREM', leasesKey, owner)
@@ -63,4 +63,4 @@ if live <= 1 then
   peerWake(mode)
 end
 refreshExpiry(now)
-return { 1, 0 }
+return 0

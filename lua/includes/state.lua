@@ -194,9 +194,11 @@ local function leaseList()
 end
 
 -- Record a grant to `owner` until now + leaseMs (never shortening a longer
--- deadline it already has) and return the fence: strictly larger than the
--- last one stored, and never below the server clock in us, so fences keep
--- growing across the deletion or expiry of the hash.
+-- deadline it already has) and return the reply: the bare fence when the
+-- lease runs exactly leaseMs, else { 1, fence, leaseRemainingMs }. The fence
+-- is strictly larger than the last one stored, and never below the server
+-- clock in us, so fences keep growing across the deletion or expiry of the
+-- hash.
 local function grant(owner, now, nowUs, leaseMs)
   local deadline = now + leaseMs
   local current = deadlineOf(owner)
@@ -206,5 +208,6 @@ local function grant(owner, now, nowUs, leaseMs)
   if nowUs > fence then fence = nowUs end
   rcall('HSET', stateKey, 'f', int(fence))
   refreshExpiry(now)
+  if deadline - now == leaseMs then return fence end
   return { 1, fence, deadline - now }
 end

@@ -244,14 +244,14 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Step):
         s.op === 'read'
           ? [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0']
           : [...names, s.owner, LEASE_MS, s.wait ? BEAT_MS : 0, config.fair ? '1' : '0'];
-      const outcome = parseAcquireReply((await runScript(redis, s.op === 'read' ? 'acquireRead' : 'acquireWrite', args)) as never);
+      const outcome = parseAcquireReply((await runScript(redis, s.op === 'read' ? 'acquireRead' : 'acquireWrite', args)) as never, LEASE_MS);
       if (!outcome.granted) return { reply: `refused:${outcome.reason}` };
       expect(outcome.leaseRemainingMs).to.be.within(1, LEASE_MS);
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const [ok, left] = (await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel])) as [number, number?];
-      return { reply: ok === 1 ? `released:${left}` : 'not held' };
+      const left = (await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel])) as number;
+      return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
       const [left] = (await runScript(redis, 'extend', [3, ...names, ...names, s.owner, LEASE_MS])) as [number];
@@ -260,9 +260,13 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Step):
     case 'abandon':
       return { reply: await runScript(redis, 'abandon', [...names, s.owner, s.dropHolds ? '1' : '0', keys.channel]) };
     case 'expire':
-      // The owner's deadline passes. A sole holder kept in the hash alone (o) takes the hash with it, as its expiry would.
-      if ((await redis.hget(keys.state, 'o')) === s.owner) await redis.pexpireat(keys.state, 1);
-      else await redis.zadd(keys.leases, 'XX', 1, s.owner);
+      // The owner's deadline passes while its stale fields stay (they are pruned lazily, as the model's zombies).
+      // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.
+      if ((await redis.hget(keys.state, 'o')) === s.owner) {
+        const at = await redis.pexpiretime(keys.state);
+        await redis.multi().zadd(keys.leases, at, s.owner).pexpireat(keys.leases, at).hdel(keys.state, 'o').exec();
+      }
+      await redis.zadd(keys.leases, 'XX', 1, s.owner);
       return { reply: null };
   }
 }
