@@ -67,57 +67,93 @@ export async function cycleLoop(
   return { cycles, elapsedMs: performance.now() - start, latencies };
 }
 
-export async function measureCycles(
-  topology: Topology,
-  config: BenchConfig,
-  lib: LibName,
-  inFlight: number,
-  tag: string,
-): Promise<CycleResult> {
-  const c = config.uncontended;
+/** One library's side of a run at one concurrency: its connection, adapter and running totals. */
+interface Contestant {
+  readonly lib: LibName;
+  readonly redis: ReturnType<Topology['client']>;
+  readonly sent: SentCounter;
+  readonly adapter: LockAdapter;
+  readonly resources: string[];
+  cycles: number;
+  elapsedMs: number;
+  readonly latencies: number[];
+  clientCpuUs: number;
+  serverCpuS: number;
+  scriptCalls: number;
+  scriptUsec: number;
+  redirects: number;
+  sentCount: number;
+}
+
+async function enter(topology: Topology, config: BenchConfig, lib: LibName, inFlight: number, tag: string): Promise<Contestant> {
   const redis = topology.client();
   const sent = new SentCounter();
   sent.attach(redis);
   await ready(redis);
   const adapter = makeAdapter(lib, redis, config.fastRetryMs);
-  try {
-    const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${inFlight}:${i}`);
-    await cycleLoop(adapter, lib, resources, c.warmupMs, c.maxCycles, false);
-    const before = await snapshot(topology);
-    const serverCpuBefore = await serverCpuSeconds(topology);
-    sent.reset();
-    const cpuBefore = process.cpuUsage();
-    const run = await cycleLoop(adapter, lib, resources, c.durationMs, c.maxCycles, true);
-    const cpu = process.cpuUsage(cpuBefore);
-    const serverCpu = (await serverCpuSeconds(topology)) - serverCpuBefore;
-    const sentCount = sent.count;
-    const d = delta(before, await snapshot(topology));
-    return {
-      lib,
-      inFlight,
-      cycles: run.cycles,
-      cyclesPerSec: (run.cycles * 1000) / run.elapsedMs,
-      p50Ms: percentile(run.latencies, 50),
-      p99Ms: percentile(run.latencies, 99),
-      scriptsPerCycle: d.scriptCalls / run.cycles,
-      sentPerCycle: sentCount / run.cycles,
-      redirects: d.redirects,
-      serverUsecPerScript: d.scriptCalls > 0 ? d.scriptUsec / d.scriptCalls : null,
-      clientCpuUsPerCycle: (cpu.user + cpu.system) / run.cycles,
-      serverCpuUsPerCycle: (serverCpu * 1e6) / run.cycles,
-    };
-  } finally {
-    await adapter.close();
-    redis.disconnect();
-  }
+  const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${inFlight}:${i}`);
+  await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false);
+  return { lib, redis, sent, adapter, resources, cycles: 0, elapsedMs: 0, latencies: [], clientCpuUs: 0, serverCpuS: 0, scriptCalls: 0, scriptUsec: 0, redirects: 0, sentCount: 0 };
 }
 
-/** One run: every library at every concurrency, libraries interleaved so drift hits all alike. */
+/** One timed slice of `c`'s cycles, added to its totals. */
+async function slice(topology: Topology, config: BenchConfig, c: Contestant): Promise<void> {
+  const u = config.uncontended;
+  const before = await snapshot(topology);
+  const serverCpuBefore = await serverCpuSeconds(topology);
+  c.sent.reset();
+  const cpuBefore = process.cpuUsage();
+  const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / u.slices, Math.ceil(u.maxCycles / u.slices), true);
+  const cpu = process.cpuUsage(cpuBefore);
+  c.serverCpuS += (await serverCpuSeconds(topology)) - serverCpuBefore;
+  c.sentCount += c.sent.count;
+  const d = delta(before, await snapshot(topology));
+  c.cycles += run.cycles;
+  c.elapsedMs += run.elapsedMs;
+  for (const l of run.latencies) c.latencies.push(l);
+  c.clientCpuUs += cpu.user + cpu.system;
+  c.scriptCalls += d.scriptCalls;
+  c.scriptUsec += d.scriptUsec;
+  c.redirects += d.redirects;
+}
+
+function result(c: Contestant, inFlight: number): CycleResult {
+  return {
+    lib: c.lib,
+    inFlight,
+    cycles: c.cycles,
+    cyclesPerSec: (c.cycles * 1000) / c.elapsedMs,
+    p50Ms: percentile(c.latencies, 50),
+    p99Ms: percentile(c.latencies, 99),
+    scriptsPerCycle: c.scriptCalls / c.cycles,
+    sentPerCycle: c.sentCount / c.cycles,
+    redirects: c.redirects,
+    serverUsecPerScript: c.scriptCalls > 0 ? c.scriptUsec / c.scriptCalls : null,
+    clientCpuUsPerCycle: c.clientCpuUs / c.cycles,
+    serverCpuUsPerCycle: (c.serverCpuS * 1e6) / c.cycles,
+  };
+}
+
+/**
+ * One run: every library at every concurrency. The measurement of each
+ * concurrency is cut into slices taken round-robin over the libraries, so
+ * every library is measured across the same stretch of wall time and a
+ * shared machine's drift hits all alike (one window per library, one after
+ * the other, gave per-run ratios that moved by ±30 %).
+ */
 export async function uncontendedRun(topology: Topology, config: BenchConfig, tag: string, libs: readonly LibName[]): Promise<CycleResult[]> {
   const out: CycleResult[] = [];
   for (const inFlight of config.uncontended.inFlight) {
-    for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l))) {
-      out.push(await measureCycles(topology, config, lib, inFlight, tag));
+    const contestants: Contestant[] = [];
+    try {
+      for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l))) contestants.push(await enter(topology, config, lib, inFlight, tag));
+      for (let k = 0; k < config.uncontended.slices; k++) for (const c of contestants) await slice(topology, config, c);
+      out.push(...contestants.map((c) => result(c, inFlight)));
+    } finally {
+      for (const c of contestants) {
+        await c.adapter.close();
+        c.redis.disconnect();
+      }
     }
   }
   return out;
