@@ -12,6 +12,9 @@ import { isClosed, isUsableClient, type RedisClient } from './redis.js';
 import { redlockClients } from './redlock-backend.js';
 import { WakeupHub } from './wakeups.js';
 
+/** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
+const RECENT_LOCKS = 1024;
+
 /** The events a {@link LockClient} emits, with their arguments. */
 export interface LockClientEvents {
   /** A held lease was lost: its lock expired or was taken over before release. */
@@ -30,6 +33,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly ctx: LockContext;
   private readonly clients: readonly RedisClient[];
   private isClosedFlag = false;
+  /** Recently used locks by resource: a lock is immutable, and reusing one skips validating and hashing the name. */
+  private readonly recentLocks = new Map<string, RWLock>();
 
   constructor(redis: RedisClient | readonly RedisClient[], options?: LockClientOptions) {
     super();
@@ -66,7 +71,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** The read-write lock of `resource`. */
   lock(resource: string): RWLock {
     this.assertOpen({ resource });
-    return new RWLock(this.ctx, resource);
+    let lock = this.recentLocks.get(resource);
+    if (!lock) {
+      lock = new RWLock(this.ctx, resource);
+      if (this.recentLocks.size >= RECENT_LOCKS) this.recentLocks.clear();
+      this.recentLocks.set(resource, lock);
+    }
+    return lock;
   }
 
   /**
