@@ -110,32 +110,40 @@ export class Holdings implements LeaseHost {
     return lease;
   }
 
-  async releaseLease(lease: Lease): Promise<void> {
-    if (lease.state === 'released') return;
-    if (lease.state === 'lost') throw notHeld(lease);
+  /** Releases one lease (a promise chain, not async functions: this runs on every cycle). */
+  releaseLease(lease: Lease): Promise<void> {
+    if (lease.state === 'released') return Promise.resolve();
+    if (lease.state === 'lost') return Promise.reject(notHeld(lease));
     if (lease.pending) return lease.pending;
-    const holding = this.holdingOf(lease);
-    const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-    lease.pending = (async () => {
-      let held: boolean;
-      try {
-        held = await this.backend.release(holding.keys, lease.mode, lease.token);
-      } catch (error) {
+    let holding: Holding;
+    try {
+      holding = this.holdingOf(lease);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    lease.pending = this.backend.release(holding.keys, lease.mode, lease.token).then(
+      (held) => {
+        lease.pending = undefined;
+        if (!held) {
+          this.lose(holding, 'Redis no longer holds it (its lease ran out or it was released by force)');
+          throw notHeld(lease);
+        }
+        lease.state = 'released';
+        this.remove(holding, lease);
+      },
+      (error: unknown) => {
+        lease.pending = undefined;
         // The release may or may not have run. Renewing on would keep the lock held for as
         // long as this client lives if it did not: stop, so it frees itself within one lease
         // (a retried release() still works while it is live).
         this.stopRenewal(holding, lease);
-        throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, context);
-      } finally {
-        lease.pending = undefined;
-      }
-      if (!held) {
-        this.lose(holding, 'Redis no longer holds it (its lease ran out or it was released by force)');
-        throw notHeld(lease);
-      }
-      lease.state = 'released';
-      this.remove(holding, lease);
-    })();
+        throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, {
+          resource: lease.resource,
+          mode: lease.mode,
+          owner: lease.token,
+        });
+      },
+    );
     return lease.pending;
   }
 

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { InvalidArgumentError } from './errors.js';
+import { CrossSlotError, InvalidArgumentError } from './errors.js';
 
 /** Longest resource name accepted, in UTF-8 bytes. */
 export const MAX_RESOURCE_BYTES = 4096;
@@ -97,15 +97,33 @@ export function validateResource(resource: unknown): string {
 }
 
 /**
- * The names of one lock. Each is built around `slotPart(resource)`, whose
- * hash tag decides the slot of all of them, so they share one slot by
- * construction (test/unit/keys.property.test.ts checks it for any resource),
- * and that slot is the slot of the part itself.
+ * The names of one lock, checked to share a slot before anything is sent, so
+ * a bad layout is a clear error here and never a CROSSSLOT reply. (Built
+ * around one hash tag, they always do: test/unit/keys.property.test.ts; the
+ * check costs a few CRC16s per resource, since `lock()` reuses its locks.)
  */
 export function lockKeys(prefix: string, resource: string): LockKeys {
   const part = slotPart(resource);
   const state = `${prefix}:${part}`;
-  return { state, leases: `${prefix}#leases:${part}`, queue: `${prefix}#queue:${part}`, channel: state, slot: calculateSlot(part) };
+  const leases = `${prefix}#leases:${part}`;
+  const queue = `${prefix}#queue:${part}`;
+  return { state, leases, queue, channel: state, slot: assertSameSlot(resource, [state, leases, queue]) };
+}
+
+/** The common slot of `names`, or a {@link CrossSlotError} naming the culprits. */
+export function assertSameSlot(resource: string, names: readonly string[]): number {
+  const slot = calculateSlot(names[0]!);
+  for (const name of names) {
+    const other = calculateSlot(name);
+    if (other !== slot) {
+      throw new CrossSlotError(
+        `the names of lock "${resource}" hash to different Cluster slots ("${names[0]}" to ${slot}, ` +
+          `"${name}" to ${other}); give them a common hash tag such as {${resource}}`,
+        { resource },
+      );
+    }
+  }
+  return slot;
 }
 
 /** A short description of a bad value for error messages. */

@@ -69,12 +69,20 @@ export function runScript(client: RedisClient, name: ScriptName, args: (string |
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
   const first = invoke.apply(client, args);
   if (!isCluster(client)) return first;
+  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args, error));
+}
+
+/** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
+async function retryWhileMigrating(client: RedisClient, invoke: Invoke, args: (string | number)[], error: unknown): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
-  const retry = async (error: unknown, delay: number): Promise<unknown> => {
+  for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
     const message = error instanceof Error ? error.message : String(error);
     if (!NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
     await new Promise((resolve) => setTimeout(resolve, delay));
-    return invoke.apply(client, args).catch((next: unknown) => retry(next, Math.min(2 * delay, 400)));
-  };
-  return first.catch((error: unknown) => retry(error, 25));
+    try {
+      return await invoke.apply(client, args);
+    } catch (next) {
+      error = next;
+    }
+  }
 }

@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { expect } from 'chai';
-import { InvalidArgumentError } from '../../src/errors.js';
-import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys.js';
+import { CrossSlotError, InvalidArgumentError } from '../../src/errors.js';
+import { assertSameSlot, hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys.js';
 
 describe('key routing', () => {
   it('wraps a resource without a hash tag in braces', () => {
@@ -65,6 +65,10 @@ describe('key routing', () => {
     expect(slotPart('plain')).to.equal('{plain}');
     expect(slotPart('{}x')).to.equal('{{}x}');
     expect(slotPart('t{1}')).to.equal('t{1}');
+  });
+
+  it('refuses names whose slots differ with a CrossSlotError naming them', () => {
+    expect(() => assertSameSlot('r', ['{a}x', '{b}x'])).to.throw(CrossSlotError, /different Cluster slots/);
   });
 
   describe('validation', () => {
