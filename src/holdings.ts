@@ -101,7 +101,7 @@ export class Holdings implements LeaseHost {
     const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew);
     holding.leases.push(lease);
     lease.holding = holding;
-    this.setDeadline(holding, Math.max(holding.expiresAt, sentAt + remainingMs));
+    this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, remainingMs)));
     if (autoRenew) {
       holding.autoRenewed++;
       this.autoRenewed++;
@@ -164,7 +164,7 @@ export class Holdings implements LeaseHost {
       this.lose(holding, 'Redis no longer holds it');
       throw lost(lease, 'Redis no longer holds it');
     }
-    if (this.byId.get(holding.id) === holding) this.setDeadline(holding, sentAt + remaining);
+    if (this.byId.get(holding.id) === holding) this.setDeadline(holding, localDeadline(sentAt, remaining));
   }
 
   /**
@@ -204,7 +204,7 @@ export class Holdings implements LeaseHost {
       due.forEach((holding, i) => {
         if (this.byId.get(holding.id) !== holding) return; // released meanwhile
         if (Number.isNaN(results[i])) return; // its node could not be asked: next period, or the deadline decides
-        if (results[i]! > 0) this.setDeadline(holding, now + results[i]!);
+        if (results[i]! > 0) this.setDeadline(holding, localDeadline(now, results[i]!));
         else this.lose(holding, 'renewal found it no longer held');
       });
     } finally {
@@ -238,7 +238,8 @@ export class Holdings implements LeaseHost {
     const now = performance.now();
     let next = Infinity;
     for (const holding of [...this.byId.values()]) {
-      if (holding.expiresAt <= now) this.lose(holding, 'its lease ran out without renewal');
+      // A timer may fire up to its 1 ms resolution before `at`: count that as run out (the safe side).
+      if (holding.expiresAt <= now + CLOCK_RESOLUTION_MS) this.lose(holding, 'its lease ran out without renewal');
       else if (holding.expiresAt < next) next = holding.expiresAt;
     }
     if (next < Infinity) this.armDeadlineTimer(next);
@@ -288,6 +289,20 @@ export class Holdings implements LeaseHost {
       owner: lease.token,
     });
   }
+}
+
+/** Redis counts deadlines in whole ms, and Node's timers fire with 1 ms resolution. */
+const CLOCK_RESOLUTION_MS = 1;
+
+/**
+ * The local (performance.now) deadline of a lease granted or renewed for
+ * `remainingMs` by a script sent at `sentAt`. The server's deadline is its
+ * clock in whole ms (truncated) at the grant plus `remainingMs`, so up to
+ * 1 ms before `grant + remainingMs`; the grant comes after `sentAt`, so this
+ * is never later than the server's deadline.
+ */
+function localDeadline(sentAt: number, remainingMs: number): number {
+  return sentAt + remainingMs - CLOCK_RESOLUTION_MS;
 }
 
 function holdingId(keys: LockKeys, owner: string): string {
