@@ -181,14 +181,14 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   replicaAck: undefined,
 });
 
+/** What `ownOptions` returns for no options: shared, since every acquire without options gets it. */
+const NO_OPTIONS: Readonly<Record<string, unknown>> = Object.freeze(Object.create(null) as Record<string, unknown>);
+
 /**
  * The own properties of an options object, with unknown names refused (a typo
  * such as `leasems` would otherwise be silently ignored) and inherited ones
  * ignored, so a polluted prototype cannot inject options.
  */
-/** What `ownOptions` returns for no options: shared, since every acquire without options gets it. */
-const NO_OPTIONS: Readonly<Record<string, unknown>> = Object.freeze(Object.create(null) as Record<string, unknown>);
-
 export function ownOptions<K extends string>(
   value: unknown,
   allowed: readonly K[],
