@@ -23,8 +23,7 @@ for k = 1, #ARGV / 5 do
   local at = 5 * (k - 1)
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
-  spill()
-  local mine = deadlineOf(owner)
+  local mine = spilledDeadlineOf(owner)
   if mine and mine > now then
     local deadline = int(now + leaseMs)
     rcall('ZADD', leasesKey, deadline, owner)

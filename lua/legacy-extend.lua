@@ -27,8 +27,7 @@ for k = 1, #ARGV / 8 do
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   readKey, writeKey, readersKey = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local owner, leaseMs = ARGV[at + 7], tonumber(ARGV[at + 8])
-  spill()
-  local mine = deadlineOf(owner)
+  local mine = spilledDeadlineOf(owner)
   if mine and mine > now and peerIntact(owner) then
     rcall('ZADD', leasesKey, int(now + leaseMs), owner)
     refreshExpiry(now)

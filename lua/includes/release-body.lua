@@ -5,8 +5,7 @@
   documented in lua/release.lua.
 ]]
 local now, nowUs = serverTime()
-spill()
-local mine = deadlineOf(owner)
+local mine = spilledDeadlineOf(owner)
 
 -- The caller is the only holder, with one hold, and nobody queues: everything
 -- goes in a handful of commands, and waiters that saw it held are woken.

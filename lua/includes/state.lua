@@ -18,8 +18,8 @@
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
     queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
   Apart from the sole holder in `o`, an owner holds something exactly while
-  it is a member of leasesKey with a deadline in the future; the hash fields of expired owners, and waiters
-  whose heartbeat lapsed, are pruned lazily.
+  it is a member of leasesKey with a deadline in the future; the hash fields
+  of expired owners, and waiters whose heartbeat lapsed, are pruned lazily.
 ]]
 
 -- How many expired owners one call prunes at most: bounds every call's work,
@@ -179,6 +179,17 @@ local function spill()
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
   rcall('HDEL', stateKey, 'o')
+end
+
+-- The owner's deadline in leasesKey, for scripts that act on the caller's own
+-- hold (release, extend). Only when the owner is not there can it be a sole
+-- holder kept in the hash alone (`o` and leasesKey never coexist), so only
+-- then is spill() needed: a renewal of the usual layout reads nothing more.
+local function spilledDeadlineOf(owner)
+  local d = deadlineOf(owner)
+  if d then return d end
+  spill()
+  return deadlineOf(owner)
 end
 
 -- Every live owner and its deadline (flat owner, deadline array), the sole
