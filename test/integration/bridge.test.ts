@@ -2,8 +2,9 @@ import { expect } from 'chai';
 import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { interopSuite, sleep } from '../support/interop-suite.js';
+import { interopSuite } from '../support/interop-suite.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { eventually } from '../support/eventually.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
 
@@ -47,7 +48,7 @@ forEachTopology('bridge mode', (ctx) => {
     it('queues its readers behind a waiting hash-mode writer (writer preference holds across modes)', async () => {
       const br = await bridge.lock(R).acquireRead();
       const waiting = hash.lock(R).acquireWrite({ waitMs: 5_000 });
-      await sleep(100);
+      await eventually('the hash-mode writer to wait', async () => (await hash.inspect(R)).waitingWriter !== null);
       expect(await bridge.lock(R).tryAcquireRead()).to.equal(null);
       await br.release();
       const hw = await waiting;
@@ -58,7 +59,7 @@ forEachTopology('bridge mode', (ctx) => {
       const br = await bridge.lock(R).acquireRead();
       const hr = await hash.lock(R).acquireRead();
       const upgrading = bridge.lock(R).acquireWrite({ owner: br.token, waitMs: 5_000 });
-      await sleep(100);
+      await eventually('the bridge reader to wait to upgrade', async () => (await hash.inspect(R)).waitingWriter?.owner === br.token);
       const error = await hash.lock(R).acquireWrite({ owner: hr.token, waitMs: 1_000 }).then(() => undefined, (e: unknown) => e);
       expect(error).to.be.instanceOf(UpgradeConflictError);
       await hr.release();

@@ -9,7 +9,7 @@ import { main } from '../../src/cli/main.js';
 import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
-import { sleep } from '../support/interop-suite.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { allKeys, targetOf } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 

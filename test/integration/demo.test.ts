@@ -13,6 +13,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { DemoSummary } from '../../src/demo/index.js';
 import { isPortFree } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DEMO = path.join(ROOT, 'src/demo/main.ts');
@@ -52,14 +53,6 @@ function startDemo(args: readonly string[], { cli = false } = {}): DemoRun {
     }),
   );
   return { pid: child.pid!, stderr: () => stderr, exited, kill: (signal) => child.kill(signal) };
-}
-
-async function waitFor(what: string, condition: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
 }
 
 /** Temp dirs of redis-server processes started by `pid` (the harness names them `redis-rwlock-<pid>-*`). */
@@ -154,7 +147,7 @@ describe('the demo', function () {
 
     it('stops cleanly on SIGINT: every lock released, every server stopped, exit code 130', async () => {
       const run = startDemo(['--duration', '60s', ...LIGHT]);
-      await waitFor('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()));
+      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
       expect(serverProcessesOf(run.pid)).to.have.length(6);
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       run.kill('SIGINT');
@@ -194,7 +187,7 @@ describe('the demo', function () {
 
     it('releases every lock when stopped by SIGINT', async () => {
       const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);
-      await waitFor('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()));
+      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       run.kill('SIGINT');
       const { code, summary, stderr } = await run.exited;

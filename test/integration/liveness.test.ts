@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { AcquireTimeoutError, LockClient, RedisUnavailableError, type Lease, type LockClientOptions } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { defineScripts, runScript } from '../../src/scripts.js';
+import { eventually } from '../support/eventually.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -62,6 +63,7 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('wakes only the writer that may get in next: one acquire per handoff, no herd', async () => {
+    const start = await scriptCalls(redis);
     const holder = open();
     const held = await holder.lock('herd').acquireWrite();
     const owners = ['w1', 'w2', 'w3', 'w4'];
@@ -69,6 +71,7 @@ forEachTopology('liveness', (ctx) => {
     // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
     const waiters = owners.map(() => open({ recheckMs: 5_000 }));
     const waiting: Promise<void>[] = [];
+    let inspects = 0;
     for (const [i, owner] of owners.entries()) {
       waiting.push(
         waiters[i]!
@@ -80,10 +83,15 @@ forEachTopology('liveness', (ctx) => {
             await lease.release();
           }),
       );
-      while ((await holder.inspect('herd')).queue.length < i + 1) await sleep(5);
+      await eventually(`${owner} to queue`, async () => {
+        inspects++;
+        return (await holder.inspect('herd')).queue.length === i + 1;
+      });
     }
-    await sleep(300); // each waiter's try right after subscribing is done
-    const before = await scriptCalls(redis);
+    // Until now: the holder's acquire, per waiter its first try and its try right after
+    // subscribing, and our inspects. Wait for those, so that what follows counts alone.
+    const before = start + 1 + 2 * owners.length + inspects;
+    await eventually('each waiter to try again after subscribing', async () => (await scriptCalls(redis)) === before);
     await held.release();
     await Promise.all(waiting);
     expect(order).to.deep.equal(owners);
@@ -189,8 +197,9 @@ forEachTopology('liveness', (ctx) => {
     const order: string[] = [];
     const arrivals = ['first', 'second', 'third', 'fourth'];
     const waiting: Promise<void>[] = [];
-    for (const owner of arrivals) {
-      // Each on a connection of its own, arriving 50 ms apart.
+    const queued = async () => (await locks.inspect('fifo')).queue.map((w) => w.owner);
+    for (const [i, owner] of arrivals.entries()) {
+      // Each on a connection of its own, arriving once the one before it is queued.
       const own = open({ fair: true });
       waiting.push(
         own
@@ -202,9 +211,9 @@ forEachTopology('liveness', (ctx) => {
             await lease.release();
           }),
       );
-      await sleep(50);
+      await eventually(`${owner} to queue`, async () => (await queued()).length === i + 1);
     }
-    expect((await locks.inspect('fifo')).queue.map((w) => w.owner)).to.deep.equal(arrivals);
+    expect(await queued()).to.deep.equal(arrivals);
     await holder.release();
     await Promise.all(waiting);
     expect(order).to.deep.equal(arrivals);

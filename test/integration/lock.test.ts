@@ -14,6 +14,7 @@ import type { RedisClient } from '../../src/redis.js';
 import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
 
 forEachTopology('read-write lock', (ctx) => {
@@ -93,7 +94,7 @@ forEachTopology('read-write lock', (ctx) => {
     const a = await lock.acquireRead();
     const b = await lock.acquireRead();
     const upgradeA = lock.acquireWrite({ owner: a.token, waitMs: 5_000 });
-    await sleep(50); // A is now waiting for B to leave
+    await eventually('A to wait to upgrade', async () => (await lock.inspect()).waitingWriter?.owner === a.token);
     const started = performance.now();
     const error = await rejection(lock.acquireWrite({ owner: b.token, waitMs: 5_000 }));
     expect(error).to.be.instanceOf(UpgradeConflictError);
@@ -192,8 +193,7 @@ forEachTopology('read-write lock', (ctx) => {
     const lock = locks.lock('preference');
     const r = await lock.acquireRead();
     const writer = lock.acquireWrite({ waitMs: 5_000 });
-    await sleep(100);
-    expect((await lock.inspect()).waitingWriter).to.not.equal(null);
+    await eventually('the writer to wait', async () => (await lock.inspect()).waitingWriter !== null);
     expect(await lock.tryAcquireRead()).to.equal(null);
     const reentrant = await lock.tryAcquireRead({ owner: r.token }); // a holder is never queued
     expect(reentrant).to.not.equal(null);
@@ -317,7 +317,7 @@ forEachTopology('read-write lock', (ctx) => {
     expect(lock.keys.state).to.equal('rwlock:user:{42}:profile');
     const r = await lock.acquireRead({ owner: 'reader-1' });
     const waiting = lock.acquireWrite({ owner: 'writer-1', waitMs: 5_000 });
-    await sleep(100);
+    await eventually('writer-1 to wait', async () => (await lock.inspect()).waitingWriter !== null);
     const info = await lock.inspect();
     expect(info).to.include({ resource: 'user:{42}:profile', mode: 'read', key: 'rwlock:user:{42}:profile' });
     expect(info.readers).to.have.length(1);

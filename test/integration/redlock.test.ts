@@ -17,16 +17,8 @@ import {
 import { startRedisMasters, type RedisClusterHandle, type RedisMastersHandle } from '../../src/testing/index.js';
 import { sharedCluster } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
-
-/** Polls `check` until it returns true, or fails after `ms`. */
-async function eventually(check: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 function suite(n: number): void {
   describe(`redlock mode [${n} independent servers]`, function () {
@@ -52,7 +44,7 @@ function suite(n: number): void {
     const keyCounts = () => Promise.all(admin.map((a) => a.dbsize()));
     const quorum = Math.floor(n / 2) + 1;
     /** An acquire returns once a majority granted; the other nodes' grants follow. */
-    const onEveryNode = () => eventually(async () => (await keyCounts()).every((c) => c > 0), 2_000, 'the lock on every node');
+    const onEveryNode = () => eventually('the lock on every node', async () => (await keyCounts()).every((c) => c > 0), 2_000);
 
     before(async function () {
       this.timeout(60_000);
@@ -159,7 +151,7 @@ function suite(n: number): void {
       expect(reason).to.be.instanceOf(LockLostError);
       expect(lease.held).to.equal(false);
       // The minority that still held it lets go too.
-      await eventually(async () => (await keyCounts()).every((c) => c === 0), 2_000, 'every node to be empty');
+      await eventually('every node to be empty', async () => (await keyCounts()).every((c) => c === 0), 2_000);
     });
 
     it('reports a lease lost once a majority of its nodes are killed', async () => {
@@ -204,7 +196,7 @@ function suite(n: number): void {
       expect(first.held, 'the first writer has not heard yet').to.equal(true);
       // Its connections to the restarted nodes may still be reconnecting: undecided (QuorumError) until they are back.
       let error: Error | undefined;
-      await eventually(async () => !((error = await rejection(first.extend())) instanceof QuorumError), 5_000, 'a decided extend');
+      await eventually('a decided extend', async () => !((error = await rejection(first.extend())) instanceof QuorumError), 5_000);
       expect(error).to.be.instanceOf(LockLostError);
       expect(first.signal.aborted).to.equal(true);
       await second!.release();

@@ -16,10 +16,7 @@ import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';
 import { OldLocker, taggedLegacyKeys } from './old-scripts.js';
 import { totalKeys } from './redis-stats.js';
-
 import { setTimeout as sleep } from 'node:timers/promises';
-
-export { sleep };
 
 /** Default key names on one server; tagged ones on a Cluster, where both keys must share a slot. */
 export function legacyKeysFor(ctx: TopologyContext): (resource: string) => LegacyKeyPair {

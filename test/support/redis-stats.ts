@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import type { Redis } from 'ioredis';
 import type { RedisClient } from '../../src/redis.js';
 import { isCluster } from '../../src/redis.js';
@@ -7,16 +8,25 @@ export function masters(redis: RedisClient) {
   return isCluster(redis) ? redis.nodes('master') : [redis];
 }
 
+/**
+ * Every master, once a Cluster client is ready: before its first slots
+ * refresh it may list only some of them, and a sum over those misses the rest.
+ */
+async function allMasters(redis: RedisClient) {
+  if (isCluster(redis) && redis.status !== 'ready') await once(redis, 'ready');
+  return masters(redis);
+}
+
 /** Keys on every master together. */
 export async function totalKeys(redis: RedisClient): Promise<number> {
-  const sizes = await Promise.all(masters(redis).map((node) => node.dbsize()));
+  const sizes = await Promise.all((await allMasters(redis)).map((node) => node.dbsize()));
   return sizes.reduce((a, b) => a + b, 0);
 }
 
 /** Calls of the given commands so far (from INFO commandstats), summed over every master. */
 export async function commandCalls(redis: RedisClient, commands: readonly string[]): Promise<number> {
   let total = 0;
-  for (const node of masters(redis)) {
+  for (const node of await allMasters(redis)) {
     const info = await node.info('commandstats');
     for (const command of commands) {
       const match = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info);

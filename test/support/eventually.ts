@@ -1,0 +1,14 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/**
+ * Polls `check` every `everyMs` until it returns true, or fails after `ms` naming `what`.
+ * Tests wait for a state (a waiter queued, a node emptied) with this rather than a fixed
+ * sleep, which a loaded CI machine can outrun.
+ */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, ms = 5_000, everyMs = 10): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
