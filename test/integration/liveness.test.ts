@@ -37,10 +37,11 @@ forEachTopology('liveness', (ctx) => {
       await sleep(20);
       await lease.release();
     });
-    await sleep(200);
     let killed = 0;
-    for (const node of masters(redis)) killed += await killSubscribers(node as Redis);
-    expect(killed).to.be.greaterThan(0);
+    await eventually('the waiters to subscribe, to kill their connection', async () => {
+      for (const node of await masters(redis)) killed += await killSubscribers(node as Redis);
+      return killed > 0;
+    });
     await reader.release(); // its wake-up message goes nowhere
     await Promise.all(waiting);
     expect(granted.sort()).to.deep.equal(['w1', 'w2', 'w3']);
@@ -147,7 +148,7 @@ forEachTopology('liveness', (ctx) => {
     const impatient = new LockClient(client);
     opened.push(impatient);
     // Writes are held back for 400 ms: the acquire is sent but its reply comes too late.
-    for (const node of masters(redis)) await node.call('CLIENT', 'PAUSE', 400, 'WRITE');
+    for (const node of await masters(redis)) await node.call('CLIENT', 'PAUSE', 400, 'WRITE');
     const error = await impatient
       .lock('unknown')
       .acquireWrite({ waitMs: 0 })
@@ -244,7 +245,7 @@ forEachTopology('liveness', (ctx) => {
     const before = await scriptCalls(redis);
     await sleep(2_000); // two renewal periods
     const calls = (await scriptCalls(redis)) - before;
-    const nodes = masters(redis).length;
+    const nodes = (await masters(redis)).length;
     // Per period and node: one call per 2,500 leases.
     expect(calls).to.be.within(1, 2 * nodes * 2);
     expect(leases.every((l) => l.held && !l.signal.aborted)).to.equal(true);

@@ -210,7 +210,7 @@ forEachTopology('read-write lock', (ctx) => {
   it('survives SCRIPT FLUSH: ioredis resends the scripts on NOSCRIPT', async () => {
     const lock = locks.lock('noscript');
     await (await lock.acquireWrite()).release();
-    for (const node of masters(redis)) await node.script('FLUSH');
+    for (const node of await masters(redis)) await node.script('FLUSH');
     const w = await lock.acquireWrite();
     await w.release();
     expect(await totalKeys(redis)).to.equal(0);

@@ -14,7 +14,7 @@ forEachTopology('Lua scripts', (ctx) => {
       // ioredis keeps the Script it sends EVALSHA with under the command's name.
       const script = (redis as unknown as { scriptsSet: Record<string, { sha: string }> }).scriptsSet[commandName(name as keyof typeof LUA_SOURCES)];
       expect(script?.sha).to.equal(sha);
-      for (const node of masters(redis)) expect(await node.script('LOAD', lua)).to.equal(sha);
+      for (const node of await masters(redis)) expect(await node.script('LOAD', lua)).to.equal(sha);
     });
   }
 });

@@ -40,7 +40,7 @@ export function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<s
 
 /** Every key on every master (for "nothing was left behind" checks). */
 export async function allKeys(redis: RedisClient, pattern = '*'): Promise<string[]> {
-  return (await Promise.all(masters(redis).map((node) => node.keys(pattern)))).flat().sort();
+  return (await Promise.all((await masters(redis)).map((node) => node.keys(pattern)))).flat().sort();
 }
 
 /** Sums the workers' writes per resource and checks the counters: zero lost updates. */

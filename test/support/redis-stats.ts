@@ -3,30 +3,27 @@ import type { Redis } from 'ioredis';
 import type { RedisClient } from '../../src/redis.js';
 import { isCluster } from '../../src/redis.js';
 
-/** The masters behind a client: the server itself, or every Cluster master. */
-export function masters(redis: RedisClient) {
-  return isCluster(redis) ? redis.nodes('master') : [redis];
-}
-
 /**
- * Every master, once a Cluster client is ready: before its first slots
- * refresh it may list only some of them, and a sum over those misses the rest.
+ * The masters behind a client: the server itself, or every Cluster master
+ * once the client is ready (before its first slots refresh a Cluster client
+ * may list only some of them).
  */
-async function allMasters(redis: RedisClient) {
-  if (isCluster(redis) && redis.status !== 'ready') await once(redis, 'ready');
-  return masters(redis);
+export async function masters(redis: RedisClient) {
+  if (!isCluster(redis)) return [redis];
+  if (redis.status !== 'ready') await once(redis, 'ready');
+  return redis.nodes('master');
 }
 
 /** Keys on every master together. */
 export async function totalKeys(redis: RedisClient): Promise<number> {
-  const sizes = await Promise.all((await allMasters(redis)).map((node) => node.dbsize()));
+  const sizes = await Promise.all((await masters(redis)).map((node) => node.dbsize()));
   return sizes.reduce((a, b) => a + b, 0);
 }
 
 /** Calls of the given commands so far (from INFO commandstats), summed over every master. */
 export async function commandCalls(redis: RedisClient, commands: readonly string[]): Promise<number> {
   let total = 0;
-  for (const node of await allMasters(redis)) {
+  for (const node of await masters(redis)) {
     const info = await node.info('commandstats');
     for (const command of commands) {
       const match = new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info);
