@@ -14,6 +14,12 @@
  *   default options (auto-renewed 30 s leases); mix is 90 % read, 10 % write.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
  *   in the contended workloads only.
+ * - ref-hash / ref-string: references for the uncontended cycle, no library
+ *   code at all: two bare scripts that run just the commands of redis-rwlock's
+ *   fresh grant and release on a hash (ref-hash), and the same on a string key
+ *   set with one SET NX PX (ref-string). What is left between ref-hash and the
+ *   floor is the price of a script per operation and of the hash; between
+ *   ref-hash and rwlock-write, the library's own client work.
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -31,11 +37,13 @@ export type LibName =
   | 'rwlock-write'
   | 'rwlock-fair'
   | 'rwlock-read'
-  | 'rwlock-mix';
+  | 'rwlock-mix'
+  | 'ref-hash'
+  | 'ref-string';
 
 export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
-export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix'];
+export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'ref-hash', 'ref-string'];
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
@@ -47,6 +55,8 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-fair': 'redis-rwlock write (fair: true)',
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
+  'ref-hash': 'reference: fresh grant + release as bare scripts, hash',
+  'ref-string': 'reference: the same on a string key',
 };
 
 export interface Held {
@@ -74,6 +84,37 @@ const FLOOR_WAIT_MS = 10_000;
 const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
 type FloorClient = RedisClient & { benchFloorRelease(key: string, token: string): Promise<number> };
+
+/**
+ * The commands of lua/includes/fresh-grant.lua and of release.lua's sole-holder
+ * path, with no other logic (ref-hash), and the same grant on a string key
+ * holding `<fence>:<owner>` (ref-string). KEYS: state, leases; ARGV: owner, leaseMs.
+ */
+const REF_SCRIPTS = {
+  hash: {
+    grant: `if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
+  local t = redis.call('TIME')
+  redis.call('HSET', KEYS[1], 'f', t[1] .. string.sub('00000' .. t[2], -6), 'o', ARGV[1], 'w', 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return t[1] * 1000000 + t[2]
+end
+return 0`,
+    release: `local h = redis.call('HMGET', KEYS[1], 'o', 'w')
+if h[1] == ARGV[1] then redis.call('DEL', KEYS[1]) return 0 end
+return -1`,
+  },
+  string: {
+    grant: `local t = redis.call('TIME')
+local fence = t[1] .. string.sub('00000' .. t[2], -6)
+if redis.call('SET', KEYS[1], fence .. ':' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return t[1] * 1000000 + t[2] end
+return 0`,
+    release: `local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 18) == ARGV[1] then redis.call('DEL', KEYS[1]) return 0 end
+return -1`,
+  },
+} as const;
+
+type RefClient = RedisClient & Record<string, (...args: (string | number)[]) => Promise<number>>;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -125,6 +166,24 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
         async acquire(resource) {
           const lock = await redlock.acquire([`redlock:${resource}`], LOCK_TTL_MS);
           return { release: async () => void (await lock.release()) };
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'ref-hash':
+    case 'ref-string': {
+      const layout = lib === 'ref-hash' ? 'hash' : 'string';
+      const grant = `benchRef_${layout}_grant`;
+      const release = `benchRef_${layout}_release`;
+      redis.defineCommand(grant, { numberOfKeys: 2, lua: REF_SCRIPTS[layout].grant });
+      redis.defineCommand(release, { numberOfKeys: 1, lua: REF_SCRIPTS[layout].release });
+      const client = redis as RefClient;
+      return {
+        async acquire(resource) {
+          const key = `ref-${layout}:{${resource}}`;
+          const owner = randomUUID();
+          if ((await client[grant]!(key, `${key}:leases`, owner, LOCK_TTL_MS)) === 0) throw new Error(`${lib}: ${key} is taken`);
+          return { release: async () => void (await client[release]!(key, owner)) };
         },
         close: async () => undefined,
       };

@@ -65,8 +65,10 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.cyclesPerSec),
           fmt(c.p50Ms, 3),
           fmt(c.p99Ms, 3),
-          c.lib.startsWith('rwlock') ? x(ratios[`uncontended.${c.inFlight}.${c.lib}/floor`]) : '',
-          c.lib.startsWith('rwlock') ? x(ratios[`uncontended.${c.inFlight}.${c.lib}/semaphore`]) : '',
+          ...['floor', 'semaphore'].map((base) => {
+            const key = `uncontended.${c.inFlight}.${c.lib}/${base}`;
+            return key in ratios ? x(ratios[key]) : ''; // only the rows compared with the peers
+          }),
           fmt(c.scriptsPerCycle),
           fmt(c.sentPerCycle),
           fmt(c.serverUsecPerScript, 1),

@@ -64,6 +64,11 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
         if (commands !== undefined && mode === 'write') note += ` (the grant's commands alone, no logic: ${commands.toFixed(1)})`;
       }
+      const refHash = ratio(`uncontended.${top}.ref-hash/floor`);
+      const refString = ratio(`uncontended.${top}.ref-string/floor`);
+      if (mode === 'write' && refHash !== null && refString !== null) {
+        note += `${note ? '; ' : ''}the same commands as bare scripts, no library: ${refHash.toFixed(2)}x on the hash, ${refString.toFixed(2)}x on a string key`;
+      }
       add(`a-${mode}-floor`, `uncontended ${mode} cycles/s at ${top} in flight vs floor`, v, '>= 0.9', atLeast(v, 0.9), 'x', note || undefined);
       const s = ratio(`uncontended.${top}.rwlock-${mode}/semaphore`);
       add(`a-${mode}-semaphore`, `uncontended ${mode} cycles/s at ${top} in flight vs redis-semaphore Mutex`, s, `>= ${semaphoreBound}`, atLeast(s, semaphoreBound));
