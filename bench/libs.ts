@@ -14,12 +14,13 @@
  *   default options (auto-renewed 30 s leases); mix is 90 % read, 10 % write.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
  *   in the contended workloads only.
- * - ref-hash / ref-string: references for the uncontended cycle, no library
- *   code at all: two bare scripts that run just the commands of redis-rwlock's
- *   fresh grant and release on a hash (ref-hash), and the same on a string key
- *   set with one SET NX PX (ref-string). What is left between ref-hash and the
- *   floor is the price of a script per operation and of the hash; between
- *   ref-hash and rwlock-write, the library's own client work.
+ * - ref-string / ref-hash / ref-hash-args: references for the uncontended
+ *   cycle, no library code at all. Two bare scripts that run just the
+ *   commands of redis-rwlock's fresh grant and release, on a string key set
+ *   with one SET NX PX (ref-string), on a hash (ref-hash), and on a hash with
+ *   the keys and arguments redis-rwlock sends (ref-hash-args). Each step from
+ *   the floor prices one thing: a script per operation, the hash, the
+ *   arguments; from ref-hash-args to rwlock-write, the library's client work.
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -38,12 +39,13 @@ export type LibName =
   | 'rwlock-fair'
   | 'rwlock-read'
   | 'rwlock-mix'
+  | 'ref-string'
   | 'ref-hash'
-  | 'ref-string';
+  | 'ref-hash-args';
 
 export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
-export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'ref-hash', 'ref-string'];
+export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'ref-string', 'ref-hash', 'ref-hash-args'];
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
@@ -55,8 +57,9 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-fair': 'redis-rwlock write (fair: true)',
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
-  'ref-hash': 'reference: fresh grant + release as bare scripts, hash',
-  'ref-string': 'reference: the same on a string key',
+  'ref-string': 'reference: bare grant + release scripts, string key',
+  'ref-hash': 'reference: the same on a hash (redis-rwlock\'s commands)',
+  'ref-hash-args': 'reference: the same with redis-rwlock\'s keys and arguments',
 };
 
 export interface Held {
@@ -87,8 +90,8 @@ type FloorClient = RedisClient & { benchFloorRelease(key: string, token: string)
 
 /**
  * The commands of lua/includes/fresh-grant.lua and of release.lua's sole-holder
- * path, with no other logic (ref-hash), and the same grant on a string key
- * holding `<fence>:<owner>` (ref-string). KEYS: state, leases; ARGV: owner, leaseMs.
+ * path, with no other logic (hash), and the same grant on a string key holding
+ * `<fence>:<owner>` (string). KEYS: state, leases; ARGV: owner, leaseMs.
  */
 const REF_SCRIPTS = {
   hash: {
@@ -170,20 +173,33 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
         close: async () => undefined,
       };
     }
+    case 'ref-string':
     case 'ref-hash':
-    case 'ref-string': {
-      const layout = lib === 'ref-hash' ? 'hash' : 'string';
-      const grant = `benchRef_${layout}_grant`;
-      const release = `benchRef_${layout}_release`;
-      redis.defineCommand(grant, { numberOfKeys: 2, lua: REF_SCRIPTS[layout].grant });
-      redis.defineCommand(release, { numberOfKeys: 1, lua: REF_SCRIPTS[layout].release });
+    case 'ref-hash-args': {
+      const layout = lib === 'ref-string' ? 'string' : 'hash';
+      // ref-hash-args declares and sends what redis-rwlock's write scripts do: KEYS
+      // state, leases, queue; the grant's ARGV owner, leaseMs, waitBeatMs, fair; the
+      // release's owner, mode, channel. The scripts ignore the extra ones.
+      const full = lib === 'ref-hash-args';
+      const grant = `benchRef_${lib}_grant`;
+      const release = `benchRef_${lib}_release`;
+      redis.defineCommand(grant, { numberOfKeys: full ? 3 : 2, lua: REF_SCRIPTS[layout].grant });
+      redis.defineCommand(release, { numberOfKeys: full ? 3 : 1, lua: REF_SCRIPTS[layout].release });
       const client = redis as RefClient;
       return {
         async acquire(resource) {
-          const key = `ref-${layout}:{${resource}}`;
+          const key = `${lib}:{${resource}}`;
           const owner = randomUUID();
-          if ((await client[grant]!(key, `${key}:leases`, owner, LOCK_TTL_MS)) === 0) throw new Error(`${lib}: ${key} is taken`);
-          return { release: async () => void (await client[release]!(key, owner)) };
+          const granted = full
+            ? await client[grant]!(key, `${key}:leases`, `${key}:queue`, owner, LOCK_TTL_MS, 0, '0')
+            : await client[grant]!(key, `${key}:leases`, owner, LOCK_TTL_MS);
+          if (granted === 0) throw new Error(`${lib}: ${key} is taken`);
+          return {
+            release: async () =>
+              void (full
+                ? await client[release]!(key, `${key}:leases`, `${key}:queue`, owner, 'write', `${key}:wake`)
+                : await client[release]!(key, owner)),
+          };
         },
         close: async () => undefined,
       };

@@ -64,10 +64,10 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
         if (commands !== undefined && mode === 'write') note += ` (the grant's commands alone, no logic: ${commands.toFixed(1)})`;
       }
-      const refHash = ratio(`uncontended.${top}.ref-hash/floor`);
-      const refString = ratio(`uncontended.${top}.ref-string/floor`);
-      if (mode === 'write' && refHash !== null && refString !== null) {
-        note += `${note ? '; ' : ''}the same commands as bare scripts, no library: ${refHash.toFixed(2)}x on the hash, ${refString.toFixed(2)}x on a string key`;
+      const refs = (['ref-string', 'ref-hash', 'ref-hash-args'] as const).map((lib) => ratio(`uncontended.${top}.${lib}/floor`));
+      if (mode === 'write' && refs.every((v) => v !== null)) {
+        const [string, hash, args] = refs.map((v) => v!.toFixed(2));
+        note += `${note ? '; ' : ''}bare scripts, no library: ${string}x on a string key, ${hash}x on the hash, ${args}x with redis-rwlock's keys and arguments`;
       }
       add(`a-${mode}-floor`, `uncontended ${mode} cycles/s at ${top} in flight vs floor`, v, '>= 0.9', atLeast(v, 0.9), 'x', note || undefined);
       const s = ratio(`uncontended.${top}.rwlock-${mode}/semaphore`);
