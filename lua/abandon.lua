@@ -1,13 +1,16 @@
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
   outcome: take it out of the writers' queue (or the upgrade slot) and, if
-  asked, drop all its holds.
+  asked, drop that acquire's hold or all its holds. Running it twice changes
+  nothing more.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
-  ARGV[2] dropHolds  '1': also drop every hold the owner has on this lock
+  ARGV[2] drop       '': only withdraw; '*': also drop every hold the owner has
+                     on this lock; else the id of one hold to drop (the acquire
+                     whose outcome was unknown), if the owner has it
   ARGV[3] channel    the lock's wake-up channel
 
   Reply: 1 if anything changed, else 0
@@ -17,7 +20,7 @@ local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
 local queueKey = KEYS[3]
 local owner = ARGV[1]
-local dropHolds = ARGV[2] == '1'
+local drop = ARGV[2]
 local channel = ARGV[3]
 
 -- @include state

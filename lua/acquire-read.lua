@@ -7,6 +7,9 @@
   ARGV[1] owner      owner token
   ARGV[2] leaseMs    lease length in ms
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
+  ARGV[4] holdId     names this acquire: a repeated call with the same id (a
+                     resend after a lost reply) returns the first grant again
+                     and changes nothing
 
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
@@ -23,8 +26,9 @@ local queueKey = KEYS[3]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local honourIntent = ARGV[3] == '1'
+local holdId = ARGV[4]
 
-local FRESH_HOLD = { 'r:' .. owner, 1 }
+local FRESH_WRITE = false
 -- @include fresh-grant
 -- @include state
 -- @include no-peers

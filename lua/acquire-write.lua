@@ -16,6 +16,9 @@
                      lock was last freed, but the longest-waiting one is passed
                      over at most MAX_SKIPS times in a row; newcomers (the
                      releaser among them) never pass waiters
+  ARGV[5] holdId     names this acquire: a repeated call with the same id (a
+                     resend after a lost reply) returns the first grant again
+                     and changes nothing
 
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
@@ -35,8 +38,9 @@ local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local waitBeatMs = tonumber(ARGV[3])
 local fair = ARGV[4] == '1'
+local holdId = ARGV[5]
 
-local FRESH_HOLD = { 'w', owner, 'wc', 1 }
+local FRESH_WRITE = true
 -- @include fresh-grant
 -- @include state
 -- @include no-peers

@@ -10,7 +10,9 @@
   KEYS[5] writeKey    the old processes' write key
   KEYS[6] readersKey  everybody known to hold readKey -> deadline
   ARGV[1] owner       owner token
-  ARGV[2] dropHolds   '1': also drop every hold the owner has on this lock
+  ARGV[2] drop        '': only withdraw; '*': also drop every hold the owner
+                      has on this lock; else the id of one hold to drop (the
+                      acquire whose outcome was unknown), if the owner has it
   ARGV[3] channel     the lock's wake-up channel
   ARGV[4] peerChannel the other mode's wake-up channel (same slot), or ''
 
@@ -24,7 +26,7 @@ local readKey = KEYS[4]
 local writeKey = KEYS[5]
 local readersKey = KEYS[6]
 local owner = ARGV[1]
-local dropHolds = ARGV[2] == '1'
+local drop = ARGV[2]
 local channel = ARGV[3]
 local peerChannel = ARGV[4]
 

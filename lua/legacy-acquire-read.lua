@@ -14,6 +14,7 @@
   ARGV[1] owner       owner token
   ARGV[2] leaseMs     lease length in ms
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
+  ARGV[4] holdId      as in lua/acquire-read.lua
 
   Reply: as lua/acquire-read.lua; 'write' also when an old process (or a
          library writer of the other mode) holds writeKey, retryAfterMs = its TTL.
@@ -28,6 +29,7 @@ local readersKey = KEYS[6]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local honourIntent = ARGV[3] == '1'
+local holdId = ARGV[4]
 local peerChannel = ''
 
 -- @include state

@@ -16,6 +16,7 @@
   ARGV[2] leaseMs     lease length in ms
   ARGV[3] waitBeatMs  as in lua/acquire-write.lua
   ARGV[4] fair        as in lua/acquire-write.lua
+  ARGV[5] holdId      as in lua/acquire-write.lua
 
   Reply: as lua/acquire-write.lua; 'write' also when an old process holds
          writeKey, 'read' also when old processes (or library readers of the
@@ -32,6 +33,7 @@ local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local waitBeatMs = tonumber(ARGV[3])
 local fair = ARGV[4] == '1'
+local holdId = ARGV[5]
 local peerChannel = ''
 
 -- @include state

@@ -15,6 +15,7 @@
   ARGV[2] mode        'read' or 'write'
   ARGV[3] channel     the lock's wake-up channel (same slot as the keys)
   ARGV[4] peerChannel the other mode's wake-up channel (same slot), or ''
+  ARGV[5] holdId      as in lua/release.lua
 
   Reply: as lua/release.lua
 ]]
@@ -29,6 +30,7 @@ local owner = ARGV[1]
 local mode = ARGV[2]
 local channel = ARGV[3]
 local peerChannel = ARGV[4]
+local holdId = ARGV[5]
 
 -- @include state
 -- @include legacy

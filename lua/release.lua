@@ -1,6 +1,8 @@
 --[[
   Release one read or write hold of an owner, and wake waiters when that may
-  let one of them in.
+  let one of them in. The hold is named by the id of the acquire that took it,
+  so a repeated release (a resend after a lost reply, or a retry) finds it gone
+  and changes nothing.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
@@ -10,9 +12,13 @@
   ARGV[3] channel    the lock's wake-up channel (same slot as the keys); the
                      message is the mode, or 'mode:<token>' naming the one
                      waiting writer that may get in next (see wakeMessage)
+  ARGV[4] holdId     the id of the acquire whose hold this releases
 
-  Reply: holdsLeft (>= 0)  released; the owner's remaining holds of that mode
-         -1               the owner does not hold that mode (released, expired or never held)
+  Reply: holdsLeft (>= 0)  released (now, or by an earlier delivery of this
+                          release); the owner's remaining holds of that mode
+         -1               the owner holds nothing of that mode (expired, released
+                          by force, or this was its last hold and an earlier
+                          delivery of this release already released it)
   (Integers, not arrays: the client decodes an integer reply at a fraction
   of the cost, and a release is on every cycle.)
 ]]
@@ -23,13 +29,18 @@ local queueKey = KEYS[3]
 local owner = ARGV[1]
 local mode = ARGV[2]
 local channel = ARGV[3]
+local holdId = ARGV[4]
 
 -- The sole holder of a fresh lock (kept in the hash alone, see fresh-grant.lua)
 -- releasing its one hold, before anything else is defined: nobody else has
 -- touched the lock since the grant (that would have moved the holder into
 -- leasesKey), so nobody waits for it, and the whole state goes.
-local held = rcall('HMGET', stateKey, 'o', 'w')
-if held[1] == owner and (held[2] == owner) == (mode == 'write') then
+-- (A fresh lock has exactly one hold: the field of the caller's mode names it.)
+local freshField = 'wc'
+if mode ~= 'write' then freshField = 'r:' .. owner end
+local held = rcall('HMGET', stateKey, 'o', freshField)
+if held[1] == owner and held[2] and string.find(held[2], ' ', 1, true) == #held[2] - #holdId
+    and string.sub(held[2], -#holdId) == holdId then
   rcall('DEL', stateKey)
   return 0
 end

@@ -21,6 +21,11 @@ export interface AcquireRequest {
   readonly keys: LockKeys;
   readonly mode: LockMode;
   readonly owner: string;
+  /**
+   * Names this acquire's hold on the server: a repeated delivery of the same
+   * request finds it there and changes nothing, and release and undo name it.
+   */
+  readonly holdId: string;
   readonly leaseMs: number;
   /** Readers: queue behind a waiting writer. */
   readonly honourIntent: boolean;
@@ -133,20 +138,26 @@ export interface LockBackend {
   /** The Redis names of one resource's lock, checked to share one Cluster slot. */
   keysFor(resource: string): LockKeys;
   acquire(request: AcquireRequest): Promise<AcquireOutcome>;
-  /** True when the owner held that mode and one hold was released. */
-  release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean>;
+  /**
+   * Releases hold `holdId`. True when it was released, now or by an earlier
+   * delivery of the same release while the owner still holds that mode;
+   * false when the owner holds nothing of that mode.
+   */
+  release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean>;
   /**
    * For each request, the lease left in ms after extending, 0 when it is no
    * longer held, or NaN when its node could not be asked this time (the
    * caller tries again later). Throws when no request could be asked.
    */
   extend(requests: readonly ExtendRequest[]): Promise<number[]>;
-  /** Withdraw a waiting writer's intent and, with dropHolds, every hold of the owner. */
-  abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void>;
-  inspect(resource: string, keys: LockKeys): Promise<LockInfo>;
   /**
-   * Optional: told how to ask whether the client already holds a lock with an
-   * owner, for backends that clean up differently after a reentrant acquire.
+   * Withdraws a waiting writer's intent and, with `drop`, one hold (the id of
+   * an acquire whose outcome was unknown) or, with {@link ALL_HOLDS}, every
+   * hold of the owner. Repeating it changes nothing more.
    */
-  bindHoldings?(holds: (keys: LockKeys, owner: string) => boolean): void;
+  abandon(keys: LockKeys, owner: string, drop?: string): Promise<void>;
+  inspect(resource: string, keys: LockKeys): Promise<LockInfo>;
 }
+
+/** `abandon`'s `drop` for every hold of the owner (never a hold id). */
+export const ALL_HOLDS = '*';

@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backend.js';
 import { ClientClosedError, InvalidArgumentError, type LockLostError, type RWLockErrorContext } from './errors.js';
 import { Holdings } from './holdings.js';
+import { Deadlines } from './deadlines.js';
 import { createBackend } from './modes.js';
 import { validatePrefix } from './keys.js';
 import type { Lease } from './lease.js';
@@ -52,14 +54,26 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.clients = clients;
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
-    const holdings = new Holdings(backend, this.options.leaseMs, ({ error, leases }) => this.emit('lost', error, leases));
-    backend.bindHoldings?.((keys, owner) => holdings.holds(keys, owner));
+    const deadlines = new Deadlines();
+    const holdings = new Holdings(
+      backend,
+      this.options.leaseMs,
+      ({ error, leases }) => this.emit('lost', error, leases),
+      deadlines,
+      this.options.redisTimeoutMs,
+    );
+    // Hold ids: this client's random prefix and a counter (unique across clients and processes).
+    const holdIdPrefix = randomBytes(6).toString('base64url');
+    let holdCount = 0;
     this.ctx = {
       options: this.options,
       backend,
       holdings,
       wakeups: new WakeupHub(clients),
+      deadlines,
       assertOpen: (context) => this.assertOpen(context),
+      redisClosed: () => this.clients.some(isClosed),
+      nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
     };
   }
 

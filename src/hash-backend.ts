@@ -35,13 +35,13 @@ export class HashBackend implements LockBackend {
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     const { state, leases, queue } = r.keys;
     const reply = (await (r.mode === 'read'
-      ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
-      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as AcquireReply;
+      ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
+      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]))) as AcquireReply;
     return parseAcquireReply(reply, r.leaseMs);
   }
 
-  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
-    return ((await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel])) as number) >= 0;
+  async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
+    return ((await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel, holdId])) as number) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
@@ -61,8 +61,8 @@ export class HashBackend implements LockBackend {
     });
   }
 
-  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
-    await runScript(this.client, 'abandon', [...lockNames(keys), owner, dropHolds ? '1' : '0', keys.channel]);
+  async abandon(keys: LockKeys, owner: string, drop = ''): Promise<void> {
+    await runScript(this.client, 'abandon', [...lockNames(keys), owner, drop, keys.channel]);
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
@@ -116,6 +116,14 @@ export function parseAcquireReply(reply: AcquireReply, leaseMs: number): Acquire
   return { granted: false, retryAfterMs: Math.max(0, Number(reply[1])), reason: reply[2] as BlockReason };
 }
 
+/** The holds in a hold list, `<fence> <holdId> <holdId> ...` (lua/includes/state.lua). */
+function holdCount(list: string | undefined): number {
+  if (list === undefined) return 0;
+  let n = 0;
+  for (let at = list.indexOf(' '); at >= 0; at = list.indexOf(' ', at + 1)) n++;
+  return n;
+}
+
 function pairs(flat: string[]): Map<string, string> {
   const map = new Map<string, string>();
   for (let i = 0; i < flat.length; i += 2) map.set(flat[i]!, flat[i + 1]!);
@@ -135,13 +143,13 @@ export function describeState(
   const writerOwner = fields.get('w');
   const writer: HolderInfo | null =
     writerOwner !== undefined && ttl(writerOwner) > 0
-      ? { owner: writerOwner, holds: Number(fields.get('wc') ?? 1), ttlMs: ttl(writerOwner) }
+      ? { owner: writerOwner, holds: holdCount(fields.get('wc')), ttlMs: ttl(writerOwner) }
       : null;
   const readers: HolderInfo[] = [];
-  for (const [field, count] of fields) {
+  for (const [field, holds] of fields) {
     if (!field.startsWith('r:')) continue;
     const owner = field.slice(2);
-    if (ttl(owner) > 0) readers.push({ owner, holds: Number(count), ttlMs: ttl(owner) });
+    if (ttl(owner) > 0) readers.push({ owner, holds: holdCount(holds), ttlMs: ttl(owner) });
   }
   const beat = (field: string) => Number(fields.get(field) ?? 0) - now;
   const waiting = queue.filter((owner) => beat(`q:${owner}`) > 0).map((owner) => ({ owner, ttlMs: beat(`q:${owner}`) }));

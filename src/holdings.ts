@@ -1,5 +1,6 @@
-import type { LockBackend } from './backend.js';
-import { ClientClosedError, LockLostError, LockNotHeldError, type LockMode } from './errors.js';
+import type { AcquireOutcome, AcquireRequest, LockBackend } from './backend.js';
+import type { Deadlines } from './deadlines.js';
+import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError } from './errors.js';
 import type { LockKeys } from './keys.js';
 import { Lease, type LeaseHost } from './lease.js';
 import { duration, MIN_LEASE_MS } from './options.js';
@@ -58,6 +59,9 @@ export class Holdings implements LeaseHost {
     /** The length of auto-renewed leases; they renew every third of it. */
     private readonly autoLeaseMs: number,
     private readonly onLost: (event: LossEvent) => void,
+    private readonly deadlines: Deadlines,
+    /** How long a release, extend or renewal waits for Redis. */
+    private readonly redisTimeoutMs: number,
   ) {}
 
   /** Number of (lock, owner) pairs held; for tests and introspection. */
@@ -65,30 +69,16 @@ export class Holdings implements LeaseHost {
     return this.byId.size;
   }
 
-  /** True when this client holds something on the lock with this owner. */
-  holds(keys: LockKeys, owner: string): boolean {
-    return this.byId.has(holdingId(keys, owner));
-  }
-
   /**
    * Records a grant. `sentAt` is when the acquire was sent: the server's
-   * deadline is `remainingMs` after a moment later than that, so a local
+   * deadline is `leaseRemainingMs` after a moment later than that, so a local
    * deadline counted from `sentAt` never runs past the server's.
    */
-  add(
-    resource: string,
-    keys: LockKeys,
-    owner: string,
-    mode: LockMode,
-    fence: number,
-    leaseMs: number,
-    autoRenew: boolean,
-    sentAt: number,
-    remainingMs: number,
-  ): Lease {
+  add(request: AcquireRequest, grant: AcquireOutcome & { granted: true }, autoRenew: boolean, sentAt: number): Lease {
+    const { resource, keys, owner, mode, holdId, leaseMs } = request;
     if (this.closed) {
       // Granted while close() ran: give it straight back, so nothing stays locked.
-      void this.backend.release(keys, mode, owner).catch(() => undefined);
+      void this.backend.release(keys, mode, owner, holdId).catch(() => undefined);
       throw new ClientClosedError('this LockClient was closed while the acquire was in flight; nothing is held', {
         resource,
         mode,
@@ -98,10 +88,13 @@ export class Holdings implements LeaseHost {
     const id = holdingId(keys, owner);
     let holding = this.byId.get(id);
     if (!holding) this.byId.set(id, (holding = new Holding(id, resource, keys, owner)));
-    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew);
+    // A reentrant hold of the same mode keeps its holding's fence (the server returns it too;
+    // in redlock mode another majority of nodes may have answered, with another highest fence).
+    const fence = holding.leases.find((l) => l.mode === mode)?.fence ?? grant.fence;
+    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, holdId);
     holding.leases.push(lease);
     lease.holding = holding;
-    this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, remainingMs)));
+    this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, grant.leaseRemainingMs)));
     if (autoRenew) {
       holding.autoRenewed++;
       this.autoRenewed++;
@@ -121,10 +114,14 @@ export class Holdings implements LeaseHost {
     } catch (error) {
       return Promise.reject(error);
     }
-    lease.pending = this.backend.release(holding.keys, lease.mode, lease.token).then(
+    const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+    const what = `releasing the ${lease.mode} lock on "${lease.resource}"`;
+    const released = this.backend.release(holding.keys, lease.mode, lease.token, lease.holdId);
+    lease.pending = this.deadlines.within(released, this.redisTimeoutMs, what, context).then(
       (held) => {
         lease.pending = undefined;
-        if (!held) {
+        // After an attempt with an unknown outcome, a hold already gone was most likely released by it.
+        if (!held && !lease.releaseUnknown) {
           this.lose(holding, 'Redis no longer holds it (its lease ran out or it was released by force)');
           throw notHeld(lease);
         }
@@ -133,18 +130,23 @@ export class Holdings implements LeaseHost {
       },
       (error: unknown) => {
         lease.pending = undefined;
+        lease.releaseUnknown = true;
         // The release may or may not have run. Renewing on would keep the lock held for as
         // long as this client lives if it did not: stop, so it frees itself within one lease
-        // (a retried release() still works while it is live).
+        // (a retried release() still works while it is live, and finds a hold already
+        // released by this attempt gone without harm: holds are named).
         this.stopRenewal(holding, lease);
-        throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, {
-          resource: lease.resource,
-          mode: lease.mode,
-          owner: lease.token,
-        });
+        throw redisFailure(what, error, context);
       },
     );
     return lease.pending;
+  }
+
+  expireIfDue(lease: Lease): void {
+    const holding = lease.holding as Holding | undefined;
+    if (holding && holding.expiresAt <= performance.now()) {
+      this.lose(holding, 'its lease ran out without renewal (the event loop may have been blocked)');
+    }
   }
 
   async extendLease(lease: Lease, leaseMs: number | undefined): Promise<void> {
@@ -156,9 +158,18 @@ export class Holdings implements LeaseHost {
     const sentAt = performance.now();
     let remaining: number;
     try {
-      [remaining] = (await this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms }])) as [number];
+      const extended = this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms }]);
+      [remaining] = (await this.deadlines.within(
+        extended,
+        this.redisTimeoutMs,
+        `extending the ${lease.mode} lock on "${lease.resource}"`,
+        context,
+      )) as [number];
     } catch (error) {
       throw redisFailure(`extending the ${lease.mode} lock on "${lease.resource}"`, error, context);
+    }
+    if (Number.isNaN(remaining)) {
+      throw new RedisUnavailableError(`extending the ${lease.mode} lock on "${lease.resource}" failed: its node could not be asked; the lease is unchanged; the operation may be retried`, context);
     }
     if (remaining <= 0) {
       this.lose(holding, 'Redis no longer holds it');
@@ -197,7 +208,8 @@ export class Holdings implements LeaseHost {
       if (due.length === 0) return;
       let results: number[];
       try {
-        results = await this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
+        const extended = this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
+        results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', {});
       } catch {
         return; // Redis unreachable: try again next period; the deadline timers report loss if it never comes back
       }

@@ -1,9 +1,11 @@
-import type { LockMode } from './errors.js';
+import { LockNotHeldError, type LockMode } from './errors.js';
 
 /** What a {@link Lease} needs from the client that granted it. */
 export interface LeaseHost {
   releaseLease(lease: Lease): Promise<void>;
   extendLease(lease: Lease, leaseMs: number | undefined): Promise<void>;
+  /** Marks the lease lost now if its local deadline has passed (its timer may not have run yet). */
+  expireIfDue(lease: Lease): void;
 }
 
 export type LeaseState = 'held' | 'released' | 'lost';
@@ -26,6 +28,8 @@ export class Lease implements AsyncDisposable {
   holding: object | undefined;
   /** @internal True once renewal stopped because a release failed. */
   renewalStopped = false;
+  /** @internal True once a release attempt failed with an unknown outcome. */
+  releaseUnknown = false;
   /**
    * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
    * mode, the fewest of any granting node); undefined when not asked for.
@@ -49,12 +53,19 @@ export class Lease implements AsyncDisposable {
     leaseMs: number,
     /** True when the lease is renewed automatically while held. */
     readonly autoRenew: boolean,
+    /** @internal The id of the acquire that took this hold; its release names it. */
+    readonly holdId: string,
   ) {
     this.leaseMs = leaseMs;
   }
 
-  /** Aborts, with a `LockLostError` as its reason, when the lock is lost. */
+  /**
+   * Aborts, with a `LockLostError` as its reason, when the lock is lost:
+   * when its deadline passes unrenewed, also if the event loop was blocked
+   * then, at the latest when the signal or `held` is next read.
+   */
   get signal(): AbortSignal {
+    if (this.state === 'held') this.host.expireIfDue(this);
     if (!this.controller) {
       this.controller = new AbortController();
       if (this.state === 'lost') this.controller.abort(this.lostReason);
@@ -69,9 +80,29 @@ export class Lease implements AsyncDisposable {
     this.controller?.abort(reason);
   }
 
-  /** True until the lease is released or lost. */
+  /**
+   * True until the lease is released or lost. Read, it compares the clock with
+   * the lease's local deadline, so code that resumes after a stall (a blocked
+   * event loop, a long GC pause) learns the truth before it acts.
+   */
   get held(): boolean {
+    if (this.state === 'held') this.host.expireIfDue(this);
     return this.state === 'held';
+  }
+
+  /**
+   * Throws unless the lease is still held: its `LockLostError` when it was
+   * lost, `LockNotHeldError` when it was released. Call it right before a
+   * write the lock guards.
+   */
+  assertHeld(): void {
+    if (this.held) return;
+    if (this.state === 'lost') throw this.lostReason;
+    throw new LockNotHeldError(`the ${this.mode} lock on "${this.resource}" is not held by this lease (it was released)`, {
+      resource: this.resource,
+      mode: this.mode,
+      owner: this.token,
+    });
   }
 
   /**

@@ -36,14 +36,14 @@ export class LegacyBackend implements LockBackend {
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     const names = legacyNames(r.keys);
     const reply = (await (r.mode === 'read'
-      ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0'])
-      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0']))) as AcquireReply;
+      ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
+      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]))) as AcquireReply;
     return parseAcquireReply(reply, r.leaseMs);
   }
 
-  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+  async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const k = asLegacy(keys);
-    return ((await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel])) as number) >= 0;
+    return ((await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel, holdId])) as number) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
@@ -67,9 +67,9 @@ export class LegacyBackend implements LockBackend {
     });
   }
 
-  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
+  async abandon(keys: LockKeys, owner: string, drop = ''): Promise<void> {
     const k = asLegacy(keys);
-    await runScript(this.client, 'legacyAbandon', [...legacyNames(k), owner, dropHolds ? '1' : '0', k.channel, k.peerChannel]);
+    await runScript(this.client, 'legacyAbandon', [...legacyNames(k), owner, drop, k.channel, k.peerChannel]);
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {

@@ -1,9 +1,12 @@
 import { v4 as uuidv4 } from 'uuid';
 import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
+import type { Deadlines } from './deadlines.js';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
   InvalidArgumentError,
+  RedisUnavailableError,
+  RWLockError,
   UpgradeConflictError,
   type LockMode,
   type RWLockErrorContext,
@@ -31,8 +34,14 @@ export interface LockContext {
   readonly backend: LockBackend;
   readonly holdings: Holdings;
   readonly wakeups: WakeupHub;
+  /** Bounds every wait on Redis (see `redisTimeoutMs`). */
+  readonly deadlines: Deadlines;
   /** Throws `ClientClosedError` when the LockClient or its Redis client is closed. */
   assertOpen(context: RWLockErrorContext): void;
+  /** True once the Redis client under the LockClient is closed: nothing more can be sent. */
+  redisClosed(): boolean;
+  /** A new id for one acquire's hold, unique across clients and processes. */
+  nextHoldId(): string;
 }
 
 const BLOCKED_BY: Record<BlockReason, string> = {
@@ -90,7 +99,12 @@ export class RWLock {
     const context = { resource: this.resource };
     this.ctx.assertOpen(context);
     try {
-      return await this.ctx.backend.inspect(this.resource, this.keys);
+      return await this.ctx.deadlines.within(
+        this.ctx.backend.inspect(this.resource, this.keys),
+        this.ctx.options.redisTimeoutMs,
+        `inspecting the lock on "${this.resource}"`,
+        context,
+      );
     } catch (error) {
       throw redisFailure(`inspecting the lock on "${this.resource}"`, error, context);
     }
@@ -100,7 +114,8 @@ export class RWLock {
     const { ctx, keys, resource } = this;
     const base: RWLockErrorContext = { resource, mode };
     const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
-    const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base);
+    const owner =
+      o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base, ctx.options.mode);
     const context: RWLockErrorContext = { resource, mode, owner };
     const autoRenew = o.leaseMs === undefined;
     const leaseMs = autoRenew ? ctx.options.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS, context);
@@ -111,19 +126,24 @@ export class RWLock {
       throw new InvalidArgumentError('signal', 'must be an AbortSignal', context);
     }
     const recheckMs = ctx.options.recheckMs;
+    const replicaAck = o.replicaAck === undefined ? ctx.options.replicaAck : resolveReplicaAck(o.replicaAck, context);
     const request: AcquireRequest = {
       resource,
       keys,
       mode,
       owner,
+      holdId: ctx.nextHoldId(),
       leaseMs,
       honourIntent: ctx.options.writerPreference,
       // A waiter re-tries at least every recheckMs; its place in the queue outlives two of those.
       waitBeatMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
       fair: ctx.options.fair,
-      replicaAck: o.replicaAck === undefined ? ctx.options.replicaAck : resolveReplicaAck(o.replicaAck, context),
+      replicaAck,
     };
-    const deadline = performance.now() + waitMs;
+    const started = performance.now();
+    const deadline = started + waitMs;
+    // Whatever Redis or the network does, the acquire settles by then.
+    const bound = new AcquireBound(ctx, context, started, deadline + ctx.options.redisTimeoutMs + (replicaAck?.timeoutMs ?? 0), signal);
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
     let leftIntent = false;
     try {
@@ -132,9 +152,9 @@ export class RWLock {
         if (signal?.aborted) throw aborted(signal, context);
         if (watch) watch.woken = false;
         const sentAt = performance.now();
-        const outcome = await this.attempt(request, context);
+        const outcome = await this.attempt(request, context, bound);
         if (outcome.granted) {
-          const lease = ctx.holdings.add(resource, keys, owner, mode, outcome.fence, leaseMs, autoRenew, sentAt, outcome.leaseRemainingMs);
+          const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
           lease.replicasAcked = outcome.replicasAcked;
           return lease;
         }
@@ -151,14 +171,15 @@ export class RWLock {
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try
           // and the subscription cannot be missed.
-          watch = await ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), mode === 'write' ? owner : undefined);
+          watch = await bound.race(ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), mode === 'write' ? owner : undefined));
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
       }
     } catch (error) {
-      // A writer that gives up leaves the queue, so nobody waits behind it for nothing.
-      if (leftIntent) await ctx.backend.abandon(keys, owner, false).catch(() => undefined);
+      // A writer that gives up leaves the queue, so nobody waits behind it for nothing
+      // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway).
+      if (leftIntent && !ctx.redisClosed()) await bound.race(ctx.backend.abandon(keys, owner)).catch(() => undefined);
       throw error;
     } finally {
       watch?.close();
@@ -166,20 +187,87 @@ export class RWLock {
   }
 
   /**
-   * One try. When its outcome is unknown (the connection failed or timed out
-   * after the command was sent), it may have been granted: release the
-   * owner's holds best-effort, unless this client already held the lock with
-   * that owner (a reentrant try must not drop the outer hold).
+   * One try. When its outcome is unknown (the call failed after it may have
+   * run, or is still unanswered at the bound), whatever it took is given back
+   * once Redis answers: this acquire's hold only, named by its id, so a
+   * reentrant owner keeps the holds it had.
    */
-  private async attempt(request: AcquireRequest, context: RWLockErrorContext): Promise<AcquireOutcome> {
+  private async attempt(request: AcquireRequest, context: RWLockErrorContext, bound: AcquireBound): Promise<AcquireOutcome> {
+    const sent = this.ctx.backend.acquire(request);
     try {
-      return await this.ctx.backend.acquire(request);
+      return await bound.race(sent);
     } catch (error) {
-      const dropHolds = !this.ctx.holdings.holds(request.keys, request.owner);
-      await this.ctx.backend.abandon(request.keys, request.owner, dropHolds).catch(() => undefined);
+      // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
+      if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
       throw redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
     }
   }
+}
+
+/** The hard bound of one acquire: its waits on Redis end by `at`, or as soon as `signal` aborts. */
+class AcquireBound {
+  private readonly errors = new WeakSet<Error>();
+
+  constructor(
+    private readonly ctx: LockContext,
+    private readonly context: RWLockErrorContext,
+    private readonly started: number,
+    private readonly at: number,
+    private readonly signal: AbortSignal | undefined,
+  ) {}
+
+  race<T>(promise: Promise<T>): Promise<T> {
+    return this.ctx.deadlines.race(
+      promise,
+      this.at,
+      () => this.mark(this.late()),
+      this.signal,
+      () => this.mark(aborted(this.signal!, this.context)),
+    );
+  }
+
+  /** True for the errors this bound raised. */
+  caused(error: unknown): boolean {
+    return error instanceof Error && this.errors.has(error);
+  }
+
+  private late(): RedisUnavailableError {
+    const { resource, mode } = this.context;
+    return new RedisUnavailableError(
+      `acquiring the ${mode} lock on "${resource}" failed: Redis did not answer within ${Math.round(this.at - this.started)} ms ` +
+        '(waitMs + redisTimeoutMs); nothing is held, and a grant that comes later is given back; the operation may be retried',
+      this.context,
+    );
+  }
+
+  private mark<E extends Error>(error: E): E {
+    this.errors.add(error);
+    return error;
+  }
+}
+
+/** Longest pause between two tries to give back a late or unknown grant, in ms. */
+const UNDO_RETRY_MAX_MS = 2_000;
+
+/**
+ * Gives back what an acquire with an unknown outcome took, once that outcome
+ * is known: its hold if granted, its place in the writers' queue if it
+ * queued. Retried while Redis does not answer, until the grant would have
+ * expired by itself (or the Redis client is closed). The undo names the hold,
+ * so running it more than once changes nothing.
+ */
+function undoWhenKnown(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): void {
+  const until = performance.now() + request.leaseMs;
+  const undo = (delay: number): void => {
+    if (ctx.redisClosed() || performance.now() > until) return;
+    ctx.backend.abandon(request.keys, request.owner, request.holdId).catch(() => {
+      setTimeout(() => undo(Math.min(2 * delay, UNDO_RETRY_MAX_MS)), delay).unref();
+    });
+  };
+  sent.then(
+    (outcome) => (outcome.granted || request.waitBeatMs > 0 ? undo(50) : undefined),
+    () => undo(50),
+  );
 }
 
 function aborted(signal: AbortSignal, context: RWLockErrorContext): AcquireAbortedError {

@@ -21,6 +21,14 @@ export interface LockClientOptions {
   /** How long an acquire waits when the call gives no `waitMs`. Default 10 000. */
   waitMs?: number;
   /**
+   * How long the library waits for Redis to answer one call, in ms: release,
+   * extend, renewal and inspect reject with `RedisUnavailableError` after it,
+   * and an acquire settles at most this long after its `waitMs` (plus the
+   * `replicaAck` timeout, when asked for), whatever Redis or the network does.
+   * A grant that arrives later is given back in the background. Default 1 000.
+   */
+  redisTimeoutMs?: number;
+  /**
    * Writer preference: new readers queue behind a waiting writer, so a stream
    * of readers cannot starve it. Default true.
    */
@@ -152,6 +160,8 @@ export interface ResolvedClientOptions {
   readonly leaseMs: number;
   /** See {@link LockClientOptions.waitMs}. */
   readonly waitMs: number;
+  /** See {@link LockClientOptions.redisTimeoutMs}. */
+  readonly redisTimeoutMs: number;
   /** See {@link LockClientOptions.writerPreference}. */
   readonly writerPreference: boolean;
   /** See {@link LockClientOptions.recheckMs}. */
@@ -172,6 +182,7 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   prefix: 'rwlock',
   leaseMs: 30_000,
   waitMs: 10_000,
+  redisTimeoutMs: 1_000,
   writerPreference: true,
   recheckMs: 500,
   fair: false,
@@ -227,7 +238,10 @@ export function duration(name: string, value: unknown, min: number, context: RWL
   return value;
 }
 
-export function ownerToken(value: unknown, context: RWLockErrorContext = {}): string {
+/** The value old processes write to the legacy keys: in `legacy` and `bridge` mode it would be taken for theirs. */
+export const LEGACY_MARKER = '1';
+
+export function ownerToken(value: unknown, context: RWLockErrorContext = {}, mode?: LockClientMode): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_OWNER_LENGTH) {
     throw new InvalidArgumentError(
       'owner',
@@ -238,6 +252,14 @@ export function ownerToken(value: unknown, context: RWLockErrorContext = {}): st
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value) || !value.isWellFormed()) {
     throw new InvalidArgumentError('owner', 'must not contain control characters or lone surrogates', context);
+  }
+  if (value === LEGACY_MARKER && (mode === 'legacy' || mode === 'bridge')) {
+    throw new InvalidArgumentError(
+      'owner',
+      `must not be "${LEGACY_MARKER}" in mode "${mode}": that is the value old processes write to the legacy keys, ` +
+        'so the lock would take an old holder for this owner; pick another token',
+      context,
+    );
   }
   return value;
 }
@@ -265,12 +287,14 @@ function legacyKeysOption(value: unknown, mode: LockClientMode): (resource: stri
 }
 
 export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
-  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys', 'redlock', 'replicaAck'], 'options');
+  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'redisTimeoutMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys', 'redlock', 'replicaAck'], 'options');
   const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : clientMode(o.mode);
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
     leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
     waitMs: o.waitMs === undefined ? CLIENT_DEFAULTS.waitMs : duration('waitMs', o.waitMs, 0),
+    redisTimeoutMs:
+      o.redisTimeoutMs === undefined ? CLIENT_DEFAULTS.redisTimeoutMs : duration('redisTimeoutMs', o.redisTimeoutMs, 1),
     writerPreference:
       o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
     recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),

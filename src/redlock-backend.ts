@@ -1,4 +1,4 @@
-import type { AcquireOutcome, AcquireRequest, BlockReason, ExtendRequest, HolderInfo, LockBackend, LockInfo, WaiterInfo } from './backend.js';
+import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type HolderInfo, type LockBackend, type LockInfo, type WaiterInfo } from './backend.js';
 import { InvalidArgumentError, QuorumError, type LockMode, type NodeOutcome } from './errors.js';
 import { describe, lockKeys, type LockKeys } from './keys.js';
 import type { ResolvedRedlockOptions } from './options.js';
@@ -110,7 +110,6 @@ const REASON_ORDER: readonly BlockReason[] = ['write', 'read', 'intent', 'queue'
 export class RedlockBackend implements LockBackend {
   readonly quorum: number;
   private readonly addresses: string[];
-  private holds: (keys: LockKeys, owner: string) => boolean = () => false;
 
   constructor(
     clients: readonly RedisClient[],
@@ -124,10 +123,6 @@ export class RedlockBackend implements LockBackend {
 
   keysFor(resource: string): LockKeys {
     return lockKeys(this.prefix, resource);
-  }
-
-  bindHoldings(holds: (keys: LockKeys, owner: string) => boolean): void {
-    this.holds = holds;
   }
 
   /** The drift allowance of a lease, in ms. */
@@ -157,7 +152,7 @@ export class RedlockBackend implements LockBackend {
       const validity = remaining - (performance.now() - started) - drift;
       if (validity > 0) {
         // A refused node may have queued this writer; it got the lock, so it waits no more there.
-        const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner, false).catch(() => undefined);
+        const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner).catch(() => undefined);
         if (queues) settled.forEach((s, i) => s.status === 'ok' && !s.value.granted && withdraw(i));
         late.forEach((p, i) =>
           p?.then((o) => queues && !o.granted && withdraw(i), () => undefined),
@@ -173,13 +168,13 @@ export class RedlockBackend implements LockBackend {
       }
     }
 
-    // No valid majority: take back what this attempt took, on every node.
-    const dropHolds = !this.holds(r.keys, r.owner);
+    // No valid majority: take back what this attempt took, on every node (its hold only: a
+    // reentrant owner keeps the holds it had).
     const undo = (i: number, outcome: Settled<AcquireOutcome>): Promise<unknown> | undefined => {
       const node = this.nodes[i]!;
-      if (outcome.status === 'ok') return outcome.value.granted ? node.release(r.keys, r.mode, r.owner) : undefined;
+      if (outcome.status === 'ok') return outcome.value.granted ? node.release(r.keys, r.mode, r.owner, r.holdId) : undefined;
       // Unknown outcome: it may have been granted.
-      return node.abandon(r.keys, r.owner, dropHolds);
+      return node.abandon(r.keys, r.owner, r.holdId);
     };
     late.forEach((p, i) =>
       p?.then(
@@ -209,11 +204,11 @@ export class RedlockBackend implements LockBackend {
     return { granted: false, retryAfterMs: Math.min(...blocked.map((o) => o.retryAfterMs)), reason };
   }
 
-  async release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
+  async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const n = this.nodes.length;
     const q = this.quorum;
     const { settled } = await this.gather(
-      (node) => node.release(keys, mode, owner),
+      (node) => node.release(keys, mode, owner, holdId),
       this.options.nodeTimeoutMs,
       (s) => {
         const released = s.filter((x) => x.status === 'ok' && x.value).length;
@@ -230,7 +225,7 @@ export class RedlockBackend implements LockBackend {
       });
     }
     // Fewer than a majority held it: lost. Drop what is left of it.
-    void this.abandon(keys, owner, true).catch(() => undefined);
+    void this.abandon(keys, owner, ALL_HOLDS).catch(() => undefined);
     return false;
   }
 
@@ -249,14 +244,17 @@ export class RedlockBackend implements LockBackend {
       (s) => requests.every((_, k) => verdict(s, k) !== 'open'),
     );
     const verdicts = requests.map((_, k) => verdict(settled, k));
-    if (verdicts.includes('open')) {
-      // Some leases might still be held by a majority: report nothing lost yet; the caller retries.
+    if (verdicts.every((v) => v === 'open')) {
+      // Nothing decided: the caller learns why (each node's answer) and tries again.
       throw new QuorumError(`renewing ${requests.length} lease(s)`, q, this.outcomes(settled, (v) => `${v.filter((x) => x > 0).length} renewed`, () => true));
     }
+    // Each lease on its own: one that no majority decided yet (NaN) is asked again next
+    // period, while those a majority renewed stay held.
     return requests.map((r, k) => {
+      if (verdicts[k] === 'open') return Number.NaN;
       if (verdicts[k] === 'lost') {
         // Held by too few nodes to count: let go of the rest too.
-        void this.abandon(r.keys, r.owner, true).catch(() => undefined);
+        void this.abandon(r.keys, r.owner, ALL_HOLDS).catch(() => undefined);
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);
@@ -264,8 +262,8 @@ export class RedlockBackend implements LockBackend {
     });
   }
 
-  async abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
-    const { settled } = await this.gather((node) => node.abandon(keys, owner, dropHolds), this.options.nodeTimeoutMs, () => false);
+  async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
+    const { settled } = await this.gather((node) => node.abandon(keys, owner, drop), this.options.nodeTimeoutMs, () => false);
     if (settled.some((s) => s.status !== 'ok')) {
       throw new QuorumError('withdrawing from the lock', this.quorum, this.outcomes(settled, () => 'done', () => true), { owner });
     }

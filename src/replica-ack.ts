@@ -63,27 +63,23 @@ export class ReplicaAckBackend implements LockBackend {
     }
     if (acked >= ack.replicas || ack.onShortfall === 'accept') return { ...outcome, replicasAcked: acked };
     // Undo this grant only (one hold: a reentrant owner keeps its outer hold).
-    await this.inner.release(r.keys, r.mode, r.owner).catch(() => undefined);
+    await this.inner.release(r.keys, r.mode, r.owner, r.holdId).catch(() => undefined);
     throw new ReplicaAckError(ack.replicas, acked, ack.timeoutMs, { resource: r.resource, mode: r.mode, owner: r.owner });
   }
 
-  release(keys: LockKeys, mode: LockMode, owner: string): Promise<boolean> {
-    return this.inner.release(keys, mode, owner);
+  release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
+    return this.inner.release(keys, mode, owner, holdId);
   }
 
   extend(requests: readonly ExtendRequest[]): Promise<number[]> {
     return this.inner.extend(requests);
   }
 
-  abandon(keys: LockKeys, owner: string, dropHolds: boolean): Promise<void> {
-    return this.inner.abandon(keys, owner, dropHolds);
+  abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
+    return this.inner.abandon(keys, owner, drop);
   }
 
   inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
     return this.inner.inspect(resource, keys);
-  }
-
-  bindHoldings(holds: (keys: LockKeys, owner: string) => boolean): void {
-    this.inner.bindHoldings?.(holds);
   }
 }

@@ -1,6 +1,6 @@
 --[[
   The body of an abandon, shared by the hash-mode and the legacy/bridge
-  scripts. Expects: rcall, the keys of `state`, owner, dropHolds, channel, and
+  scripts. Expects: rcall, the keys of `state`, owner, drop, channel, and
   the peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/abandon.lua.
 ]]
@@ -15,9 +15,16 @@ if rcall('HGET', stateKey, 'u') == owner then
   rcall('HDEL', stateKey, 'u', 'ud')
   changed = 1
 end
-if dropHolds then
+if drop == '*' then
   if deadlineOf(owner) then
     removeOwner(owner)
+    changed = 1
+  end
+  peerMirror(owner, now)
+elseif drop ~= '' and liveDeadlineOf(owner, now) then
+  local dropped = dropHold('write', owner, drop) or dropHold('read', owner, drop)
+  if dropped then
+    forgetIfFree(owner)
     changed = 1
   end
   peerMirror(owner, now)

@@ -1,6 +1,6 @@
 --[[
   The body of a read acquire, shared by the hash-mode and the legacy/bridge
-  scripts. Expects: rcall, the keys of `state`, owner, leaseMs, honourIntent,
+  scripts. Expects: rcall, the keys of `state`, owner, holdId, leaseMs, honourIntent,
   and the peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/acquire-read.lua.
 ]]
@@ -9,6 +9,8 @@ spill()
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)
+local again = repeatedGrant('read', owner, holdId, mine, now, leaseMs)
+if again then return again end
 
 local writer = rcall('HGET', stateKey, 'w')
 if writer and writer ~= owner then
@@ -33,7 +35,6 @@ if honourIntent and not mine then
   end
 end
 
-rcall('HINCRBY', stateKey, 'r:' .. owner, 1)
-local reply = grant(owner, now, nowUs, leaseMs)
+local reply = grant('read', owner, holdId, now, nowUs, leaseMs)
 peerMirror(owner, now)
 return reply

@@ -1,6 +1,6 @@
 --[[
   The body of a write acquire, shared by the hash-mode and the legacy/bridge
-  scripts. Expects: rcall, the keys of `state`, owner, leaseMs, waitBeatMs,
+  scripts. Expects: rcall, the keys of `state`, owner, holdId, leaseMs, waitBeatMs,
   fair, and the peer hooks (`no-peers` or `legacy`). Returns the script's
   reply, as documented in lua/acquire-write.lua.
 ]]
@@ -11,6 +11,8 @@ spill()
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)
+local again = repeatedGrant('write', owner, holdId, mine, now, leaseMs)
+if again then return again end
 
 -- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
 -- anyone else in the queue.
@@ -31,8 +33,7 @@ end
 
 local writer = rcall('HGET', stateKey, 'w')
 if writer == owner then
-  rcall('HINCRBY', stateKey, 'wc', 1)
-  local reply = grant(owner, now, nowUs, leaseMs)
+  local reply = grant('write', owner, holdId, now, nowUs, leaseMs)
   peerMirror(owner, now)
   return reply
 end
@@ -84,7 +85,6 @@ dequeue(owner)
 if rcall('HGET', stateKey, 'u') == owner then
   rcall('HDEL', stateKey, 'u', 'ud')
 end
-rcall('HSET', stateKey, 'w', owner, 'wc', 1)
-local reply = grant(owner, now, nowUs, leaseMs)
+local reply = grant('write', owner, holdId, now, nowUs, leaseMs)
 peerMirror(owner, now)
 return reply

@@ -6,8 +6,8 @@
   deadline, so no leases zset is written; while nobody else touches the lock
   its release only deletes the hash (release.lua), and any other script first
   moves it into leasesKey (spill in state.lua).
-  Expects: rcall, stateKey, leasesKey, owner, leaseMs, and FRESH_HOLD, the
-  hash fields of the hold (the writer's, or one reader's).
+  Expects: rcall, stateKey, leasesKey, owner, holdId, leaseMs, and
+  FRESH_WRITE (true for a write hold, false for a read hold).
   The fence is the server clock in us (written as a string: Lua's number
   formatting would lose digits); the lock had no earlier fence to stay above.
   The reply is the bare fence: granted for exactly leaseMs.
@@ -15,7 +15,12 @@
 if rcall('EXISTS', stateKey, leasesKey) == 0 then
   local t = rcall('TIME')
   local fence = t[1] .. string.sub('00000' .. t[2], -6)
-  rcall('HSET', stateKey, 'f', fence, 'o', owner, unpack(FRESH_HOLD))
+  local holds = fence .. ' ' .. holdId
+  if FRESH_WRITE then
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'w', owner, 'wc', holds)
+  else
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'r:' .. owner, holds)
+  end
   rcall('PEXPIRE', stateKey, leaseMs)
   return t[1] * 1000000 + t[2]
 end

@@ -4,8 +4,8 @@
 
   Layout:
     stateKey  (hash)  w      owner token of the writer
-                      wc     the writer's hold count (reentrancy)
-                      r:<o>  owner o's read hold count
+                      wc     the writer's holds (a hold list, below)
+                      r:<o>  owner o's read holds (a hold list)
                       f      the last fence handed out
                       q:<o>  waiting writer o's heartbeat deadline (ms); it re-tries before then
                       u, ud  a reader waiting to upgrade, and its heartbeat deadline (ms)
@@ -20,6 +20,12 @@
   Apart from the sole holder in `o`, an owner holds something exactly while
   it is a member of leasesKey with a deadline in the future; the hash fields
   of expired owners, and waiters whose heartbeat lapsed, are pruned lazily.
+
+  A hold list is '<fence> <holdId> <holdId> ...': the fence of the owner's
+  first hold of that mode (its reentrant holds share it), then one id per
+  hold, each naming the acquire that took it. A repeated acquire or release
+  (a command resent after its reply was lost, or retried by the caller) finds
+  its id already there, or already gone, and changes nothing.
 ]]
 
 -- How many expired owners one call prunes at most: bounds every call's work,
@@ -36,6 +42,39 @@ end
 -- Integers beyond 1e14 lose digits in Lua's default number formatting.
 local function int(n)
   return string.format('%.0f', n)
+end
+
+-- Hold lists (see the layout above).
+local function holdCount(list)
+  local _, n = string.gsub(list, ' ', ' ')
+  return n
+end
+
+local function hasHold(list, holdId)
+  return string.find(list .. ' ', ' ' .. holdId .. ' ', 1, true) ~= nil
+end
+
+-- The list without `holdId` (which it must contain).
+local function withoutHold(list, holdId)
+  local padded = list .. ' '
+  local from, to = string.find(padded, ' ' .. holdId .. ' ', 1, true)
+  local rest = string.sub(padded, 1, from - 1) .. string.sub(padded, to)
+  return string.sub(rest, 1, -2)
+end
+
+-- True when `list` (or false) holds exactly the one hold `holdId`.
+local function isOnlyHold(list, holdId)
+  return list ~= false and string.find(list, ' ', 1, true) == #list - #holdId and string.sub(list, -#holdId) == holdId
+end
+
+local function fenceOfHolds(list)
+  return tonumber(string.match(list, '^%d+'))
+end
+
+-- The hash field of an owner's holds of `mode`.
+local function holdField(mode, owner)
+  if mode == 'write' then return 'wc' end
+  return 'r:' .. owner
 end
 
 local function numberField(field)
@@ -204,21 +243,74 @@ local function leaseList()
   return leases
 end
 
--- Record a grant to `owner` until now + leaseMs (never shortening a longer
--- deadline it already has) and return the reply: the bare fence when the
--- lease runs exactly leaseMs, else { 1, fence, leaseRemainingMs }. The fence
--- is strictly larger than the last one stored, and never below the server
--- clock in us, so fences keep growing across the deletion or expiry of the
--- hash.
-local function grant(owner, now, nowUs, leaseMs)
+-- Record a grant of hold `holdId` of `mode` to `owner` until now + leaseMs
+-- (never shortening a longer deadline it already has) and return the reply:
+-- the bare fence when the lease runs exactly leaseMs, else { 1, fence,
+-- leaseRemainingMs }. The owner's first hold of a mode gets a fence strictly
+-- larger than the last one stored, and never below the server clock in us,
+-- so fences keep growing across the deletion or expiry of the hash; its
+-- reentrant holds get the same fence.
+local function grant(mode, owner, holdId, now, nowUs, leaseMs)
   local deadline = now + leaseMs
   local current = deadlineOf(owner)
   if current and current > deadline then deadline = current end
   rcall('ZADD', leasesKey, int(deadline), owner)
-  local fence = numberField('f') + 1
-  if nowUs > fence then fence = nowUs end
-  rcall('HSET', stateKey, 'f', int(fence))
+  local field = holdField(mode, owner)
+  local list = rcall('HGET', stateKey, field)
+  local fence
+  if list then
+    fence = fenceOfHolds(list)
+    list = list .. ' ' .. holdId
+  else
+    fence = numberField('f') + 1
+    if nowUs > fence then fence = nowUs end
+    rcall('HSET', stateKey, 'f', int(fence))
+    list = int(fence) .. ' ' .. holdId
+  end
+  if mode == 'write' then
+    rcall('HSET', stateKey, 'w', owner, 'wc', list)
+  else
+    rcall('HSET', stateKey, field, list)
+  end
   refreshExpiry(now)
   if deadline - now == leaseMs then return fence end
   return { 1, fence, deadline - now }
+end
+
+-- The reply again when `holdId` is already one of the owner's live holds of
+-- `mode` (a repeated acquire: it changes nothing), else nil.
+local function repeatedGrant(mode, owner, holdId, mine, now, leaseMs)
+  if not mine then return nil end
+  local list = rcall('HGET', stateKey, holdField(mode, owner))
+  if not list or not hasHold(list, holdId) then return nil end
+  if mode == 'write' and rcall('HGET', stateKey, 'w') ~= owner then return nil end
+  local fence = fenceOfHolds(list)
+  if mine - now == leaseMs then return fence end
+  return { 1, fence, mine - now }
+end
+
+-- Drop hold `holdId` of `mode` from `owner`, if it has it; returns the holds
+-- of that mode left, or nil when it did not have that hold.
+local function dropHold(mode, owner, holdId)
+  if mode == 'write' and rcall('HGET', stateKey, 'w') ~= owner then return nil end
+  local field = holdField(mode, owner)
+  local list = rcall('HGET', stateKey, field)
+  if not list or not hasHold(list, holdId) then return nil end
+  list = withoutHold(list, holdId)
+  local left = holdCount(list)
+  if left > 0 then
+    rcall('HSET', stateKey, field, list)
+  elseif mode == 'write' then
+    rcall('HDEL', stateKey, 'w', 'wc')
+  else
+    rcall('HDEL', stateKey, field)
+  end
+  return left
+end
+
+-- After an owner's holds changed: it leaves leasesKey once it holds nothing.
+local function forgetIfFree(owner)
+  if rcall('HGET', stateKey, 'w') ~= owner and rcall('HEXISTS', stateKey, 'r:' .. owner) == 0 then
+    rcall('ZREM', leasesKey, owner)
+  end
 end

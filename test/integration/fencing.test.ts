@@ -48,6 +48,25 @@ forEachTopology('fencing', (ctx) => {
     await locks.close();
   });
 
+  it("gives a reentrant hold its holding's fence, so the outer lease may still write after a nested one; an upgrade takes a larger one", async () => {
+    const locks = new LockClient(redis);
+    await locks.withWrite('doc:{8}', async (outer) => {
+      await locks.withWrite('doc:{8}', async (inner) => {
+        expect(inner.fence).to.equal(outer.fence);
+        await fencedSet(redis, 'doc:{8}', 'inner', inner);
+      });
+      await fencedSet(redis, 'doc:{8}', 'outer', outer); // a live holder is never refused its own writes
+    });
+    expect(await redis.get('doc:{8}')).to.equal('outer');
+    const read = await locks.lock('doc:{8}').acquireRead({ owner: 'up' });
+    const again = await locks.lock('doc:{8}').acquireRead({ owner: 'up' });
+    expect(again.fence).to.equal(read.fence);
+    const write = await locks.lock('doc:{8}').acquireWrite({ owner: 'up' });
+    expect(write.fence).to.be.greaterThan(read.fence);
+    for (const lease of [write, again, read]) await lease.release();
+    await locks.close();
+  });
+
   it('keeps the fence in the key\'s slot, sets an expiry on the value only, and refuses bad input', async () => {
     for (const key of ['plain', 'user:{42}:profile', 'a{b', '{x}{}']) {
       expect(calculateSlot(fenceKeyOf(key)), key).to.equal(calculateSlot(key));

@@ -7,6 +7,7 @@
 import { expect } from 'chai';
 import {
   defaultLegacyKeys,
+  InvalidArgumentError,
   LockClient,
   LockLostError,
   LockNotHeldError,
@@ -44,6 +45,24 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
   });
 
   const lock = () => locks.lock(R);
+
+  it('refuses owner "1", the value old processes write, with InvalidArgumentError and leaves Redis untouched', async () => {
+    expect(await old.tryWrite()).to.equal(true);
+    const before = await totalKeys(redis);
+    for (const attempt of [() => lock().tryAcquireWrite({ owner: '1' }), () => lock().acquireRead({ owner: '1', waitMs: 0 })]) {
+      const error = await attempt().then(() => undefined, (e: unknown) => e);
+      expect(error).to.be.instanceOf(InvalidArgumentError);
+      expect((error as Error).message).to.include('old processes');
+    }
+    expect(await totalKeys(redis)).to.equal(before);
+    expect(await redis.get(keys.write)).to.equal('1'); // the old writer still holds, alone
+    expect((await lock().inspect()).writer).to.equal(null);
+    await old.releaseWrite();
+    expect(await old.tryRead()).to.equal(true);
+    const w = await lock().tryAcquireWrite({ owner: 'one' });
+    expect(w).to.equal(null); // an old reader holds: refused
+    expect(await redis.get(keys.read)).to.equal('1');
+  });
 
   it("an old writer's key refuses library readers and writers; the library gets in once it is released", async () => {
     expect(await old.tryWrite()).to.equal(true);

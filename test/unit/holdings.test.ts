@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import type { ExtendRequest, LockBackend } from '../../src/backend.js';
+import { Deadlines } from '../../src/deadlines.js';
 import { LockLostError, LockNotHeldError } from '../../src/errors.js';
 import { Holdings, type LossEvent } from '../../src/holdings.js';
 import { lockKeys } from '../../src/keys.js';
@@ -30,12 +31,17 @@ describe('Holdings (renewal timing and loss)', () => {
     extendReply = (r) => r.map((x) => x.leaseMs);
     released = [];
     losses = [];
-    holdings = new Holdings(backend, 3000, (e) => losses.push(e));
+    holdings = new Holdings(backend, 3000, (e) => losses.push(e), new Deadlines(), 1000);
   });
   afterEach(() => clock.restore());
 
   const grant = (resource: string, owner: string, autoRenew = true, leaseMs = 3000) =>
-    holdings.add(resource, lockKeys('p', resource), owner, 'write', 1, leaseMs, autoRenew, performance.now(), leaseMs);
+    holdings.add(
+      { resource, keys: lockKeys('p', resource), owner, mode: 'write', holdId: `h-${owner}`, leaseMs, honourIntent: true, waitBeatMs: 0, fair: false },
+      { granted: true, fence: 1, leaseRemainingMs: leaseMs },
+      autoRenew,
+      performance.now(),
+    );
 
   it('renews every auto-renewed lease in one batched call each lease/3', async () => {
     const leases = Array.from({ length: 50 }, (_, i) => grant(`r${i}`, `o${i}`));

@@ -4,7 +4,7 @@
  * late), renewal verdicts, refusal reasons, per-node errors.
  */
 import { expect } from 'chai';
-import type { AcquireOutcome, AcquireRequest, BlockReason, ExtendRequest, LockInfo } from '../../src/backend.js';
+import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type LockInfo } from '../../src/backend.js';
 import { QuorumError, type LockMode } from '../../src/errors.js';
 import { lockKeys, type LockKeys } from '../../src/keys.js';
 import { RedlockBackend, type NodeBackend } from '../../src/redlock-backend.js';
@@ -40,8 +40,8 @@ class StubNode implements NodeBackend {
     this.calls.push(`extend ${requests.length}`);
     return this.answer(this.extendAnswer);
   }
-  abandon(_keys: LockKeys, _owner: string, dropHolds: boolean): Promise<void> {
-    this.calls.push(`abandon ${dropHolds ? 'drop' : 'keep'}`);
+  abandon(_keys: LockKeys, _owner: string, drop = ''): Promise<void> {
+    this.calls.push(`abandon ${drop === ALL_HOLDS ? 'all' : drop === '' ? 'withdraw' : `hold ${drop}`}`);
     return Promise.resolve();
   }
   inspect(): Promise<LockInfo> {
@@ -67,6 +67,7 @@ const request = (mode: LockMode = 'write', extra: Partial<AcquireRequest> = {}):
   keys,
   mode,
   owner: 'me',
+  holdId: 'h1',
   leaseMs: 1_000,
   honourIntent: true,
   waitBeatMs: 0,
@@ -106,16 +107,13 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'release write']);
   });
 
-  it('drops every hold on a node whose outcome is unknown, unless the owner already held the lock', async () => {
+  it("drops only the attempt's own hold on a node whose outcome is unknown (a reentrant owner keeps its others)", async () => {
     const { nodes, backend } = setup(3);
     nodes[0]!.acquireAnswer = refused('read');
     nodes[1]!.acquireAnswer = refused('read');
     nodes[2]!.acquireAnswer = new Error('connection reset');
     await backend.acquire(request());
-    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon drop']);
-    backend.bindHoldings(() => true); // a reentrant acquire: the outer hold must stay
-    await backend.acquire(request());
-    expect(nodes[2]!.calls.slice(2)).to.deep.equal(['acquire write', 'abandon keep']);
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon hold h1']);
   });
 
   it('fails with a QuorumError naming each node when too many did not answer, after undoing the grants', async () => {
@@ -151,7 +149,7 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     const outcome = await backend.acquire(request('write', { waitBeatMs: 1_000 }));
     expect(outcome.granted).to.equal(true);
     await sleep(10);
-    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon keep']);
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon withdraw']);
   });
 
   it("reports 'upgrade' (give up now) only when upgrade conflicts bar every majority", async () => {
@@ -164,7 +162,7 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(await backend.acquire(request())).to.include({ reason: 'upgrade' });
   });
 
-  it('keeps a lease while a majority renews it; reports it lost (0) once fewer do; throws while undecided', async () => {
+  it('keeps a lease while a majority renews it; reports it lost (0) once fewer do; undecided ones (NaN) on their own', async () => {
     const { nodes, backend } = setup(3, 30);
     const requests: ExtendRequest[] = [
       { keys, owner: 'a', leaseMs: 1_000 },
@@ -175,21 +173,24 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     nodes[2]!.extendAnswer = [0, 0];
     expect(await backend.extend(requests)).to.deep.equal([988, 0]);
     await sleep(10);
-    expect(nodes[1]!.calls).to.include('abandon drop'); // b's leftover on node 1 goes too
+    expect(nodes[1]!.calls).to.include('abandon all'); // b's leftover on node 1 goes too
     nodes[2]!.extendAnswer = 'hang';
     nodes[0]!.extendAnswer = [1_000, 0];
     nodes[1]!.extendAnswer = [0, 1_000];
-    // a and b each renewed on one node; the hung node could make either a majority: undecided.
+    // a and b each renewed on one node; the hung node could make either a majority: nothing decided.
     expect(await backend.extend(requests).catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+    // A lease a majority renewed stays held while another is undecided (NaN: asked again next period).
+    nodes[1]!.extendAnswer = [1_000, 1_000];
+    expect(await backend.extend(requests)).to.deep.equal([988, Number.NaN]);
   });
 
   it('releases when a majority released; not held when a majority did not hold it', async () => {
     const { nodes, backend } = setup(3);
     nodes[2]!.releaseAnswer = false;
-    expect(await backend.release(keys, 'write', 'me')).to.equal(true);
+    expect(await backend.release(keys, 'write', 'me', 'h1')).to.equal(true);
     nodes[1]!.releaseAnswer = false;
-    expect(await backend.release(keys, 'write', 'me')).to.equal(false);
+    expect(await backend.release(keys, 'write', 'me', 'h1')).to.equal(false);
     nodes[1]!.releaseAnswer = new Error('down');
-    expect(await backend.release(keys, 'write', 'me').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+    expect(await backend.release(keys, 'write', 'me', 'h1').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
   });
 });

@@ -5,6 +5,10 @@
 // or a waiter that queues) / release / extend / abandon / expiry for a few
 // owners run against Redis and against the model below, and every reply and
 // the state read back by the inspect script must agree after each step.
+// Every acquire names its hold with an id; releases and abandons name one of
+// the ids the owner was ever given (also ones already released), and a
+// `repeat` step sends the last acquire again, as ioredis does after a lost
+// reply: a repeated command must change nothing.
 //
 // Leases and waiter heartbeats are long (minutes), so nothing expires by
 // itself during a run; expiry is modelled only by an explicit step that moves
@@ -24,13 +28,59 @@ const LEASE_MS = 120_000;
 const BEAT_MS = 600_000;
 const MAX_SKIPS = 2;
 
+type Mode = 'read' | 'write';
 type Step =
   | { op: 'read'; owner: Owner }
   | { op: 'write'; owner: Owner; wait: boolean }
-  | { op: 'release'; owner: Owner; mode: 'read' | 'write' }
+  | { op: 'repeat' }
+  | { op: 'release'; owner: Owner; mode: Mode; pick: number }
   | { op: 'extend'; owner: Owner }
-  | { op: 'abandon'; owner: Owner; dropHolds: boolean }
+  | { op: 'abandon'; owner: Owner; drop: 'withdraw' | 'all' | number }
   | { op: 'expire'; owner: Owner };
+
+/** A step with the hold id it names resolved (acquires: their own new id). */
+type Resolved =
+  | { op: 'read'; owner: Owner; id: string }
+  | { op: 'write'; owner: Owner; wait: boolean; id: string }
+  | { op: 'release'; owner: Owner; mode: Mode; id: string }
+  | { op: 'extend'; owner: Owner }
+  | { op: 'abandon'; owner: Owner; drop: string }
+  | { op: 'expire'; owner: Owner };
+
+/** Turns steps into resolved ones: new ids for acquires, picks among the ids an owner was given. */
+class Ids {
+  private next = 0;
+  private last: Resolved | undefined;
+  private readonly given = new Map<string, string[]>();
+
+  resolve(s: Step): Resolved | undefined {
+    switch (s.op) {
+      case 'read':
+      case 'write': {
+        const id = `h${this.next++}`;
+        const key = `${s.owner}:${s.op}`;
+        this.given.set(key, [...(this.given.get(key) ?? []), id]);
+        return (this.last = { ...s, id });
+      }
+      case 'repeat':
+        return this.last;
+      case 'release':
+        return { op: 'release', owner: s.owner, mode: s.mode, id: this.pick(`${s.owner}:${s.mode}`, s.pick) };
+      case 'abandon': {
+        const drop = s.drop === 'withdraw' ? '' : s.drop === 'all' ? '*' : this.pick(`${s.owner}:${s.drop % 2 ? 'read' : 'write'}`, s.drop);
+        return { op: 'abandon', owner: s.owner, drop };
+      }
+      default:
+        return s;
+    }
+  }
+
+  private pick(key: string, n: number): string {
+    const ids = this.given.get(key) ?? [];
+    if (ids.length === 0) return 'none';
+    return n < 0 ? ids[ids.length - 1]! : ids[n % ids.length]!; // n < 0: the latest
+  }
+}
 
 interface Config {
   fair: boolean;
@@ -40,8 +90,12 @@ interface Config {
 /** What the scripts should do, as plainly as it can be said. */
 class Model {
   writer: Owner | null = null;
-  wc = 0;
-  readers = new Map<Owner, number>();
+  /** The writer's hold ids. */
+  wc: string[] = [];
+  /** Each reader's hold ids. */
+  readers = new Map<Owner, string[]>();
+  /** Whether the last grant started a holding (a new fence) or joined one (its fence again). */
+  lastGrant: 'new' | 'same' = 'new';
   /** Waiting writers, first come first, with their arrival step. */
   queue: Owner[] = [];
   arrival = new Map<Owner, number>();
@@ -70,7 +124,7 @@ class Model {
   private removeHolds(o: Owner): void {
     if (this.writer === o) {
       this.writer = null;
-      this.wc = 0;
+      this.wc = [];
     }
     this.readers.delete(o);
   }
@@ -91,15 +145,15 @@ class Model {
   }
 
   /** The expected reply of one step; compared with Redis' (fences and times left out). */
-  apply(s: Step): unknown {
+  apply(s: Resolved): unknown {
     this.step++;
     switch (s.op) {
       case 'read':
-        return this.read(s.owner);
+        return this.read(s.owner, s.id);
       case 'write':
-        return this.write(s.owner, s.wait);
+        return this.write(s.owner, s.wait, s.id);
       case 'release':
-        return this.release(s.owner, s.mode);
+        return this.release(s.owner, s.mode, s.id);
       case 'extend': {
         const held = this.holds(s.owner);
         const zombie = this.zombies.delete(s.owner);
@@ -116,10 +170,22 @@ class Model {
           this.upgrader = null;
           changed = true;
         }
-        if (s.dropHolds && (this.holds(s.owner) || this.zombies.has(s.owner))) {
+        if (s.drop === '*' && (this.holds(s.owner) || this.zombies.has(s.owner))) {
           this.removeHolds(s.owner);
           this.zombies.delete(s.owner);
           changed = true;
+        } else if (s.drop !== '' && s.drop !== '*') {
+          this.zombies.delete(s.owner); // an expired owner's leftovers are pruned on the way
+          if (this.writer === s.owner && this.wc.includes(s.drop)) {
+            this.wc = this.wc.filter((id) => id !== s.drop);
+            if (this.wc.length === 0) this.writer = null;
+            changed = true;
+          } else if (this.readers.get(s.owner)?.includes(s.drop)) {
+            const left = this.readers.get(s.owner)!.filter((id) => id !== s.drop);
+            if (left.length === 0) this.readers.delete(s.owner);
+            else this.readers.set(s.owner, left);
+            changed = true;
+          }
         }
         if (changed) this.refresh();
         return changed ? 1 : 0;
@@ -133,20 +199,31 @@ class Model {
     }
   }
 
-  private read(o: Owner): unknown {
+  /** A repeated acquire of a live hold: granted again, nothing changes. */
+  private repeated(o: Owner, mode: Mode, id: string): boolean {
+    const ids = mode === 'write' ? (this.writer === o ? this.wc : []) : (this.readers.get(o) ?? []);
+    if (!ids.includes(id)) return false;
+    this.lastGrant = 'same';
+    return true;
+  }
+
+  private read(o: Owner, id: string): unknown {
     this.pruneAll();
+    if (this.repeated(o, 'read', id)) return 'granted';
     const mine = this.holds(o);
     if (this.writer !== null && this.writer !== o) return 'refused:write';
     if (this.config.writerPreference && !mine) {
       const head = this.queue[0];
       if (this.otherUpgrader(o) !== null || (head !== undefined && head !== o)) return 'refused:intent';
     }
-    this.readers.set(o, (this.readers.get(o) ?? 0) + 1);
+    this.lastGrant = this.readers.has(o) ? 'same' : 'new';
+    this.readers.set(o, [...(this.readers.get(o) ?? []), id]);
     return 'granted';
   }
 
-  private write(o: Owner, wait: boolean): unknown {
+  private write(o: Owner, wait: boolean, id: string): unknown {
     this.pruneAll();
+    if (this.repeated(o, 'write', id)) return 'granted';
     const mine = this.holds(o);
     const refuse = (reason: string) => {
       if (wait) {
@@ -161,7 +238,8 @@ class Model {
       return `refused:${reason}`;
     };
     if (this.writer === o) {
-      this.wc++;
+      this.wc.push(id);
+      this.lastGrant = 'same';
       return 'granted';
     }
     if (this.writer !== null) return refuse('write');
@@ -185,18 +263,20 @@ class Model {
     this.dequeue(o);
     if (this.upgrader === o) this.upgrader = null;
     this.writer = o;
-    this.wc = 1;
+    this.wc = [id];
+    this.lastGrant = 'new';
     return 'granted';
   }
 
-  private release(o: Owner, mode: 'read' | 'write'): unknown {
+  private release(o: Owner, mode: Mode, id: string): unknown {
     // The only holder releasing its only hold, with nobody queued (expired owners count as holders
     // here, as they are not pruned yet): the whole state goes at once, a stale upgrade intent with it.
+    const only = (ids: string[] | undefined) => ids !== undefined && ids.length === 1 && ids[0] === id;
     const onlyHold =
-      mode === 'write' ? this.writer === o && this.wc === 1 && !this.readers.has(o) : this.readers.get(o) === 1 && this.writer === null;
+      mode === 'write' ? this.writer === o && only(this.wc) && !this.readers.has(o) : only(this.readers.get(o)) && this.writer === null;
     if (onlyHold && this.live().length === 1 && this.zombies.size === 0 && this.queue.length === 0) {
       this.writer = null;
-      this.wc = 0;
+      this.wc = [];
       this.readers.clear();
       this.upgrader = null;
       this.freedAt = null;
@@ -208,13 +288,18 @@ class Model {
     let left: number;
     if (mode === 'write') {
       if (this.writer !== o) return 'not held';
-      left = --this.wc;
+      // A repeat of a release that already ran: the other holds stay.
+      if (!this.wc.includes(id)) return `released:${this.wc.length}`;
+      this.wc = this.wc.filter((x) => x !== id);
+      left = this.wc.length;
       if (left === 0) this.writer = null;
     } else {
-      if (!this.readers.has(o)) return 'not held';
-      left = this.readers.get(o)! - 1;
+      const ids = this.readers.get(o);
+      if (!ids) return 'not held';
+      if (!ids.includes(id)) return `released:${ids.length}`;
+      left = ids.length - 1;
       if (left === 0) this.readers.delete(o);
-      else this.readers.set(o, left);
+      else this.readers.set(o, ids.filter((x) => x !== id));
     }
     if (left > 0) return `released:${left}`;
     if (this.live().length === 0) this.freedAt = this.step;
@@ -226,8 +311,8 @@ class Model {
   view() {
     const u = this.upgrader !== null && this.readers.has(this.upgrader) ? this.upgrader : null;
     return {
-      writer: this.writer === null ? null : { owner: this.writer, holds: this.wc },
-      readers: [...this.readers].map(([owner, holds]) => ({ owner, holds })).sort((a, b) => a.owner.localeCompare(b.owner)),
+      writer: this.writer === null ? null : { owner: this.writer, holds: this.wc.length },
+      readers: [...this.readers].map(([owner, ids]) => ({ owner, holds: ids.length })).sort((a, b) => a.owner.localeCompare(b.owner)),
       queue: [...this.queue],
       waitingWriter: u ?? this.queue[0] ?? null,
     };
@@ -235,22 +320,22 @@ class Model {
 }
 
 /** Runs one step on Redis with the real scripts; the reply in the model's terms, and the fence of a grant. */
-async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Step): Promise<{ reply: unknown; fence?: number }> {
+async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolved): Promise<{ reply: unknown; fence?: number }> {
   const names = [keys.state, keys.leases, keys.queue];
   switch (s.op) {
     case 'read':
     case 'write': {
       const args =
         s.op === 'read'
-          ? [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0']
-          : [...names, s.owner, LEASE_MS, s.wait ? BEAT_MS : 0, config.fair ? '1' : '0'];
+          ? [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id]
+          : [...names, s.owner, LEASE_MS, s.wait ? BEAT_MS : 0, config.fair ? '1' : '0', s.id];
       const outcome = parseAcquireReply((await runScript(redis, s.op === 'read' ? 'acquireRead' : 'acquireWrite', args)) as never, LEASE_MS);
       if (!outcome.granted) return { reply: `refused:${outcome.reason}` };
       expect(outcome.leaseRemainingMs).to.be.within(1, LEASE_MS);
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = (await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel])) as number;
+      const left = (await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel, s.id])) as number;
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
@@ -258,7 +343,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Step):
       return { reply: left > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':
-      return { reply: await runScript(redis, 'abandon', [...names, s.owner, s.dropHolds ? '1' : '0', keys.channel]) };
+      return { reply: await runScript(redis, 'abandon', [...names, s.owner, s.drop, keys.channel]) };
     case 'expire':
       // The owner's deadline passes while its stale fields stay (they are pruned lazily, as the model's zombies).
       // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.
@@ -292,9 +377,13 @@ const owner = fc.constantFrom(...OWNERS);
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: owner.map((o) => ({ op: 'read', owner: o }) as Step) },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('write' as const), owner, wait: fc.boolean() }) },
-  { weight: 5, arbitrary: fc.record({ op: fc.constant('release' as const), owner, mode: fc.constantFrom('read' as const, 'write' as const) }) },
+  { weight: 2, arbitrary: fc.constant({ op: 'repeat' } as Step) },
+  { weight: 5, arbitrary: fc.record({ op: fc.constant('release' as const), owner, mode: fc.constantFrom('read' as const, 'write' as const), pick: fc.nat(7) }) },
   { weight: 1, arbitrary: owner.map((o) => ({ op: 'extend', owner: o }) as Step) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('abandon' as const), owner, dropHolds: fc.boolean() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ op: fc.constant('abandon' as const), owner, drop: fc.oneof(fc.constantFrom('withdraw' as const, 'all' as const), fc.nat(7)) }),
+  },
   { weight: 1, arbitrary: owner.map((o) => ({ op: 'expire', owner: o }) as Step) },
 );
 const config = fc.record({ fair: fc.boolean(), writerPreference: fc.boolean() });
@@ -309,10 +398,10 @@ const QUEUED: Step[] = [
 ];
 const writerStep: fc.Arbitrary<Step> = fc.oneof(
   { weight: 5, arbitrary: writerOwner.map((o) => ({ op: 'write', owner: o, wait: true }) as Step) },
-  { weight: 4, arbitrary: writerOwner.map((o) => ({ op: 'release', owner: o, mode: 'write' }) as Step) },
+  { weight: 4, arbitrary: writerOwner.map((o) => ({ op: 'release', owner: o, mode: 'write', pick: -1 }) as Step) },
   { weight: 1, arbitrary: writerOwner.map((o) => ({ op: 'read', owner: o }) as Step) },
-  { weight: 1, arbitrary: writerOwner.map((o) => ({ op: 'release', owner: o, mode: 'read' }) as Step) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('abandon' as const), owner: writerOwner, dropHolds: fc.constant(false) }) },
+  { weight: 1, arbitrary: writerOwner.map((o) => ({ op: 'release', owner: o, mode: 'read', pick: -1 }) as Step) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('abandon' as const), owner: writerOwner, drop: fc.constant('withdraw' as const) }) },
 );
 
 forEachTopology('lock scripts against a model (properties)', (ctx) => {
@@ -325,16 +414,27 @@ forEachTopology('lock scripts against a model (properties)', (ctx) => {
       fc.asyncProperty(configs, fc.array(steps, { minLength: 5, maxLength: 80, size: 'max' }), async (cfg, sequence) => {
         const keys = lockKeys('sm', `${what}-${runNo++}`);
         const model = new Model(cfg);
+        const ids = new Ids();
         let lastFence = 0;
+        const fences = new Map<string, number>();
         try {
-          for (const [i, s] of [...prelude, ...sequence].entries()) {
+          for (const [i, step] of [...prelude, ...sequence].entries()) {
+            const s = ids.resolve(step);
+            if (s === undefined) continue; // a repeat before any acquire
             const expected = model.apply(s);
             const { reply, fence } = await run(redis, keys, cfg, s);
             const where = `step ${i} ${JSON.stringify(s)} with ${JSON.stringify(cfg)}`;
             expect(reply, where).to.deep.equal(expected);
-            if (fence !== undefined) {
-              expect(fence, `fence at ${where}`).to.be.greaterThan(lastFence);
-              lastFence = fence;
+            if (fence !== undefined && (s.op === 'read' || s.op === 'write')) {
+              // A new holding gets a larger fence; a reentrant or repeated grant its holding's fence again.
+              const holding = `${s.owner}:${s.op}`;
+              if (model.lastGrant === 'new') {
+                expect(fence, `fence at ${where}`).to.be.greaterThan(lastFence);
+                lastFence = fence;
+                fences.set(holding, fence);
+              } else {
+                expect(fence, `fence at ${where}`).to.equal(fences.get(holding));
+              }
             }
             expect(await inspect(redis, keys), `state after ${where}`).to.deep.equal(model.view());
             checked++;

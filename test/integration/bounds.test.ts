@@ -1,0 +1,176 @@
+/**
+ * Hard bounds: an acquire settles by `waitMs + redisTimeoutMs` (and within a
+ * few ms of its signal aborting) whatever Redis does; release, extend and
+ * inspect within `redisTimeoutMs`; a lease read after a stall knows it ran
+ * out; a closed client ends every wait. Against real servers: nothing
+ * listening, a server that accepts and never answers, a paused Redis
+ * (CLIENT PAUSE), and a real synchronous stall of the event loop.
+ */
+import { once } from 'node:events';
+import net from 'node:net';
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import {
+  AcquireAbortedError,
+  ClientClosedError,
+  LockClient,
+  LockLostError,
+  RedisUnavailableError,
+  type LockClientOptions,
+} from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { findFreePort, startRedisServer } from '../../src/testing/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { masters, totalKeys } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
+
+/** How late past its bound a rejection may come on a loaded machine (timer and event-loop lag). */
+const LAG_MS = 250;
+
+/** Runs `fn` and returns what it rejected with, and after how many ms. */
+async function timedRejection(fn: () => Promise<unknown>): Promise<{ error: Error; ms: number }> {
+  const started = performance.now();
+  const error = await rejection(fn());
+  return { error, ms: performance.now() - started };
+}
+
+/** A client of ioredis' default options on `port`, its error events kept quiet (they are the test's, not the library's). */
+function quietClient(port: number): Redis {
+  const redis = new Redis({ host: '127.0.0.1', port });
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+describe('hard bounds: Redis not there', function () {
+  this.timeout(30_000);
+  const opened: { redis: Redis; locks: LockClient }[] = [];
+  const open = (port: number, options?: LockClientOptions) => {
+    const redis = quietClient(port);
+    const locks = new LockClient(redis, options);
+    opened.push({ redis, locks });
+    return locks;
+  };
+  afterEach(async () => {
+    for (const { redis, locks } of opened.splice(0)) {
+      await locks.close();
+      redis.disconnect();
+    }
+  });
+
+  it('rejects with RedisUnavailableError by waitMs + redisTimeoutMs with nothing listening, and works once Redis is back', async () => {
+    const port = await findFreePort();
+    const locks = open(port);
+    const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
+    expect(error).to.be.instanceOf(RedisUnavailableError);
+    expect(error.message).to.include('did not answer within 3000 ms');
+    expect(ms).to.be.within(2_900, 3_000 + LAG_MS);
+    // tryAcquire must not say "taken" (null) when it cannot know: it rejects, within redisTimeoutMs.
+    const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
+    expect(tried.error).to.be.instanceOf(RedisUnavailableError);
+    expect(tried.ms).to.be.below(1_000 + LAG_MS);
+
+    const server = await startRedisServer({ port });
+    try {
+      // The commands ioredis kept queued run now; whatever they took is given back.
+      const lease = await locks.lock('gone').acquireWrite({ waitMs: 5_000 });
+      expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
+      await lease.release();
+      const admin = server.client();
+      await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
+      admin.disconnect();
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('rejects by the bound against a server that accepts connections and never answers, and within ms of an abort', async () => {
+    const sockets: net.Socket[] = [];
+    const blackHole = net.createServer((socket) => sockets.push(socket.on('error', () => undefined)));
+    blackHole.listen(0, '127.0.0.1');
+    await once(blackHole, 'listening');
+    try {
+      const locks = open((blackHole.address() as net.AddressInfo).port);
+      const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
+      expect(error).to.be.instanceOf(RedisUnavailableError);
+      expect(ms).to.be.within(1_900, 2_000 + LAG_MS);
+
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new Error('request cancelled')), 300);
+      const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
+      expect(abort.error).to.be.instanceOf(AcquireAbortedError);
+      expect(abort.ms).to.be.within(290, 300 + LAG_MS);
+
+      const inspected = await timedRejection(() => locks.inspect('stalled'));
+      expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
+      expect(inspected.ms).to.be.below(1_000 + LAG_MS);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      blackHole.close();
+    }
+  });
+});
+
+forEachTopology('hard bounds', (ctx) => {
+  let redis: RedisClient;
+  let locks: LockClient;
+  const open = (options?: LockClientOptions) => new LockClient(redis, options);
+
+  beforeEach(() => {
+    redis = ctx.client();
+    locks = open({ redisTimeoutMs: 500 });
+  });
+  afterEach(async () => {
+    await locks.close();
+  });
+
+  /** CLIENT PAUSE on every master: commands are accepted and not answered until it ends. */
+  const pauseAll = async (ms: number) => {
+    for (const node of await masters(redis)) await node.call('CLIENT', 'PAUSE', String(ms), 'ALL');
+  };
+
+  it('release and extend reject within redisTimeoutMs while Redis does not answer; a retried release then finishes it', async () => {
+    const lock = locks.lock('paused');
+    const lease = await lock.acquireWrite();
+    await pauseAll(1_500);
+    const extended = await timedRejection(() => lease.extend());
+    expect(extended.error).to.be.instanceOf(RedisUnavailableError);
+    expect(extended.ms).to.be.below(500 + LAG_MS);
+    const released = await timedRejection(() => lease.release());
+    expect(released.error).to.be.instanceOf(RedisUnavailableError);
+    expect(released.error.message).to.include('the outcome is unknown');
+    expect(released.ms).to.be.below(500 + LAG_MS);
+    // Once Redis answers, the first release runs; a retry finds the hold gone and counts it released.
+    await eventually('a retried release to succeed', () => lease.release().then(() => true, () => false), 5_000, 50);
+    expect(lease.held).to.equal(false);
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it('a lease read right after a synchronous stall past its deadline says it is lost', async () => {
+    const lease = await locks.lock('stall').acquireWrite({ leaseMs: 200 });
+    const busyUntil = performance.now() + 600;
+    while (performance.now() < busyUntil) {
+      // a synchronous stall: no timer can run
+    }
+    const held = lease.held;
+    const aborted = lease.signal.aborted;
+    expect([held, aborted]).to.deep.equal([false, true]);
+    expect(() => lease.assertHeld()).to.throw(LockLostError);
+    expect(lease.signal.reason).to.be.instanceOf(LockLostError);
+  });
+
+  it('a waiting writer rejects with ClientClosedError soon after its Redis client is closed', async () => {
+    const holder = await locks.lock('closed').acquireWrite();
+    const own = ctx.client();
+    const waiter = new LockClient(own, { recheckMs: 100 });
+    const waiting = rejection(waiter.lock('closed').acquireWrite({ waitMs: 20_000 }));
+    await eventually('the writer to queue', async () => (await locks.inspect('closed')).queue.length === 1);
+    const closedAt = performance.now();
+    own.disconnect();
+    const error = await waiting;
+    expect(error).to.be.instanceOf(ClientClosedError);
+    expect(performance.now() - closedAt).to.be.below(100 + LAG_MS);
+    await waiter.close();
+    await holder.release();
+  });
+});
