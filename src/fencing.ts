@@ -68,21 +68,11 @@ export async function fencedSet(
   fence: number | { readonly fence: number },
   options?: FencedSetOptions,
 ): Promise<void> {
-  if (!isUsableClient(redis)) throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
-  const f = typeof fence === 'object' && fence !== null ? fence.fence : fence;
-  if (typeof f !== 'number' || !Number.isSafeInteger(f) || f < 0) {
-    throw new InvalidArgumentError('fence', `must be a lease or its fence (a whole number), got ${describe(f)}`);
-  }
+  const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   if (typeof value !== 'string' && typeof value !== 'number' && !Buffer.isBuffer(value)) {
     throw new InvalidArgumentError('value', `must be a string, number or Buffer, got ${describe(value)}`);
   }
-  const fenceKey = options?.fenceKey ?? fenceKeyOf(key);
-  if (typeof fenceKey !== 'string' || calculateSlot(fenceKey) !== calculateSlot(key) || fenceKey === key) {
-    throw new InvalidArgumentError('fenceKey', `must be another key in the Cluster slot of ${describe(key)}, got ${describe(fenceKey)}`);
-  }
   const ttlMs = options?.ttlMs === undefined ? 0 : duration('ttlMs', options.ttlMs, 1);
-  defineScripts(redis);
   let reply: [number, string];
   try {
     reply = (await runScript(redis, 'fencedSet', [key, fenceKey, value as string, f, ttlMs])) as [number, string];
@@ -90,4 +80,55 @@ export async function fencedSet(
     throw redisFailure(`writing "${key}" with fence ${f}`, error, {});
   }
   if (reply[0] !== 1) throw new StaleFenceError(key, f, Number(reply[1]));
+}
+
+/**
+ * Reads `key` as a holder of the read lock that guards it, raising the key's
+ * fence to the reader's in the same atomic script: a writer whose lease ran
+ * out before this reader was granted (a paused holder waking up late) holds a
+ * lower fence, so its late {@link fencedSet} is refused from then on instead
+ * of changing the data under the reader. Never refused itself: readers share
+ * the lock, and another reader's higher fence says nothing against this one.
+ *
+ * Without it, a reader's fence never reaches the store, and only writers are
+ * fenced against each other.
+ *
+ * @example
+ * ```ts
+ * const report = await locks.withRead('report:42', (lease) => fencedGet(redis, 'report:{42}', lease));
+ * ```
+ */
+export async function fencedGet(
+  redis: RedisClient,
+  key: string,
+  fence: number | { readonly fence: number },
+  options?: Pick<FencedSetOptions, 'fenceKey'>,
+): Promise<string | null> {
+  const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
+  try {
+    return (await runScript(redis, 'fencedGet', [key, fenceKey, f])) as string | null;
+  } catch (error) {
+    throw redisFailure(`reading "${key}" with fence ${f}`, error, {});
+  }
+}
+
+/** The checked arguments of {@link fencedSet} and {@link fencedGet}; defines the scripts on `redis`. */
+function fencedArguments(
+  redis: RedisClient,
+  key: string,
+  fence: number | { readonly fence: number },
+  fenceKeyOption: string | undefined,
+): { f: number; fenceKey: string } {
+  if (!isUsableClient(redis)) throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
+  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
+  const f = typeof fence === 'object' && fence !== null ? fence.fence : fence;
+  if (typeof f !== 'number' || !Number.isSafeInteger(f) || f < 0) {
+    throw new InvalidArgumentError('fence', `must be a lease or its fence (a whole number), got ${describe(f)}`);
+  }
+  const fenceKey = fenceKeyOption ?? fenceKeyOf(key);
+  if (typeof fenceKey !== 'string' || calculateSlot(fenceKey) !== calculateSlot(key) || fenceKey === key) {
+    throw new InvalidArgumentError('fenceKey', `must be another key in the Cluster slot of ${describe(key)}, got ${describe(fenceKey)}`);
+  }
+  defineScripts(redis);
+  return { f, fenceKey };
 }

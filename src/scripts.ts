@@ -10,6 +10,7 @@ const NUMBER_OF_KEYS = {
   inspect: 3,
   abandon: 3,
   fencedSet: 2,
+  fencedGet: 2,
   legacyAcquireRead: 6,
   legacyAcquireWrite: 6,
   legacyRelease: 6,

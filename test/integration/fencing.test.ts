@@ -4,7 +4,8 @@
  */
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
-import { fenceKeyOf, fencedSet, InvalidArgumentError, LockClient, StaleFenceError } from '../../src/index.js';
+import { fenceKeyOf, fencedGet, fencedSet, InvalidArgumentError, LockClient, StaleFenceError } from '../../src/index.js';
+import { eventually } from '../support/eventually.js';
 import type { RedisClient } from '../../src/redis.js';
 import { runFencingExample } from '../../examples/fencing.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -64,6 +65,26 @@ forEachTopology('fencing', (ctx) => {
     const write = await locks.lock('doc:{8}').acquireWrite({ owner: 'up' });
     expect(write.fence).to.be.greaterThan(read.fence);
     for (const lease of [write, again, read]) await lease.release();
+    await locks.close();
+  });
+
+  it("fencedGet raises the key's fence to the reader's: an expired writer's late write is refused while readers read", async () => {
+    const locks = new LockClient(redis);
+    const lock = locks.lock('doc:{9}');
+    const writer = await lock.acquireWrite({ leaseMs: 50 });
+    await fencedSet(redis, 'doc:{9}', 'v1', writer);
+    await eventually('the writer to lose its lease', () => !writer.held);
+    const [r1, r2] = [await lock.acquireRead(), await lock.acquireRead()];
+    expect(r2.fence).to.be.greaterThan(r1.fence);
+    expect(await fencedGet(redis, 'doc:{9}', r2)).to.equal('v1');
+    expect(await fencedGet(redis, 'doc:{9}', r1)).to.equal('v1'); // a lower reader fence is not refused
+    expect(await rejection(fencedSet(redis, 'doc:{9}', 'late', writer))).to.be.instanceOf(StaleFenceError);
+    expect(await redis.get('doc:{9}')).to.equal('v1');
+    expect(await fencedGet(redis, 'nothing:{9}', r1)).to.equal(null);
+    for (const lease of [r1, r2]) await lease.release();
+    const next = await lock.acquireWrite();
+    await fencedSet(redis, 'doc:{9}', 'v2', next); // the next writer's fence is above every reader's
+    await next.release();
     await locks.close();
   });
 
