@@ -126,19 +126,28 @@ forEachTopology('liveness', (ctx) => {
     this.timeout(20_000);
     const readers = open({ writerPreference: false });
     const writers = open({ writerPreference: false });
-    let stop = false;
-    const loops = Array.from({ length: 6 }, async (_, i) => {
-      await sleep(i * 17);
-      while (!stop) await readers.withRead('hot', () => sleep(100));
-    });
-    await sleep(300);
-    const error = await writers
+    // A baton of readers: each new reader (a new owner) gets in while the writer waits, before the
+    // one it relieves leaves, so a reader holds the lock the whole time and the writer starves.
+    let held = await readers.lock('hot').acquireRead();
+    let settled = false;
+    const writing = writers
       .lock('hot')
       .acquireWrite({ waitMs: 1_500 })
-      .then((lease) => lease.release(), (e) => e);
-    stop = true;
-    await Promise.all(loops);
-    expect(error).to.be.instanceOf(AcquireTimeoutError);
+      .then((lease) => lease.release(), (e: unknown) => e)
+      .finally(() => (settled = true));
+    await eventually('the writer to wait', async () => (await readers.inspect('hot')).queue.length === 1);
+    let passed = 0;
+    while (!settled) {
+      const next = await readers.lock('hot').tryAcquireRead();
+      expect(next, 'a new reader passes the waiting writer').to.not.equal(null);
+      await held.release();
+      held = next!;
+      passed++;
+      await sleep(20);
+    }
+    await held.release();
+    expect(await writing).to.be.instanceOf(AcquireTimeoutError);
+    expect(passed).to.be.greaterThan(10);
   });
 
   it('releases what an acquire may have taken when its outcome is unknown', async () => {
