@@ -122,8 +122,12 @@ export interface WaitForClusterOkOptions {
    */
   timeoutMs?: number;
   /**
-   * Also wait until every live replica's link to its master is up (initial
-   * sync done), so a replica is ready to take over.
+   * Also wait until every running replica is in sync with its master:
+   * `master_link_status:up` and `master_sync_in_progress:0` in its own
+   * `INFO replication`, listed `state=online` by its master, the master's
+   * replication id and offset reached (the replica, asked just after its
+   * master, has everything the master had written), and advertised in every
+   * node's `CLUSTER SLOTS`. Then each replica is ready to take over.
    * @defaultValue true
    */
   replicasInSync?: boolean;
@@ -132,7 +136,8 @@ export interface WaitForClusterOkOptions {
 /** Options for {@link RedisClusterHandle.killMaster}, {@link RedisClusterHandle.manualFailover} and {@link RedisClusterHandle.failover}. */
 export interface FailoverOptions {
   /**
-   * Give up waiting for the cluster to settle after this long.
+   * Give up after this long. It bounds the whole call: the wait for a replica
+   * ready to take over, then the wait for the failover to settle.
    * @defaultValue 30000
    */
   timeoutMs?: number;
@@ -196,29 +201,58 @@ export interface RedisClusterHandle extends AsyncDisposable {
    * exit; does not wait for the cluster to react. See {@link RedisClusterHandle.killMaster}.
    */
   killNode(port: number, signal?: NodeJS.Signals): Promise<void>;
-  /** Restarts a node (killed or not) on its port and waits until the cluster is ok and agrees again. */
+  /**
+   * Restarts a node (killed or not) on its port, then waits as
+   * {@link RedisClusterHandle.waitForClusterOk} does: it resolves only once the
+   * restarted node has rejoined, no node flags any running node as failing,
+   * and (by default) every replica, the restarted one too, is linked to its
+   * master and caught up.
+   *
+   * @throws Error naming the nodes not yet healthy, and why, when the timeout expired
+   */
   restartNode(port: number, options?: WaitForClusterOkOptions): Promise<void>;
   /**
    * SIGKILLs the master on `port`, then waits until one of its replicas has
-   * been promoted, every live node agrees on the slot map and reports
-   * `cluster_state:ok`. The killed node stays down; bring it back with
-   * {@link RedisClusterHandle.restartNode} (it rejoins as a replica).
+   * been promoted and the cluster is healthy again (see
+   * {@link RedisClusterHandle.waitForClusterOk}). The killed node stays down;
+   * bring it back with {@link RedisClusterHandle.restartNode} (it rejoins as
+   * a replica).
    *
-   * @throws Error if `port` is not a slot-owning master, or it has no live replica
+   * Before the kill it waits for a replica ready to take over: running, a
+   * replica of `port` in the view of every node that answers, flagged `fail`
+   * or `fail?` by none of them, with `master_link_status:up` and
+   * `master_sync_in_progress:0`. So a replica that is still rejoining (just
+   * restarted, say) is waited for rather than refused. A replica you froze
+   * with `pause()` does not answer, so it is never ready: to fail over to it,
+   * use {@link RedisClusterHandle.killNode}, `resume()` it, then
+   * {@link RedisClusterHandle.waitForClusterOk}.
+   *
+   * @throws Error at once if the node on `port` is not running, or every node
+   *   that answers sees it as a replica or a master without slots; after
+   *   `timeoutMs`, an Error naming what it waited for and what was still
+   *   missing (which replica, and why)
    */
   killMaster(port: number, options?: FailoverOptions): Promise<FailoverResult>;
   /**
    * Runs `CLUSTER FAILOVER` on the replica on `replicaPort`, then waits until
-   * it is master, every live node agrees and the old master has resynced as
-   * its replica.
+   * it is master and the cluster is healthy again, the old master resynced as
+   * its replica (see {@link RedisClusterHandle.waitForClusterOk}).
    *
-   * @throws Error if `replicaPort` is not a replica
+   * Before the command it waits until `replicaPort` is a replica in every
+   * answering node's view, flagged `fail`/`fail?` by none; in the default mode
+   * also until its master is running and its link to it is up, with no sync
+   * in progress (`'force'` and `'takeover'` need no master).
+   *
+   * @throws Error at once if `replicaPort` is not running or every node sees
+   *   it as a master; after `timeoutMs`, an Error naming what it waited for
+   *   and what was still missing
    */
   manualFailover(replicaPort: number, options?: ManualFailoverOptions): Promise<FailoverResult>;
   /**
    * Fails over the master on `masterPort`: by `CLUSTER FAILOVER` on one of its
    * replicas (`method: 'manual'`, the default), or by SIGKILL (`method: 'kill'`,
-   * see {@link RedisClusterHandle.killMaster}).
+   * see {@link RedisClusterHandle.killMaster}). Either way it first waits, as
+   * `killMaster` does, for a replica ready to take over.
    */
   failover(masterPort: number, options?: FailoverOptions & { method?: 'manual' | 'kill' }): Promise<FailoverResult>;
   /** The master that owns `slot` now, by `CLUSTER SLOTS` on a live node. */
@@ -226,12 +260,24 @@ export interface RedisClusterHandle extends AsyncDisposable {
   /** The master that owns the slot of `key` now (slot by `CLUSTER KEYSLOT`, owner by `CLUSTER SLOTS`). */
   masterForKey(key: string | Buffer): Promise<RedisClusterNode>;
   /**
-   * Resolves when every live node reports `cluster_state:ok`, all of them
-   * agree on the owner of each of the 16384 slots and on every live node's
-   * role, every slot owner is up and not flagged failing, and (by default)
-   * every live replica is in sync with its master.
+   * Resolves when the cluster is healthy in the view of every running node
+   * (polled every 50 ms; each node must answer within 2 s):
    *
-   * @throws Error naming what was still wrong when the timeout expired
+   * - every running node answers and reports `cluster_state:ok`;
+   * - in every node's `CLUSTER NODES`: no handshake, every running node
+   *   known, none flagged `fail` or `fail?` (nodes you killed may be), all
+   *   16384 slots assigned, each to a running master;
+   * - all of them agree on the owner of each slot and on every running
+   *   node's role and master;
+   * - by default, every running replica linked to its master and caught up
+   *   (see {@link WaitForClusterOkOptions.replicasInSync}).
+   *
+   * A node frozen by `pause()` does not answer, so the wait lasts until it is
+   * resumed or the timeout expires.
+   *
+   * @throws Error when the timeout expired, listing what was still wrong,
+   *   node by node (say, `node 7001 flags node 7003 as fail?`, or
+   *   `replica 7004 is not linked to its master 7001 (master_link_status:down)`)
    */
   waitForClusterOk(options?: WaitForClusterOkOptions): Promise<void>;
 }
@@ -346,12 +392,43 @@ interface NodeLine {
 /** What one node says about the cluster. */
 interface NodeReport {
   readonly node: ClusterNodeProcess;
+  /** `cluster_state` of `CLUSTER INFO`. */
   readonly state: string | undefined;
+  /** `CLUSTER NODES`. */
   readonly lines: readonly NodeLine[];
-  readonly masterLinkStatus: string | undefined;
+  /** `INFO replication`. */
+  readonly replication: ReadonlyMap<string, string>;
   /** `CLUSTER SLOTS`: per range, the start, the end, the master and the replicas it advertises. */
   readonly slotRanges: readonly (readonly unknown[])[];
 }
+
+/** One poll of the cluster: what every running node said. */
+interface Snapshot {
+  /** The nodes whose process is running. */
+  readonly live: readonly ClusterNodeProcess[];
+  /** The reports of the running nodes that answered. */
+  readonly reports: readonly NodeReport[];
+  /** One line per running node that did not answer. */
+  readonly silent: readonly string[];
+}
+
+/** What a poll of the cluster found: the value waited for, or why not yet. */
+type PollOutcome<T> = { readonly done: T; readonly problems?: undefined } | { readonly problems: string[] };
+
+/** How long a poll waits for one node's answer before it counts the node as not answering. */
+const REPORT_TIMEOUT_MS = 2_000;
+
+/** Pause between two polls of the cluster's state. */
+const POLL_INTERVAL_MS = 50;
+
+/** How many problems a timeout error lists. */
+const MAX_PROBLEMS_SHOWN = 6;
+
+/** What a replica must be to take over by `killMaster`, `failover` or a default `CLUSTER FAILOVER`. */
+const READY_REPLICA = "running, a replica of it in every node's view, flagged fail/fail? by none, master_link_status:up, master_sync_in_progress:0";
+
+/** What a replica must be to take over by `CLUSTER FAILOVER FORCE` or `TAKEOVER`. */
+const READY_REPLICA_UNLINKED = "running, a replica in every node's view, flagged fail/fail? by none";
 
 class RedisClusterImpl implements RedisClusterHandle {
   readonly nodes: readonly ClusterNodeProcess[];
@@ -437,43 +514,54 @@ class RedisClusterImpl implements RedisClusterHandle {
   }
 
   async killMaster(port: number, options: FailoverOptions = {}): Promise<FailoverResult> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
     const master = this.node(port);
-    const lines = await this.#anyView();
-    const line = lines.find((l) => l.port === port);
-    if (!line || !isMaster(line) || line.slots.length === 0 || !master.running) {
-      throw new Error(`killMaster: the node on port ${port} is not a live master that owns slots`);
-    }
-    const replicas = lines.filter((l) => l.masterId === line.id && !isFailing(l)).flatMap((l) => this.#liveNode(l.port));
-    if (replicas.length === 0) throw new Error(`killMaster: the master on port ${port} has no live replica to take over`);
+    const { candidates } = await this.#waitForTakeoverReplica('killMaster', master, timeoutMs, deadline);
     const started = Date.now();
     await master.kill('SIGKILL');
-    const promoted = await this.#settle(options.timeoutMs, `a replica of ${port} to be promoted`, () => replicas.find((r) => r.role === 'master'));
+    const promoted = await this.#settle('killMaster', timeoutMs, deadline, `a replica of ${port} to be promoted`, () => candidates.find((r) => r.role === 'master'));
     return { promoted, replaced: master, elapsedMs: Date.now() - started };
   }
 
   async manualFailover(replicaPort: number, options: ManualFailoverOptions = {}): Promise<FailoverResult> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
     const replica = this.node(replicaPort);
-    const lines = await this.#anyView();
-    const line = lines.find((l) => l.port === replicaPort);
-    const masterLine = line?.masterId === undefined ? undefined : lines.find((l) => l.id === line.masterId);
-    if (!line || isMaster(line) || !masterLine || !replica.running) {
-      throw new Error(`manualFailover: the node on port ${replicaPort} is not a live replica`);
-    }
-    const replaced = this.node(masterLine.port);
     const mode = options.mode ?? 'default';
+    const linked = mode === 'default';
+    const what = `${replicaPort} to be a replica ready to take over (${linked ? READY_REPLICA : READY_REPLICA_UNLINKED})`;
+    const replaced = await this.#poll<ClusterNodeProcess>('manualFailover', timeoutMs, deadline, what, async (snap) => {
+      if (!replica.running) throw new Error(`manualFailover: the node on port ${replicaPort} is not a live replica (it is not running)`);
+      const views = snap.reports.map((r) => r.lines.find((l) => l.port === replicaPort));
+      const self = snap.reports.find((r) => r.node === replica)?.lines.find((l) => l.flags.has('myself'));
+      if (self && views.every((l) => l !== undefined && isMaster(l))) {
+        throw new Error(`manualFailover: the node on port ${replicaPort} is not a live replica (every node sees it as a master)`);
+      }
+      if (!self) return { problems: [...snap.silent] };
+      const masterLine = self.masterId === undefined ? undefined : snap.reports.find((r) => r.node === replica)!.lines.find((l) => l.id === self.masterId);
+      if (!masterLine) return { problems: [`node ${replicaPort} does not see itself as a replica yet`] };
+      const problems: string[] = [];
+      const masterNode = this.nodes.find((n) => n.port === masterLine.port);
+      if (linked && !masterNode?.running) problems.push(`its master ${masterLine.port} is not running (use mode 'force' or 'takeover' without a master)`);
+      const why = replicaNotReady(snap, replica, masterLine.id, linked);
+      if (why) problems.push(`replica ${replicaPort}: ${why}`);
+      return problems.length > 0 || !masterNode ? { problems } : { done: masterNode };
+    });
     const started = Date.now();
     const args = mode === 'default' ? ['FAILOVER'] : ['FAILOVER', mode.toUpperCase()];
     await withAdminConnection(replicaPort, (conn) => conn.call('CLUSTER', args));
-    const promoted = await this.#settle(options.timeoutMs, `${replicaPort} to become master`, () => (replica.role === 'master' ? replica : undefined));
+    const promoted = await this.#settle('manualFailover', timeoutMs, deadline, `${replicaPort} to become master`, () => (replica.role === 'master' ? replica : undefined));
     return { promoted, replaced, elapsedMs: Date.now() - started };
   }
 
   async failover(masterPort: number, options: FailoverOptions & { method?: 'manual' | 'kill' } = {}): Promise<FailoverResult> {
     const { method = 'manual', ...rest } = options;
     if (method === 'kill') return this.killMaster(masterPort, rest);
-    const [replica] = await this.replicasOf(masterPort);
-    if (!replica) throw new Error(`failover: the master on port ${masterPort} has no live replica`);
-    return this.manualFailover(replica.port, rest);
+    const timeoutMs = rest.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
+    const { ready } = await this.#waitForTakeoverReplica('failover', this.node(masterPort), timeoutMs, deadline);
+    return this.manualFailover(ready.port, { ...rest, timeoutMs: Math.max(1, deadline - Date.now()) });
   }
 
   async masterForSlot(slot: number): Promise<ClusterNodeProcess> {
@@ -490,7 +578,8 @@ class RedisClusterImpl implements RedisClusterHandle {
   }
 
   async waitForClusterOk(options: WaitForClusterOkOptions = {}): Promise<void> {
-    await this.#settle(options.timeoutMs, 'the cluster to be ok', () => true, options.replicasInSync ?? true);
+    const timeoutMs = options.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
+    await this.#settle('Redis Cluster', timeoutMs, Date.now() + timeoutMs, "the cluster to be healthy in every node's view", () => true, options.replicasInSync ?? true);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -498,88 +587,208 @@ class RedisClusterImpl implements RedisClusterHandle {
   }
 
   /**
-   * Polls {@link RedisClusterImpl.#check} (which refreshes the observed roles)
-   * until the cluster is consistent and `done()` returns a value.
+   * Waits until the master `master` owns slots in every answering node's view
+   * and has a replica ready to take over (see {@link replicaNotReady}).
+   * Throws at once if `master` is not running, or every node sees it as a
+   * master without slots or as a replica.
+   *
+   * @returns a ready replica, and every running node some view lists as its
+   *   replica (any of them may win the election)
    */
-  async #settle<T>(timeoutMs = DEFAULT_FAILOVER_TIMEOUT_MS, what: string, done: () => T | undefined, replicasInSync = true): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    let problem: string;
-    for (;;) {
-      problem = (await this.#check(replicasInSync)) ?? '';
-      if (problem === '') {
-        const result = done();
-        if (result !== undefined) return result;
-        problem = `still waiting for ${what}`;
+  async #waitForTakeoverReplica(
+    label: string,
+    master: ClusterNodeProcess,
+    timeoutMs: number,
+    deadline: number,
+  ): Promise<{ ready: ClusterNodeProcess; candidates: ClusterNodeProcess[] }> {
+    const port = master.port;
+    const notMaster = `${label}: the node on port ${port} is not a live master that owns slots`;
+    return this.#poll<{ ready: ClusterNodeProcess; candidates: ClusterNodeProcess[] }>(label, timeoutMs, deadline, `a replica of ${port} ready to take over (${READY_REPLICA})`, async (snap) => {
+      if (!master.running) throw new Error(`${notMaster} (it is not running)`);
+      const views = snap.reports.map((r) => ({ port: r.node.port, line: r.lines.find((l) => l.port === port) }));
+      const owner = (line: NodeLine | undefined): line is NodeLine => line !== undefined && isMaster(line) && line.slots.length > 0;
+      const self = snap.reports.find((r) => r.node === master)?.lines.find((l) => l.flags.has('myself'));
+      if (self && !views.some((v) => owner(v.line))) throw new Error(notMaster);
+      // Nodes that do not answer (say, paused by the test) do not hold the failover up.
+      const problems: string[] = [];
+      for (const v of views) if (!owner(v.line)) problems.push(`node ${v.port} does not see ${port} as a master that owns slots yet`);
+      const masterId = self?.id ?? views.find((v) => owner(v.line))?.line?.id;
+      if (masterId === undefined) return { problems: [...problems, ...snap.silent] };
+      const candidates = this.nodes.filter((n) => n.running && snap.reports.some((r) => r.lines.some((l) => l.port === n.port && l.masterId === masterId)));
+      if (candidates.length === 0) problems.push(`no running node is a replica of ${port}`);
+      const notReady: string[] = [];
+      let ready: ClusterNodeProcess | undefined;
+      for (const candidate of candidates) {
+        const why = replicaNotReady(snap, candidate, masterId, true);
+        if (why === undefined) ready ??= candidate;
+        else notReady.push(`replica ${candidate.port}: ${why}`);
       }
-      if (Date.now() > deadline) throw new Error(`Redis Cluster: timed out after ${timeoutMs} ms waiting for ${what}: ${problem}`);
-      await sleep(50);
+      if (ready && problems.length === 0) return { done: { ready, candidates } };
+      return { problems: [...problems, ...notReady, ...snap.silent] };
+    });
+  }
+
+  /**
+   * Polls {@link RedisClusterImpl.#healthProblems} (which refreshes the
+   * observed roles) until the cluster is healthy and `done()` returns a value.
+   */
+  async #settle<T>(label: string, timeoutMs: number, deadline: number, what: string, done: () => T | undefined, replicasInSync = true): Promise<T> {
+    return this.#poll<T>(label, timeoutMs, deadline, what, async (snap) => {
+      const problems = await this.#healthProblems(snap, replicasInSync);
+      if (problems.length > 0) return { problems };
+      const result = done();
+      return result === undefined ? { problems: [`still waiting for ${what}`] } : { done: result };
+    });
+  }
+
+  /**
+   * Takes a {@link Snapshot} of every running node every {@link POLL_INTERVAL_MS}
+   * until `evaluate` is done with it; rejects at `deadline` with the problems
+   * `evaluate` found last, or at once with what `evaluate` throws.
+   */
+  async #poll<T>(label: string, timeoutMs: number, deadline: number, what: string, evaluate: (snap: Snapshot) => Promise<PollOutcome<T>>): Promise<T> {
+    for (;;) {
+      const outcome = await evaluate(await this.#snapshot());
+      if (outcome.problems === undefined) return outcome.done;
+      if (Date.now() >= deadline) {
+        const shown = outcome.problems.slice(0, MAX_PROBLEMS_SHOWN);
+        const more = outcome.problems.length > shown.length ? `; and ${outcome.problems.length - shown.length} more` : '';
+        throw new Error(`${label}: timed out after ${timeoutMs} ms waiting for ${what}: ${shown.join('; ')}${more}`);
+      }
+      await sleep(POLL_INTERVAL_MS);
     }
   }
 
-  /** Returns what is not settled yet, or undefined when the cluster is ok and every live node agrees. */
-  async #check(replicasInSync: boolean): Promise<string | undefined> {
+  /** What every running node says now; nodes that do not answer are listed apart. */
+  async #snapshot(): Promise<Snapshot> {
     const live = this.nodes.filter((n) => n.running);
+    const results = await Promise.allSettled(live.map((n) => this.#report(n)));
     const reports: NodeReport[] = [];
-    for (const result of await Promise.allSettled(live.map((n) => this.#report(n)))) {
-      if (result.status === 'rejected') return String(result.reason);
-      reports.push(result.value);
-    }
-    if (reports.length === 0) return 'no node is running';
-    const livePorts = new Set(live.map((n) => n.port));
-    let firstSignature: string | undefined;
-    for (const report of reports) {
+    const silent: string[] = [];
+    results.forEach((result, i) => {
+      if (result.status === 'fulfilled') reports.push(result.value);
+      else silent.push(`node ${live[i]!.port} does not answer (${errorText(result.reason)})`);
+    });
+    return { live, reports, silent };
+  }
+
+  /**
+   * Everything that keeps the cluster from being healthy in every running
+   * node's view (see {@link RedisClusterHandle.waitForClusterOk}); empty when
+   * it is healthy, and then the observed roles are refreshed.
+   */
+  async #healthProblems(snap: Snapshot, replicasInSync: boolean): Promise<string[]> {
+    if (snap.live.length === 0) return ['no node is running'];
+    const problems = [...snap.silent];
+    const livePorts = new Set(snap.live.map((n) => n.port));
+    const bySignature = new Map<string, number[]>();
+    for (const report of snap.reports) {
       const port = report.node.port;
-      if (report.state !== 'ok') return `node ${port} reports cluster_state:${report.state ?? 'unknown'}`;
-      const known = report.lines.find((l) => l.flags.has('handshake') || l.flags.has('noaddr'));
-      if (known) return `node ${port} is still in handshake with ${known.port || known.id}`;
+      if (report.state !== 'ok') problems.push(`node ${port} reports cluster_state:${report.state ?? 'unknown'}`);
+      const known = new Set<number>();
+      for (const line of report.lines) {
+        if (line.flags.has('handshake') || line.flags.has('noaddr')) {
+          problems.push(`node ${port} is still in handshake with ${line.port || line.id}`);
+          continue;
+        }
+        known.add(line.port);
+        if (livePorts.has(line.port) && isFailing(line)) problems.push(`node ${port} flags node ${line.port} as ${failFlags(line)}`);
+      }
+      for (const other of livePorts) if (!known.has(other)) problems.push(`node ${port} does not know node ${other} yet`);
       const owners = new Array<number>(CLUSTER_SLOTS).fill(-1);
+      const downOwners = new Set<number>();
       for (const line of report.lines) {
         if (!isMaster(line)) continue;
         for (const [start, end] of line.slots) owners.fill(line.port, start, end + 1);
+        if (line.slots.length > 0 && !livePorts.has(line.port)) downOwners.add(line.port);
       }
       const unassigned = owners.filter((p) => p === -1).length;
-      if (unassigned > 0) return `node ${port} sees ${unassigned} unassigned slots`;
-      for (const line of report.lines) {
-        if (!isMaster(line) || line.slots.length === 0) continue;
-        if (!livePorts.has(line.port)) return `node ${port} sees slots owned by ${line.port}, which is down`;
-        if (isFailing(line)) return `node ${port} flags slot owner ${line.port} as failing`;
-      }
+      if (unassigned > 0) problems.push(`node ${port} sees ${unassigned} unassigned slots`);
+      for (const owner of downOwners) problems.push(`node ${port} sees slots owned by ${owner}, which is down`);
       const signature = slotSignature(owners) + '|' + roleSignature(report.lines, livePorts);
-      if (firstSignature === undefined) firstSignature = signature;
-      else if (signature !== firstSignature) return `nodes ${reports[0]!.node.port} and ${port} disagree on the slot map or roles`;
+      bySignature.set(signature, [...(bySignature.get(signature) ?? []), port]);
     }
-    // Each live node's own view of itself must match what the others say about it.
-    for (const report of reports) {
-      const self = report.lines.find((l) => l.flags.has('myself'));
-      const seen = reports[0]!.lines.find((l) => l.port === report.node.port);
-      if (!self || !seen || isMaster(self) !== isMaster(seen) || self.masterId !== seen.masterId) {
-        return `node ${report.node.port}'s role is not yet agreed on`;
+    if (bySignature.size > 1) {
+      const groups = [...bySignature.values()].map((ports) => ports.join(', '));
+      problems.push(`the nodes disagree on the slot map or roles (views: ${groups.map((g) => `[${g}]`).join(' vs ')})`);
+    }
+    if (problems.length > 0 || snap.reports.length === 0) return problems;
+
+    // Every view agrees: check replication against it.
+    const agreed = snap.reports[0]!.lines;
+    if (replicasInSync) problems.push(...(await this.#replicationProblems(snap, agreed)));
+    if (problems.length > 0) return problems;
+    this.#observe(agreed);
+    return [];
+  }
+
+  /**
+   * For every running replica of the agreed view: linked to its master from
+   * both ends, no sync in progress, the master's replication history and
+   * offset reached, and advertised by every node's `CLUSTER SLOTS`.
+   */
+  async #replicationProblems(snap: Snapshot, agreed: readonly NodeLine[]): Promise<string[]> {
+    const problems: string[] = [];
+    const byId = new Map(agreed.map((l) => [l.id, l]));
+    const reportOf = new Map(snap.reports.map((r) => [r.node.port, r]));
+    const linked: { replica: NodeReport; master: NodeReport }[] = [];
+    const expected = new Map<number, number>();
+    for (const line of agreed) {
+      const replica = reportOf.get(line.port);
+      if (isMaster(line) || !replica) continue;
+      const masterLine = line.masterId === undefined ? undefined : byId.get(line.masterId);
+      const master = masterLine && reportOf.get(masterLine.port);
+      if (!masterLine || !master) {
+        problems.push(`replica ${line.port}'s master ${masterLine?.port ?? line.masterId ?? '?'} is not running`);
+        continue;
       }
-      if (replicasInSync && !isMaster(self) && report.masterLinkStatus !== 'up') {
-        return `replica ${report.node.port} is not in sync with its master (master_link_status:${report.masterLinkStatus ?? 'unknown'})`;
+      expected.set(masterLine.port, (expected.get(masterLine.port) ?? 0) + 1);
+      const info = replica.replication;
+      const link = info.get('master_link_status');
+      const listed = replicaState(master.replication, line.port);
+      if (info.get('role') !== 'slave' || Number(info.get('master_port')) !== masterLine.port) {
+        problems.push(`replica ${line.port} does not replicate from its master ${masterLine.port} yet (role:${info.get('role') ?? '?'}, master_port:${info.get('master_port') ?? '-'})`);
+      } else if (link !== 'up') {
+        problems.push(`replica ${line.port} is not linked to its master ${masterLine.port} (master_link_status:${link ?? 'unknown'})`);
+      } else if (info.get('master_sync_in_progress') !== '0') {
+        problems.push(`replica ${line.port} is still syncing from its master ${masterLine.port} (master_sync_in_progress:${info.get('master_sync_in_progress') ?? 'unknown'})`);
+      } else if (listed !== 'online') {
+        problems.push(`master ${masterLine.port} does not list replica ${line.port} as online (${listed === undefined ? 'not listed' : `state=${listed}`})`);
+      } else {
+        linked.push({ replica, master });
       }
     }
-    if (replicasInSync) {
-      // CLUSTER SLOTS (what clients see) leaves out replicas whose replication
-      // offset the node does not know yet, e.g. before the master's first write.
-      const agreed = reports[0]!.lines;
-      const expected = new Map<number, number>();
-      for (const line of agreed) {
-        const master = line.masterId === undefined ? undefined : agreed.find((l) => l.id === line.masterId);
-        if (master && livePorts.has(line.port) && !isFailing(line)) expected.set(master.port, (expected.get(master.port) ?? 0) + 1);
+    // Offsets: the replica, asked after its master, must have everything the
+    // master had written when it was asked.
+    const later = await Promise.allSettled(linked.map(({ replica }) => withAdminConnection(replica.node.port, (conn) => conn.info('replication'), REPORT_TIMEOUT_MS)));
+    later.forEach((result, i) => {
+      const { replica, master } = linked[i]!;
+      const [r, m] = [replica.node.port, master.node.port];
+      if (result.status === 'rejected') {
+        problems.push(`node ${r} does not answer (${errorText(result.reason)})`);
+        return;
       }
-      for (const report of reports) {
-        for (const range of report.slotRanges) {
-          const ownerPort = Number((range[2] as unknown[] | undefined)?.[1]);
-          const advertised = range.length - 3;
-          if (advertised < (expected.get(ownerPort) ?? 0)) {
-            return `node ${report.node.port} does not list every replica of ${ownerPort} in CLUSTER SLOTS yet`;
-          }
+      const info = parseInfo(result.value);
+      const target = Number(master.replication.get('master_repl_offset'));
+      const reached = Number(info.get('slave_repl_offset') ?? info.get('master_repl_offset'));
+      if (info.get('master_replid') !== master.replication.get('master_replid')) {
+        problems.push(`replica ${r} does not have its master ${m}'s replication history yet (replid ${info.get('master_replid')} vs ${master.replication.get('master_replid')})`);
+      } else if (!(reached >= target)) {
+        problems.push(`replica ${r} is ${target - reached} bytes behind its master ${m} (offset ${reached} < ${target})`);
+      }
+    });
+    // CLUSTER SLOTS (what clients see) leaves out replicas whose replication
+    // offset the node does not know yet, e.g. before the master's first write.
+    for (const report of snap.reports) {
+      for (const range of report.slotRanges) {
+        const ownerPort = Number((range[2] as unknown[] | undefined)?.[1]);
+        if (range.length - 3 < (expected.get(ownerPort) ?? 0)) {
+          problems.push(`node ${report.node.port} does not list every replica of ${ownerPort} in CLUSTER SLOTS yet`);
+          break;
         }
       }
     }
-    this.#observe(reports[0]!.lines);
-    return undefined;
+    return problems;
   }
 
   /** Records roles, node ids and masters from an agreed view. */
@@ -608,11 +817,11 @@ class RedisClusterImpl implements RedisClusterHandle {
           node,
           state: parseInfo(String(info)).get('cluster_state'),
           lines: parseClusterNodes(String(nodes)),
-          masterLinkStatus: parseInfo(replication).get('master_link_status'),
+          replication: parseInfo(replication),
           slotRanges: slots,
         };
       },
-      2_000,
+      REPORT_TIMEOUT_MS,
     );
   }
 
@@ -627,7 +836,7 @@ class RedisClusterImpl implements RedisClusterHandle {
     let lastError: unknown = new Error('no node of this cluster is running');
     for (const node of live) {
       try {
-        return await withAdminConnection(node.port, fn, 2_000);
+        return await withAdminConnection(node.port, fn, REPORT_TIMEOUT_MS);
       } catch (err) {
         lastError = err;
       }
@@ -639,6 +848,50 @@ class RedisClusterImpl implements RedisClusterHandle {
     const node = this.nodes.find((n) => n.port === port);
     return node?.running ? [node] : [];
   }
+}
+
+/**
+ * Why `replica` cannot take over from the master with node id `masterId` yet,
+ * or undefined when it can: it is running and answers, every answering node
+ * lists it as a replica of that master and flags it neither `fail` nor
+ * `fail?`, and (when `linked`) its own `INFO replication` shows the link to
+ * that master up with no sync in progress.
+ */
+function replicaNotReady(snap: Snapshot, replica: ClusterNodeProcess, masterId: string, linked: boolean): string | undefined {
+  if (!replica.running) return 'not running';
+  const own = snap.reports.find((r) => r.node === replica);
+  if (!own) return 'does not answer';
+  for (const report of snap.reports) {
+    const line = report.lines.find((l) => l.port === replica.port);
+    const by = report.node === replica ? 'itself' : `node ${report.node.port}`;
+    if (!line) return `${by} does not know it yet`;
+    if (line.masterId !== masterId) return `${by} does not see it as a replica of this master yet`;
+    if (isFailing(line)) return `${by} flags it as ${failFlags(line)}`;
+  }
+  if (!linked) return undefined;
+  const link = own.replication.get('master_link_status');
+  if (link !== 'up') return `master_link_status:${link ?? 'unknown'}`;
+  const syncing = own.replication.get('master_sync_in_progress');
+  if (syncing !== '0') return `master_sync_in_progress:${syncing ?? 'unknown'}`;
+  return undefined;
+}
+
+/** The `state=` a master's `INFO replication` gives the replica on `port`, if it lists it. */
+function replicaState(masterInfo: ReadonlyMap<string, string>, port: number): string | undefined {
+  for (const [key, value] of masterInfo) {
+    if (!/^slave\d+$/.test(key)) continue;
+    const fields = new Map(value.split(',').map((kv) => kv.split('=') as [string, string]));
+    if (Number(fields.get('port')) === port) return fields.get('state');
+  }
+  return undefined;
+}
+
+function failFlags(line: NodeLine): string {
+  return [...line.flags].filter((f) => f === 'fail' || f === 'fail?').join(',');
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 function isMaster(line: NodeLine): boolean {

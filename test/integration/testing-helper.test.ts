@@ -429,6 +429,43 @@ describe('redis-rwlock/testing', function () {
       expect(down!.role).to.equal('replica');
       expect(down!.masterPort).to.equal(promoted);
       expect(await onNode(down!.port, async (redis) => (await redis.readonly(), redis.get('km')))).to.equal('kept');
+      // Healthy in every node's view as soon as restartNode returns: nobody still flags it, its link is up.
+      for (const node of cluster.nodes) {
+        const view = String(await onNode(node.port, (redis) => redis.cluster('NODES')));
+        expect(view, `CLUSTER NODES of ${node.port}`).to.not.match(/\bfail\??[ ,]/);
+      }
+      const replication = await onNode(down!.port, (redis) => redis.info('replication'));
+      expect(replication).to.match(/^master_link_status:up\r?$/m);
+      expect(replication).to.match(/^master_sync_in_progress:0\r?$/m);
+    });
+
+    it('killMaster waits for a replica that is still rejoining (restarted just before), then fails over to it', async function () {
+      this.timeout(90_000);
+      const first = await cluster.killMaster((await cluster.masterForKey('km')).port);
+      // A raw restart: the node comes back flagged failing and not yet a linked replica of the promoted one.
+      await first.replaced.restart();
+      const second = await cluster.killMaster(first.promoted.port);
+      expect(second.promoted.port).to.equal(first.replaced.port);
+      expect((await cluster.masterForKey('km')).port).to.equal(first.replaced.port);
+      await cluster.restartNode(first.promoted.port);
+      expect(cluster.node(first.promoted.port).masterPort).to.equal(first.replaced.port);
+    });
+
+    it('killMaster and waitForClusterOk name what they waited for when it does not come', async function () {
+      this.timeout(60_000);
+      const master = await cluster.masterForKey('km');
+      const [replica] = await cluster.replicasOf(master.port);
+      await replica!.pause();
+      try {
+        const err = await rejection(cluster.killMaster(master.port, { timeoutMs: 1_000 }));
+        expect(err.message).to.match(new RegExp(`^killMaster: timed out after 1000 ms waiting for a replica of ${master.port} ready to take over \\(.*master_link_status:up.*\\): replica ${replica!.port}: does not answer`));
+        expect(master.running, 'the master is not killed when no replica is ready').to.equal(true);
+        const notOk = await rejection(cluster.waitForClusterOk({ timeoutMs: 1_000 }));
+        expect(notOk.message).to.match(new RegExp(`^Redis Cluster: timed out after 1000 ms waiting for .*: node ${replica!.port} does not answer`));
+      } finally {
+        await replica!.resume();
+      }
+      await cluster.waitForClusterOk();
     });
 
     it('refuses to kill a node that is not a master', async () => {

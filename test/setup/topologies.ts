@@ -8,8 +8,9 @@
  *   suite that needs it, and stopped by the root `afterAll` hook in
  *   `hooks.ts` (also when tests fail).
  * - Before each test every master is flushed (FLUSHALL), and any node a fault
- *   test left killed is restarted first, so one test's damage does not leak
- *   into the next.
+ *   test left killed is restarted (paused, resumed) first, and on the Cluster
+ *   the test waits until the Cluster is healthy in every node's view
+ *   (`waitForClusterOk`), so one test's damage does not leak into the next.
  * - `ctx.client()` returns a fresh client; it is disconnected after the test
  *   that created it (or after the suite, if made in a `before` hook).
  * - `TEST_TOPOLOGIES=standalone` (or `cluster`, or `standalone,cluster`, the
@@ -168,19 +169,24 @@ export function forEachTopology(title: string, body: (ctx: TopologyContext) => v
   }
 }
 
-/** Restarts whatever a fault test left killed, so the next test starts from a healthy topology. */
+/**
+ * Restarts whatever a fault test left killed and resumes what it left paused,
+ * so the next test starts from a healthy topology. On the Cluster it always
+ * waits for `waitForClusterOk()`, also when no node was down: a test may have
+ * cut a replica's link, and a node restarted by the test itself may still be
+ * flagged failing in some node's view or not yet linked to its new master.
+ * It returns once every node sees every other as healthy and every replica
+ * is linked and caught up, or fails naming the node that is not.
+ */
 async function heal(server: RedisServerHandle | undefined, clusterHandle: RedisClusterHandle | undefined): Promise<void> {
   if (server) {
     if (server.running) await server.resume(); // in case a test left it paused
     else await server.restart();
   }
   if (clusterHandle) {
-    const down = clusterHandle.nodes.filter((n) => !n.running);
     for (const node of clusterHandle.nodes) if (node.running) await node.resume();
-    if (down.length > 0) {
-      await Promise.all(down.map((n) => n.restart()));
-      await clusterHandle.waitForClusterOk();
-    }
+    await Promise.all(clusterHandle.nodes.filter((n) => !n.running).map((n) => n.restart()));
+    await clusterHandle.waitForClusterOk();
   }
 }
 
