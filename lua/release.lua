@@ -35,12 +35,11 @@ local holdId = ARGV[4]
 -- releasing its one hold, before anything else is defined: nobody else has
 -- touched the lock since the grant (that would have moved the holder into
 -- leasesKey), so nobody waits for it, and the whole state goes.
--- (A fresh lock has exactly one hold: the field of the caller's mode names it.)
+-- (A fresh lock has exactly one hold, and the field of its mode holds its id alone.)
 local freshField = 'wc'
 if mode ~= 'write' then freshField = 'r:' .. owner end
 local held = rcall('HMGET', stateKey, 'o', freshField)
-if held[1] == owner and held[2] and string.find(held[2], ' ', 1, true) == #held[2] - #holdId
-    and string.sub(held[2], -#holdId) == holdId then
+if held[1] == owner and held[2] == holdId then
   rcall('DEL', stateKey)
   return 0
 end

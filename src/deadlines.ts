@@ -4,65 +4,138 @@
  * a late grant is given back). One timer serves every pending call, set for
  * the earliest deadline: a timer per call would cost a setTimeout and a
  * clearTimeout on every acquire and release, and deadlines arrive in
- * increasing order, so the timer rarely moves.
+ * increasing order, so the timer rarely moves. (This runs twice per lock
+ * cycle: one small object and one promise per call, no closures beyond the
+ * promise's executor and handlers.)
  */
-import { RedisUnavailableError, type RWLockErrorContext } from './errors.js';
+import { RedisUnavailableError, type LockMode } from './errors.js';
 
-interface Pending {
-  readonly at: number;
-  readonly fail: () => void;
+/** What a bounded call is about, for its error: a lease, a lock's resource, or nothing more. */
+export interface CallSubject {
+  readonly resource?: string;
+  readonly mode?: LockMode;
+  readonly token?: string;
+}
+
+/** The errors a bound rejects with: methods, so that a bounded call makes no closures for them. */
+export interface BoundErrors {
+  /** The bound passed first. */
+  late(): Error;
+  /** The signal aborted first. */
+  aborted?(): Error;
+}
+
+/** One bounded call: settles its promise once, with the call's outcome or the error of its bound. */
+class Pending<T> {
+  resolve!: (value: T) => void;
+  reject!: (reason: unknown) => void;
+  settled = false;
+  abortListener: (() => void) | undefined;
+  /** Neighbours in the list of pending calls. */
+  prev: Pending<unknown> | undefined;
+  next: Pending<unknown> | undefined;
+
+  constructor(
+    readonly at: number,
+    readonly errors: BoundErrors,
+    readonly signal: AbortSignal | undefined,
+  ) {}
+}
+
+/**
+ * The error of a call Redis did not answer in time. Made on every release, so
+ * it keeps its parts and builds the message only when the bound passes.
+ */
+class Unanswered implements BoundErrors {
+  constructor(
+    private readonly operation: string,
+    private readonly subject: CallSubject,
+    private readonly timeoutMs: number,
+  ) {}
+
+  late(): Error {
+    const { resource, mode, token } = this.subject;
+    const what = resource === undefined ? this.operation : `${this.operation} the ${mode ? `${mode} ` : ''}lock on "${resource}"`;
+    return new RedisUnavailableError(
+      `${what} failed: Redis did not answer within ${this.timeoutMs} ms (redisTimeoutMs); the outcome is unknown; the operation may be retried`,
+      { resource, mode, owner: token },
+    );
+  }
 }
 
 export class Deadlines {
-  private readonly pending = new Set<Pending>();
+  /**
+   * The pending calls, a doubly linked list through the entries: adding and
+   * removing cost two pointer writes (a Set of objects costs about 1 µs per
+   * add and delete under this churn, measured at 64 calls in flight).
+   */
+  private head: Pending<unknown> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
 
   /**
-   * `promise`'s outcome, or a rejection with `late()` once `at`
-   * (performance.now) passes first, or with `aborted()` as soon as `signal`
-   * aborts.
+   * `promise`'s outcome, or a rejection with `errors.late()` once `at`
+   * (performance.now) passes first, or with `errors.aborted()` as soon as
+   * `signal` aborts.
    */
-  race<T>(promise: Promise<T>, at: number, late: () => Error, signal?: AbortSignal, aborted?: () => Error): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let onAbort: (() => void) | undefined;
-      const entry: Pending = { at, fail: () => settle(() => reject(late())) };
-      const settle = (then: () => void) => {
-        if (!this.pending.delete(entry)) return;
-        if (onAbort) signal!.removeEventListener('abort', onAbort);
-        then();
-      };
-      this.pending.add(entry);
-      if (signal && aborted) {
-        if (signal.aborted) {
-          settle(() => reject(aborted()));
-          return;
-        }
-        onAbort = () => settle(() => reject(aborted()));
-        signal.addEventListener('abort', onAbort, { once: true });
-      }
-      promise.then(
-        (value) => settle(() => resolve(value)),
-        (error: unknown) => settle(() => reject(error)),
-      );
-      if (at < this.timerAt) this.arm(at);
+  race<T>(promise: Promise<T>, at: number, errors: BoundErrors, signal?: AbortSignal): Promise<T> {
+    const entry = new Pending<T>(at, errors, signal);
+    const result = new Promise<T>((resolve, reject) => {
+      entry.resolve = resolve;
+      entry.reject = reject;
     });
+    if (signal !== undefined && errors.aborted !== undefined) {
+      if (signal.aborted) {
+        this.fail(entry, errors.aborted());
+        return result;
+      }
+      entry.abortListener = () => this.fail(entry, errors.aborted!());
+      signal.addEventListener('abort', entry.abortListener, { once: true });
+    }
+    this.link(entry as Pending<unknown>);
+    promise.then(
+      (value) => {
+        if (this.finish(entry)) entry.resolve(value);
+      },
+      (error: unknown) => this.fail(entry, error),
+    );
+    if (at < this.timerAt) this.arm(at);
+    return result;
   }
 
   /**
    * `promise`'s outcome, or a {@link RedisUnavailableError} saying that
-   * Redis did not answer `what` within `timeoutMs` (`redisTimeoutMs`).
+   * Redis did not answer `operation` (e.g. `releasing`) on `subject` within
+   * `timeoutMs` (`redisTimeoutMs`).
    */
-  within<T>(promise: Promise<T>, timeoutMs: number, what: string, context: RWLockErrorContext): Promise<T> {
-    return this.race(
-      promise,
-      performance.now() + timeoutMs,
-      () =>
-        new RedisUnavailableError(
-          `${what} failed: Redis did not answer within ${timeoutMs} ms (redisTimeoutMs); the outcome is unknown; the operation may be retried`,
-          context,
-        ),
-    );
+  within<T>(promise: Promise<T>, timeoutMs: number, operation: string, subject: CallSubject): Promise<T> {
+    return this.race(promise, performance.now() + timeoutMs, new Unanswered(operation, subject, timeoutMs));
+  }
+
+  /** Marks `entry` settled; false if it already was. */
+  private finish(entry: Pending<unknown> | Pending<never>): boolean {
+    if (entry.settled) return false;
+    entry.settled = true;
+    this.unlink(entry as Pending<unknown>);
+    if (entry.abortListener) entry.signal!.removeEventListener('abort', entry.abortListener);
+    return true;
+  }
+
+  private fail<T>(entry: Pending<T>, error: unknown): void {
+    if (this.finish(entry as Pending<unknown>)) entry.reject(error);
+  }
+
+  private link(entry: Pending<unknown>): void {
+    entry.next = this.head;
+    if (this.head) this.head.prev = entry;
+    this.head = entry;
+  }
+
+  private unlink(entry: Pending<unknown>): void {
+    if (entry.prev) entry.prev.next = entry.next;
+    else this.head = entry.next;
+    if (entry.next) entry.next.prev = entry.prev;
+    entry.prev = entry.next = undefined;
   }
 
   private arm(at: number): void {
@@ -77,10 +150,12 @@ export class Deadlines {
     this.timerAt = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (const entry of [...this.pending]) {
+    for (let entry = this.head; entry !== undefined; ) {
+      const following = entry.next; // failing an entry unlinks it
       // A timer may fire up to its 1 ms resolution early: count that as due.
-      if (entry.at <= now + 1) entry.fail();
+      if (entry.at <= now + 1) this.fail(entry, entry.errors.late());
       else if (entry.at < next) next = entry.at;
+      entry = following;
     }
     if (next < Infinity) this.arm(next);
   }

@@ -116,12 +116,15 @@ export function parseAcquireReply(reply: AcquireReply, leaseMs: number): Acquire
   return { granted: false, retryAfterMs: Math.max(0, Number(reply[1])), reason: reply[2] as BlockReason };
 }
 
-/** The holds in a hold list, `<fence> <holdId> <holdId> ...` (lua/includes/state.lua). */
+/**
+ * The holds in a hold list, `<fence> <holdId> <holdId> ...`, or a fresh
+ * lock's hold id alone (lua/includes/state.lua).
+ */
 function holdCount(list: string | undefined): number {
   if (list === undefined) return 0;
   let n = 0;
   for (let at = list.indexOf(' '); at >= 0; at = list.indexOf(' ', at + 1)) n++;
-  return n;
+  return Math.max(n, 1);
 }
 
 function pairs(flat: string[]): Map<string, string> {

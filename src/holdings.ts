@@ -114,10 +114,8 @@ export class Holdings implements LeaseHost {
     } catch (error) {
       return Promise.reject(error);
     }
-    const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-    const what = `releasing the ${lease.mode} lock on "${lease.resource}"`;
     const released = this.backend.release(holding.keys, lease.mode, lease.token, lease.holdId);
-    lease.pending = this.deadlines.within(released, this.redisTimeoutMs, what, context).then(
+    lease.pending = this.deadlines.within(released, this.redisTimeoutMs, 'releasing', lease).then(
       (held) => {
         lease.pending = undefined;
         // After an attempt with an unknown outcome, a hold already gone was most likely released by it.
@@ -136,7 +134,11 @@ export class Holdings implements LeaseHost {
         // (a retried release() still works while it is live, and finds a hold already
         // released by this attempt gone without harm: holds are named).
         this.stopRenewal(holding, lease);
-        throw redisFailure(what, error, context);
+        throw redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}"`, error, {
+          resource: lease.resource,
+          mode: lease.mode,
+          owner: lease.token,
+        });
       },
     );
     return lease.pending;
@@ -159,12 +161,7 @@ export class Holdings implements LeaseHost {
     let remaining: number;
     try {
       const extended = this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms }]);
-      [remaining] = (await this.deadlines.within(
-        extended,
-        this.redisTimeoutMs,
-        `extending the ${lease.mode} lock on "${lease.resource}"`,
-        context,
-      )) as [number];
+      [remaining] = (await this.deadlines.within(extended, this.redisTimeoutMs, 'extending', lease)) as [number];
     } catch (error) {
       throw redisFailure(`extending the ${lease.mode} lock on "${lease.resource}"`, error, context);
     }
@@ -209,7 +206,7 @@ export class Holdings implements LeaseHost {
       let results: number[];
       try {
         const extended = this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
-        results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', {});
+        results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT);
       } catch {
         return; // Redis unreachable: try again next period; the deadline timers report loss if it never comes back
       }
@@ -302,6 +299,8 @@ export class Holdings implements LeaseHost {
     });
   }
 }
+
+const NO_SUBJECT = Object.freeze({});
 
 /** Redis counts deadlines in whole ms, and Node's timers fire with 1 ms resolution. */
 const CLOCK_RESOLUTION_MS = 1;

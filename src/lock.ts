@@ -1,6 +1,6 @@
 import { v4 as uuidv4 } from 'uuid';
 import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
-import type { Deadlines } from './deadlines.js';
+import type { BoundErrors, Deadlines } from './deadlines.js';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -99,12 +99,8 @@ export class RWLock {
     const context = { resource: this.resource };
     this.ctx.assertOpen(context);
     try {
-      return await this.ctx.deadlines.within(
-        this.ctx.backend.inspect(this.resource, this.keys),
-        this.ctx.options.redisTimeoutMs,
-        `inspecting the lock on "${this.resource}"`,
-        context,
-      );
+      const inspected = this.ctx.backend.inspect(this.resource, this.keys);
+      return await this.ctx.deadlines.within(inspected, this.ctx.options.redisTimeoutMs, 'inspecting', context);
     } catch (error) {
       throw redisFailure(`inspecting the lock on "${this.resource}"`, error, context);
     }
@@ -205,8 +201,9 @@ export class RWLock {
 }
 
 /** The hard bound of one acquire: its waits on Redis end by `at`, or as soon as `signal` aborts. */
-class AcquireBound {
-  private readonly errors = new WeakSet<Error>();
+class AcquireBound implements BoundErrors {
+  /** The last error this bound raised (each wait it ends gets a new one). */
+  private raised: Error | undefined;
 
   constructor(
     private readonly ctx: LockContext,
@@ -217,32 +214,25 @@ class AcquireBound {
   ) {}
 
   race<T>(promise: Promise<T>): Promise<T> {
-    return this.ctx.deadlines.race(
-      promise,
-      this.at,
-      () => this.mark(this.late()),
-      this.signal,
-      () => this.mark(aborted(this.signal!, this.context)),
-    );
+    return this.ctx.deadlines.race(promise, this.at, this, this.signal);
   }
 
   /** True for the errors this bound raised. */
   caused(error: unknown): boolean {
-    return error instanceof Error && this.errors.has(error);
+    return error === this.raised;
   }
 
-  private late(): RedisUnavailableError {
+  late(): RedisUnavailableError {
     const { resource, mode } = this.context;
-    return new RedisUnavailableError(
+    return (this.raised = new RedisUnavailableError(
       `acquiring the ${mode} lock on "${resource}" failed: Redis did not answer within ${Math.round(this.at - this.started)} ms ` +
         '(waitMs + redisTimeoutMs); nothing is held, and a grant that comes later is given back; the operation may be retried',
       this.context,
-    );
+    ));
   }
 
-  private mark<E extends Error>(error: E): E {
-    this.errors.add(error);
-    return error;
+  aborted(): AcquireAbortedError {
+    return (this.raised = aborted(this.signal!, this.context));
   }
 }
 

@@ -3,9 +3,11 @@
   is defined (every `local function` costs a closure per call): when the lock
   has no state at all (nothing held, nobody waiting), grant at once and keep
   the holder in the hash alone. `o` names it and the hash's expiry is its
-  deadline, so no leases zset is written; while nobody else touches the lock
-  its release only deletes the hash (release.lua), and any other script first
-  moves it into leasesKey (spill in state.lua).
+  deadline, so no leases zset is written, and its hold list is the hold id
+  alone (the holding's fence is the lock's, `f`); while nobody else touches
+  the lock its release only compares that id and deletes the hash
+  (release.lua), and any other script first moves it into the usual layout
+  (spill in state.lua).
   Expects: rcall, stateKey, leasesKey, owner, holdId, leaseMs, and
   FRESH_WRITE (true for a write hold, false for a read hold).
   The fence is the server clock in us (written as a string: Lua's number
@@ -15,11 +17,10 @@
 if rcall('EXISTS', stateKey, leasesKey) == 0 then
   local t = rcall('TIME')
   local fence = t[1] .. string.sub('00000' .. t[2], -6)
-  local holds = fence .. ' ' .. holdId
   if FRESH_WRITE then
-    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'w', owner, 'wc', holds)
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'w', owner, 'wc', holdId)
   else
-    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'r:' .. owner, holds)
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'r:' .. owner, holdId)
   end
   rcall('PEXPIRE', stateKey, leaseMs)
   return t[1] * 1000000 + t[2]

@@ -13,8 +13,9 @@
                       fa     when the lock was last freed of every holder (server us)
                       sk     how often the longest-waiting writer was passed over since it became first
                       o      the sole holder of a fresh lock, kept in the hash alone: the
-                             hash's expiry is its deadline and leasesKey does not exist
-                             (see fresh-grant.lua; spill() moves it into leasesKey)
+                             hash's expiry is its deadline, leasesKey does not exist, and
+                             its hold list is its hold id alone (the fence is `f`); see
+                             fresh-grant.lua; spill() moves it to the usual layout
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
     queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
   Apart from the sole holder in `o`, an owner holds something exactly while
@@ -208,15 +209,19 @@ end
 -- Every path but the fresh grant and its release starts here (the hash-mode
 -- scripts run those before any of this is defined): a sole holder
 -- kept in the hash alone moves into leasesKey, with the hash's expiry as its
--- deadline, so the code below sees one layout. (While `o` is set, nothing
--- else has touched the lock since the grant, so the hash expires exactly at
--- that holder's deadline.)
+-- deadline, and its hold list gets the fence in front, so the code below sees
+-- one layout. (While `o` is set, nothing else has touched the lock since the
+-- grant, so the hash expires exactly at that holder's deadline, and `f` is
+-- its fence.)
 local function spill()
-  local o = rcall('HGET', stateKey, 'o')
+  local held = rcall('HMGET', stateKey, 'o', 'w', 'f')
+  local o = held[1]
   if not o then return end
   local deadline = rcall('PEXPIRETIME', stateKey)
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
+  local field = holdField(held[2] == o and 'write' or 'read', o)
+  rcall('HSET', stateKey, field, held[3] .. ' ' .. rcall('HGET', stateKey, field))
   rcall('HDEL', stateKey, 'o')
 end
 

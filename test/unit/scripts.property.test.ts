@@ -349,7 +349,10 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.
       if ((await redis.hget(keys.state, 'o')) === s.owner) {
         const at = await redis.pexpiretime(keys.state);
-        await redis.multi().zadd(keys.leases, at, s.owner).pexpireat(keys.leases, at).hdel(keys.state, 'o').exec();
+        const [writer, fence] = await redis.hmget(keys.state, 'w', 'f');
+        const field = writer === s.owner ? 'wc' : `r:${s.owner}`;
+        const holds = `${fence} ${await redis.hget(keys.state, field)}`;
+        await redis.multi().zadd(keys.leases, at, s.owner).pexpireat(keys.leases, at).hset(keys.state, field, holds).hdel(keys.state, 'o').exec();
       }
       await redis.zadd(keys.leases, 'XX', 1, s.owner);
       return { reply: null };
