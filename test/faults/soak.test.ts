@@ -115,19 +115,33 @@ async function soak(ctx: TopologyContext, conns: readonly Redis[]): Promise<void
         operations++;
       }
     };
-    const running = clients.flatMap((c, k) => Array.from({ length: LOOPS_PER_CLIENT }, (_, j) => loop(c, k * LOOPS_PER_CLIENT + j)));
+    // A loop's unexpected error stops the soak and fails the test once, at the end, as one rejection
+    // (not as an unhandled rejection while the samples are still being taken).
+    let failure: unknown;
+    const running = clients.flatMap((c, k) =>
+      Array.from({ length: LOOPS_PER_CLIENT }, (_, j) =>
+        loop(c, k * LOOPS_PER_CLIENT + j).catch((error: unknown) => {
+          failure ??= error;
+          stop = true;
+        }),
+      ),
+    );
 
     const samples: Sample[] = [];
     const sample = async () => samples.push({ at: Date.now(), heapUsed: heapUsed(), ...(await redisFigures(conns)), operations });
     const started = Date.now();
     await sleep(WARMUP_MS);
     await sample();
-    while (Date.now() - started < SOAK_MS) {
+    while (!stop && Date.now() - started < SOAK_MS) {
       await sleep(Math.min(10_000, SOAK_MS - (Date.now() - started)));
       await sample();
     }
     stop = true;
     await Promise.all(running);
+    if (failure !== undefined) {
+      await Promise.all(clients.map((c) => c.close()));
+      throw failure;
+    }
     await Promise.all(clients.map((c) => c.close()));
     await sleep(300);
     const first = samples[0]!;

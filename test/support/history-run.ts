@@ -44,11 +44,22 @@ export interface WorkerHandle {
   stderr(): string;
 }
 
-/** A running workload of several processes. */
+/**
+ * A running workload of several processes.
+ *
+ * Its failures reach the test as one rejected promise, never as an uncaught
+ * exception beside it: a worker that cannot be spawned, prints a line that is
+ * not a history event, or exits with an error (unless killed on purpose)
+ * fails the workload, which rejects every pending and later `waitFor`,
+ * `launch` and `finish` with that first error.
+ */
 export class Workload {
   readonly workers: WorkerHandle[] = [];
   readonly deaths = new Map<string, number>();
   private readonly listeners = new Set<(event: HistoryEvent, worker: WorkerHandle) => void>();
+  private readonly failureListeners = new Set<(error: Error) => void>();
+  private failure: Error | undefined;
+  private stopping = false;
 
   constructor(
     private readonly target: WorkerConfig['target'],
@@ -72,15 +83,30 @@ export class Workload {
         name,
         child,
         events,
-        exited: new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? signal ?? -1))),
+        exited: new Promise((resolve) => {
+          child.on('exit', (code, signal) => resolve(code ?? signal ?? -1));
+          child.on('error', (error) => {
+            this.fail(new Error(`worker ${name} could not be run: ${error.message}`, { cause: error }));
+            if (child.pid === undefined) resolve('spawn-error'); // never started: no 'exit' follows
+          });
+        }),
         stderr: () => err,
       };
+      void handle.exited.then((code) => {
+        if (code !== 0 && !this.deaths.has(name) && !this.stopping) this.fail(new Error(`worker ${name} exited with ${code}: ${err}`));
+      });
       child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
         const lines = (partial + chunk).split('\n');
         partial = lines.pop()!;
         for (const line of lines) {
           if (!line.trim()) continue;
-          const event = JSON.parse(line) as HistoryEvent;
+          let event: HistoryEvent;
+          try {
+            event = JSON.parse(line) as HistoryEvent;
+          } catch {
+            this.fail(new Error(`worker ${name} printed a line that is not a history event: ${line.slice(0, 200)}`));
+            continue;
+          }
           events.push(event);
           for (const listener of this.listeners) listener(event, handle);
         }
@@ -92,21 +118,45 @@ export class Workload {
     return started;
   }
 
-  /** Resolves with the first event (and its worker) for which `pred` holds, or rejects after `timeoutMs`. */
+  /**
+   * Resolves with the first event (and its worker) for which `pred` holds;
+   * rejects after `timeoutMs`, when `pred` throws, or as soon as the workload
+   * fails.
+   */
   waitFor(pred: (event: HistoryEvent, worker: WorkerHandle) => boolean, timeoutMs: number): Promise<{ event: HistoryEvent; worker: WorkerHandle }> {
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.listeners.delete(listener);
-        reject(new Error(`no matching workload event within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const listener = (event: HistoryEvent, worker: WorkerHandle) => {
-        if (!pred(event, worker)) return;
+      if (this.failure) {
+        reject(this.failure);
+        return;
+      }
+      const settle = (outcome: () => void) => {
         clearTimeout(timer);
         this.listeners.delete(listener);
-        resolve({ event, worker });
+        this.failureListeners.delete(onFailure);
+        outcome();
+      };
+      const timer = setTimeout(() => settle(() => reject(new Error(`no matching workload event within ${timeoutMs} ms`))), timeoutMs);
+      const onFailure = (error: Error) => settle(() => reject(error));
+      const listener = (event: HistoryEvent, worker: WorkerHandle) => {
+        let matched: boolean;
+        try {
+          matched = pred(event, worker);
+        } catch (error) {
+          settle(() => reject(error));
+          return;
+        }
+        if (matched) settle(() => resolve({ event, worker }));
       };
       this.listeners.add(listener);
+      this.failureListeners.add(onFailure);
     });
+  }
+
+  /** Records the workload's first failure and rejects every pending `waitFor` with it. */
+  private fail(error: Error): void {
+    if (this.failure) return;
+    this.failure = error;
+    for (const listener of [...this.failureListeners]) listener(error);
   }
 
   /**
@@ -118,6 +168,7 @@ export class Workload {
     const ready = (w: WorkerHandle) => w.events.some((e) => e.t === 'start');
     const deadline = Date.now() + timeoutMs;
     while (!workers.every(ready)) {
+      if (this.failure) throw this.failure;
       const dead = workers.find((w) => w.child.exitCode !== null);
       if (dead) throw new Error(`worker ${dead.name} exited before starting: ${dead.stderr()}`);
       if (Date.now() > deadline) throw new Error(`workers did not start within ${timeoutMs} ms`);
@@ -138,6 +189,7 @@ export class Workload {
 
   /** Asks every live worker to stop starting operations (they then finish, close and exit). */
   stop(): void {
+    this.stopping = true;
     for (const w of this.workers) if (w.child.connected) w.child.send('stop', () => undefined);
   }
 
@@ -152,6 +204,7 @@ export class Workload {
     const all = Promise.all(this.workers.map((w) => w.exited));
     const outcome = await Promise.race([all, timedOut]);
     clearTimeout(timer);
+    if (this.failure) throw this.failure;
     if (outcome === 'timeout') {
       const stuck = this.workers.filter((w) => w.child.exitCode === null && w.child.signalCode === null);
       for (const w of stuck) w.child.kill('SIGKILL');
@@ -174,6 +227,7 @@ export class Workload {
 
   /** Kills every worker still running (for after-hooks). */
   killAll(): void {
+    this.stopping = true;
     for (const w of this.workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');
   }
 }
