@@ -71,7 +71,11 @@ async function operation(): Promise<void> {
     return;
   }
   emit({ t: 'grant', id, process: name, resource, mode, owner: lease.token, fence: lease.fence, requestedAt, grantedAt: Date.now() });
-  lease.signal.addEventListener('abort', () => emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) }), { once: true });
+  // A lease can be lost by the time it is granted (an acquire that waited out a failover in ioredis'
+  // queue for longer than the lease): its signal is then already aborted and fires no event.
+  const reportLost = () => emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) });
+  if (lease.signal.aborted) reportLost();
+  else lease.signal.addEventListener('abort', reportLost, { once: true });
 
   const hold = config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
   if (mode === 'write') {
