@@ -3,6 +3,14 @@ import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError } from './errors.js';
 import type { LockKeys } from './keys.js';
 import { Lease, type LeaseHost } from './lease.js';
+import {
+  extendChannel,
+  releaseChannel,
+  renewChannel,
+  traced,
+  type LeaseTraceContext,
+  type RenewTraceContext,
+} from './observability/channels.js';
 import { duration, MIN_LEASE_MS } from './options.js';
 import { redisFailure } from './redis.js';
 
@@ -92,6 +100,7 @@ export class Holdings implements LeaseHost {
     // in redlock mode another majority of nodes may have answered, with another highest fence).
     const fence = holding.leases.find((l) => l.mode === mode)?.fence ?? grant.fence;
     const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, holdId);
+    lease.grantedAt = sentAt;
     holding.leases.push(lease);
     lease.holding = holding;
     this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, grant.leaseRemainingMs)));
@@ -105,6 +114,24 @@ export class Holdings implements LeaseHost {
 
   /** Releases one lease (a promise chain, not async functions: this runs on every cycle). */
   releaseLease(lease: Lease): Promise<void> {
+    if (lease.state === 'held' && lease.pending === undefined && traced(releaseChannel)) {
+      const trace = leaseTrace(lease);
+      return releaseChannel.tracePromise(
+        () =>
+          this.release(lease).then(
+            () => void (trace.outcome = 'released'),
+            (error: unknown) => {
+              trace.outcome = leaseOutcomeOf(error);
+              throw error;
+            },
+          ),
+        trace,
+      );
+    }
+    return this.release(lease);
+  }
+
+  private release(lease: Lease): Promise<void> {
     if (lease.state === 'released') return Promise.resolve();
     if (lease.state === 'lost') return Promise.reject(notHeld(lease));
     if (lease.pending) return lease.pending;
@@ -151,7 +178,23 @@ export class Holdings implements LeaseHost {
     }
   }
 
-  async extendLease(lease: Lease, leaseMs: number | undefined): Promise<void> {
+  extendLease(lease: Lease, leaseMs: number | undefined): Promise<void> {
+    if (!traced(extendChannel)) return this.extend(lease, leaseMs);
+    const trace = leaseTrace(lease);
+    return extendChannel.tracePromise(
+      () =>
+        this.extend(lease, leaseMs).then(
+          () => void (trace.outcome = 'extended'),
+          (error: unknown) => {
+            trace.outcome = leaseOutcomeOf(error);
+            throw error;
+          },
+        ),
+      trace,
+    );
+  }
+
+  private async extend(lease: Lease, leaseMs: number | undefined): Promise<void> {
     const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
     const ms = leaseMs === undefined ? lease.leaseMs : duration('leaseMs', leaseMs, MIN_LEASE_MS, context);
     if (lease.state === 'released') throw notHeld(lease, 'it was released');
@@ -189,9 +232,16 @@ export class Holdings implements LeaseHost {
     for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
   }
 
-  /** One renewal round: one script call per Redis node for every auto-renewed holding. */
-  async renewNow(): Promise<void> {
-    if (this.renewing) return; // a slow round must not overlap the next
+  /** One renewal round: one script call per Redis node for every auto-renewed holding. Never rejects. */
+  renewNow(): Promise<void> {
+    if (this.renewing) return Promise.resolve(); // a slow round must not overlap the next
+    if (!traced(renewChannel)) return this.renewRound(undefined);
+    const trace: RenewTraceContext = { holdings: 0, renewed: 0, lost: 0, unreached: 0 };
+    return renewChannel.tracePromise(() => this.renewRound(trace), trace);
+  }
+
+  private async renewRound(trace: RenewTraceContext | undefined): Promise<void> {
+    if (this.renewing) return;
     this.renewing = true;
     try {
       const now = performance.now();
@@ -199,22 +249,42 @@ export class Holdings implements LeaseHost {
       for (const holding of this.byId.values()) {
         if (holding.autoRenewed === 0) continue;
         // After an event-loop stall longer than the lease, the lock may be someone else's by now.
-        if (now >= holding.expiresAt) this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)');
-        else due.push(holding);
+        if (now >= holding.expiresAt) {
+          this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)');
+          if (trace) {
+            trace.holdings++;
+            trace.lost++;
+          }
+        } else due.push(holding);
       }
+      if (trace) trace.holdings += due.length;
       if (due.length === 0) return;
       let results: number[];
       try {
         const extended = this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
         results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT);
-      } catch {
-        return; // Redis unreachable: try again next period; the deadline timers report loss if it never comes back
+      } catch (error) {
+        // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
+        if (trace) {
+          trace.unreached += due.length;
+          trace.error = error;
+          renewChannel.error.publish(trace); // the round itself resolves: a timer runs it
+        }
+        return;
       }
       due.forEach((holding, i) => {
         if (this.byId.get(holding.id) !== holding) return; // released meanwhile
-        if (Number.isNaN(results[i])) return; // its node could not be asked: next period, or the deadline decides
-        if (results[i]! > 0) this.setDeadline(holding, localDeadline(now, results[i]!));
-        else this.lose(holding, 'renewal found it no longer held');
+        if (Number.isNaN(results[i])) {
+          if (trace) trace.unreached++;
+          return; // its node could not be asked: next period, or the deadline decides
+        }
+        if (results[i]! > 0) {
+          this.setDeadline(holding, localDeadline(now, results[i]!));
+          if (trace) trace.renewed++;
+        } else {
+          this.lose(holding, 'renewal found it no longer held');
+          if (trace) trace.lost++;
+        }
       });
     } finally {
       this.renewing = false;
@@ -301,6 +371,22 @@ export class Holdings implements LeaseHost {
 }
 
 const NO_SUBJECT = Object.freeze({});
+
+/** A new context for the release or extend tracing channel (only made while someone subscribes). */
+function leaseTrace(lease: Lease): LeaseTraceContext {
+  return {
+    resource: lease.resource,
+    mode: lease.mode,
+    owner: lease.token,
+    fence: lease.fence,
+    heldMs: performance.now() - lease.grantedAt,
+    outcome: undefined,
+  };
+}
+
+function leaseOutcomeOf(error: unknown): 'not-held' | 'failed' {
+  return error instanceof LockNotHeldError || error instanceof LockLostError ? 'not-held' : 'failed';
+}
 
 /** Redis counts deadlines in whole ms, and Node's timers fire with 1 ms resolution. */
 const CLOCK_RESOLUTION_MS = 1;

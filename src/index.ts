@@ -29,6 +29,14 @@ export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './le
 export type { RedisClient } from './redis.js';
 export type { RedlockOptions, ReplicaAckOptions, ResolvedRedlockOptions, ResolvedReplicaAck } from './options.js';
 export { MIN_REDLOCK_NODES } from './redlock-backend.js';
+export {
+  TRACING_CHANNELS,
+  type AcquireTraceContext,
+  type AcquireOutcomeName,
+  type LeaseTraceContext,
+  type LeaseOutcomeName,
+  type RenewTraceContext,
+} from './observability/channels.js';
 export { fencedGet, fencedSet, fenceKeyOf, type FencedSetOptions } from './fencing.js';
 export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys.js';
 export {

@@ -30,6 +30,8 @@ export class Lease implements AsyncDisposable {
   renewalStopped = false;
   /** @internal True once a release attempt failed with an unknown outcome. */
   releaseUnknown = false;
+  /** @internal When its acquire was sent (performance.now): the grant came a little later. */
+  grantedAt = 0;
   /**
    * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
    * mode, the fewest of any granting node); undefined when not asked for.

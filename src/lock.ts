@@ -14,6 +14,7 @@ import {
 import type { Holdings } from './holdings.js';
 import { validateResource, type LockKeys } from './keys.js';
 import type { Lease } from './lease.js';
+import { acquireChannel, traced, type AcquireOutcomeName, type AcquireTraceContext } from './observability/channels.js';
 import {
   duration,
   MIN_LEASE_MS,
@@ -73,7 +74,8 @@ export class RWLock {
 
   /** Waits up to `waitMs` for a shared read lease; rejects with `AcquireTimeoutError` when it runs out. */
   acquireRead(options?: AcquireOptions): Promise<Lease> {
-    return this.acquire('read', options, true);
+    if (traced(acquireChannel)) return this.traced('read', options, true) as Promise<Lease>;
+    return this.acquire('read', options, true, undefined);
   }
 
   /**
@@ -81,17 +83,20 @@ export class RWLock {
    * hold (same owner) is upgraded in place once it is the only reader.
    */
   acquireWrite(options?: AcquireOptions): Promise<Lease> {
-    return this.acquire('write', options, true);
+    if (traced(acquireChannel)) return this.traced('write', options, true) as Promise<Lease>;
+    return this.acquire('write', options, true, undefined);
   }
 
   /** One try for a read lease: the lease, or null when the lock is taken. */
   tryAcquireRead(options?: TryAcquireOptions): Promise<Lease | null> {
-    return this.acquire('read', options, false).catch(nullIfTimeout);
+    if (traced(acquireChannel)) return this.traced('read', options, false);
+    return this.acquire('read', options, false, undefined).catch(nullIfTimeout);
   }
 
   /** One try for the write lease: the lease, or null when the lock is taken. */
   tryAcquireWrite(options?: TryAcquireOptions): Promise<Lease | null> {
-    return this.acquire('write', options, false).catch(nullIfTimeout);
+    if (traced(acquireChannel)) return this.traced('write', options, false);
+    return this.acquire('write', options, false, undefined).catch(nullIfTimeout);
   }
 
   /** The lock's current state, read atomically. */
@@ -106,13 +111,50 @@ export class RWLock {
     }
   }
 
-  private async acquire(mode: LockMode, options: unknown, waiting: boolean): Promise<Lease> {
+  /**
+   * An acquire published on the `redis-rwlock:acquire` tracing channel; only
+   * called while someone subscribes, so the untraced path makes no context.
+   */
+  private traced(mode: LockMode, options: unknown, waiting: boolean): Promise<Lease | null> {
+    const trace: AcquireTraceContext = {
+      resource: this.resource,
+      mode,
+      waiting,
+      owner: undefined,
+      waitedMs: 0,
+      attempts: 0,
+      outcome: undefined,
+      fence: undefined,
+    };
+    const started = performance.now();
+    return acquireChannel.tracePromise(
+      () =>
+        this.acquire(mode, options, waiting, trace).then(
+          (lease) => {
+            trace.waitedMs = performance.now() - started;
+            trace.outcome = 'granted';
+            trace.fence = lease.fence;
+            return lease;
+          },
+          (error: unknown) => {
+            trace.waitedMs = performance.now() - started;
+            trace.outcome = outcomeOf(error, waiting);
+            if (trace.outcome === 'busy') return null;
+            throw error;
+          },
+        ),
+      trace,
+    );
+  }
+
+  private async acquire(mode: LockMode, options: unknown, waiting: boolean, trace: AcquireTraceContext | undefined): Promise<Lease> {
     const { ctx, keys, resource } = this;
     const base: RWLockErrorContext = { resource, mode };
     const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
     const owner =
       o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base, ctx.options.mode);
     const context: RWLockErrorContext = { resource, mode, owner };
+    if (trace) trace.owner = owner;
     const autoRenew = o.leaseMs === undefined;
     const leaseMs = autoRenew ? ctx.options.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS, context);
     const waitMs =
@@ -142,11 +184,13 @@ export class RWLock {
     const bound = new AcquireBound(ctx, context, started, deadline + ctx.options.redisTimeoutMs + (replicaAck?.timeoutMs ?? 0), signal);
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
     let leftIntent = false;
+    let attempts = 0;
     try {
       for (;;) {
         ctx.assertOpen(context);
         if (signal?.aborted) throw aborted(signal, context);
         if (watch) watch.woken = false;
+        attempts++;
         const sentAt = performance.now();
         const outcome = await this.attempt(request, context, bound);
         if (outcome.granted) {
@@ -179,6 +223,7 @@ export class RWLock {
       throw error;
     } finally {
       watch?.close();
+      if (trace) trace.attempts = attempts;
     }
   }
 
@@ -265,6 +310,14 @@ function aborted(signal: AbortSignal, context: RWLockErrorContext): AcquireAbort
     ...context,
     cause: signal.reason,
   });
+}
+
+/** A failed acquire's outcome on the tracing channel. */
+function outcomeOf(error: unknown, waiting: boolean): AcquireOutcomeName {
+  if (error instanceof AcquireTimeoutError) return waiting ? 'timeout' : 'busy';
+  if (error instanceof AcquireAbortedError) return 'aborted';
+  if (error instanceof UpgradeConflictError) return 'conflict';
+  return 'failed';
 }
 
 function nullIfTimeout(error: unknown): null {

@@ -1,0 +1,174 @@
+/**
+ * The diagnostics_channel tracing channels: what a subscriber (an APM agent,
+ * an OpenTelemetry instrumentation) sees for acquisitions, releases,
+ * extensions and renewal rounds against a real Redis.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { tracingChannel } from 'node:diagnostics_channel';
+import { expect } from 'chai';
+import {
+  AcquireTimeoutError,
+  LockClient,
+  LockLostError,
+  LockNotHeldError,
+  TRACING_CHANNELS,
+  type AcquireTraceContext,
+  type LeaseTraceContext,
+  type RenewTraceContext,
+} from '../../src/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { rejection } from '../support/rejection.js';
+
+type Phase = 'start' | 'end' | 'asyncStart' | 'asyncEnd' | 'error';
+
+/** Every event of one tracing channel, in order, with the context (the same object for one operation). */
+class Recorder<C extends object> {
+  readonly events: { phase: Phase; context: C; store: unknown }[] = [];
+  private readonly channel;
+  private readonly handlers;
+
+  constructor(name: string, private readonly store?: AsyncLocalStorage<unknown>) {
+    this.channel = tracingChannel<unknown, C>(name);
+    const on = (phase: Phase) => (context: C) => this.events.push({ phase, context, store: this.store?.getStore() });
+    this.handlers = { start: on('start'), end: on('end'), asyncStart: on('asyncStart'), asyncEnd: on('asyncEnd'), error: on('error') };
+    this.channel.subscribe(this.handlers);
+    if (store) this.channel.start.bindStore(store, (context) => context);
+  }
+
+  /** The operations seen, each as its context and its phases in order. */
+  operations(): { context: C; phases: Phase[] }[] {
+    const byContext = new Map<C, Phase[]>();
+    for (const e of this.events) {
+      const phases = byContext.get(e.context) ?? [];
+      phases.push(e.phase);
+      byContext.set(e.context, phases);
+    }
+    return [...byContext].map(([context, phases]) => ({ context, phases }));
+  }
+
+  close(): void {
+    this.channel.unsubscribe(this.handlers);
+    if (this.store) this.channel.start.unbindStore(this.store);
+  }
+}
+
+forEachTopology('tracing channels', (ctx) => {
+  let locks: LockClient;
+  const recorders: Recorder<object>[] = [];
+  const record = <C extends object>(name: string, store?: AsyncLocalStorage<unknown>): Recorder<C> => {
+    const r = new Recorder<C>(name, store);
+    recorders.push(r as unknown as Recorder<object>);
+    return r;
+  };
+
+  beforeEach(() => {
+    locks = new LockClient(ctx.client(), { recheckMs: 50 });
+  });
+  afterEach(async () => {
+    for (const r of recorders.splice(0)) r.close();
+    await locks.close();
+  });
+
+  it('publishes a granted acquire and its release, with owner, fence and times, inside the start store', async () => {
+    const store = new AsyncLocalStorage<unknown>();
+    const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire, store);
+    const releases = record<LeaseTraceContext>(TRACING_CHANNELS.release);
+    const lease = await locks.lock('traced:1').acquireWrite();
+    await lease.release();
+
+    const [acquire, ...more] = acquires.operations();
+    expect(more).to.have.length(0);
+    expect(acquire!.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
+    expect(acquire!.context).to.include({ resource: 'traced:1', mode: 'write', waiting: true, owner: lease.token, outcome: 'granted', fence: lease.fence, attempts: 1 });
+    expect(acquire!.context.waitedMs).to.be.a('number').and.at.least(0);
+    expect((acquire!.context as { result?: unknown }).result).to.equal(lease);
+    // The continuation runs in the store bound to `start`: a span kept there is the parent of what follows.
+    const asyncEnd = acquires.events.find((e) => e.phase === 'asyncEnd')!;
+    expect(asyncEnd.store).to.equal(acquire!.context);
+
+    const [release] = releases.operations();
+    expect(release!.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
+    expect(release!.context).to.include({ resource: 'traced:1', mode: 'write', owner: lease.token, fence: lease.fence, outcome: 'released' });
+    expect(release!.context.heldMs).to.be.at.least(0);
+  });
+
+  it('publishes a wait: attempts and waited time; a timeout with its error; a busy try without one', async () => {
+    const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
+    const lock = locks.lock('traced:2');
+    const held = await lock.acquireWrite();
+    const other = new LockClient(ctx.client(), { recheckMs: 50 });
+    try {
+      const timeout = await rejection(other.lock('traced:2').acquireRead({ waitMs: 150 }));
+      expect(timeout).to.be.instanceOf(AcquireTimeoutError);
+      expect(await other.lock('traced:2').tryAcquireWrite()).to.equal(null);
+      const waiting = other.lock('traced:2').acquireWrite({ waitMs: 10_000 });
+      await eventually('the writer to queue', async () => (await lock.inspect()).queue.length === 1);
+      await held.release();
+      const granted = await waiting;
+      await granted.release();
+
+      const ops = acquires.operations().map((o) => o.context);
+      expect(ops.map((c) => c.outcome)).to.deep.equal(['granted', 'timeout', 'busy', 'granted']);
+      const [, timedOut, busy, waited] = acquires.operations();
+      expect(timedOut!.phases).to.deep.equal(['start', 'end', 'error', 'asyncStart', 'asyncEnd']);
+      expect((timedOut!.context as { error?: unknown }).error).to.equal(timeout);
+      expect(timedOut!.context.waitedMs).to.be.at.least(140);
+      expect(timedOut!.context.attempts).to.be.greaterThan(1);
+      expect(busy!.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
+      expect(busy!.context).to.include({ waiting: false, attempts: 1, fence: undefined });
+      expect((busy!.context as { result?: unknown }).result).to.equal(null);
+      expect(waited!.context).to.include({ owner: granted.token, fence: granted.fence });
+      expect(waited!.context.attempts).to.be.greaterThan(1);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('publishes extensions, and a release of a lease no longer held as not-held', async () => {
+    const extends_ = record<LeaseTraceContext>(TRACING_CHANNELS.extend);
+    const releases = record<LeaseTraceContext>(TRACING_CHANNELS.release);
+    const lease = await locks.lock('traced:3').acquireRead({ leaseMs: 5_000 });
+    await lease.extend(8_000);
+    await locks.lock('traced:3').inspect(); // nothing traced
+    await ctx.flush(); // the lock's keys are gone: Redis no longer holds it
+    const error = await rejection(lease.release());
+    expect(error).to.be.instanceOf(LockNotHeldError);
+    const extendFailure = await rejection(lease.extend());
+    expect(extendFailure).to.be.instanceOf(LockLostError); // already lost: nothing sent, still traced
+
+    expect(extends_.operations().map((o) => [o.context.outcome, o.phases.includes('error')])).to.deep.equal([
+      ['extended', false],
+      ['not-held', true],
+    ]);
+    const [release] = releases.operations();
+    expect(release!.context).to.include({ outcome: 'not-held', owner: lease.token, mode: 'read' });
+    expect(release!.phases).to.include('error');
+  });
+
+  it('publishes each renewal round with the holdings it renewed', async () => {
+    const renewals = record<RenewTraceContext>(TRACING_CHANNELS.renew);
+    const fast = new LockClient(ctx.client(), { leaseMs: 300 }); // renews every 100 ms
+    try {
+      const a = await fast.lock('traced:4').acquireWrite();
+      const b = await fast.lock('traced:5').acquireRead();
+      await eventually('a renewal round', () => renewals.operations().some((o) => o.phases.includes('asyncEnd')));
+      const round = renewals.operations().find((o) => o.phases.includes('asyncEnd'))!;
+      expect(round.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
+      expect(round.context).to.include({ holdings: 2, renewed: 2, lost: 0, unreached: 0 });
+      await a.release();
+      await b.release();
+    } finally {
+      await fast.close();
+    }
+  });
+
+  it('publishes nothing once the subscriber is gone', async () => {
+    const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
+    await (await locks.lock('traced:6').acquireRead()).release();
+    expect(acquires.events).to.have.length(4);
+    acquires.close();
+    await (await locks.lock('traced:6').acquireRead()).release();
+    expect(acquires.events).to.have.length(4);
+  });
+});
