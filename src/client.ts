@@ -1,7 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backend.js';
-import { ClientClosedError, InvalidArgumentError, type LockLostError, type RWLockErrorContext } from './errors.js';
+import {
+  ClientClosedError,
+  InvalidArgumentError,
+  LockNotHeldError,
+  type LockLostError,
+  type RedisUnavailableError,
+  type RWLockError,
+  type RWLockErrorContext,
+} from './errors.js';
 import { Holdings } from './holdings.js';
 import { Deadlines } from './deadlines.js';
 import { createBackend } from './modes.js';
@@ -10,17 +18,49 @@ import type { Lease } from './lease.js';
 import { RWLock, type LockContext } from './lock.js';
 import { resolveClientOptions, type AcquireOptions, type LockClientOptions, type ResolvedClientOptions } from './options.js';
 import { runAsOwner } from './owner-context.js';
-import { isClosed, isUsableClient, type RedisClient } from './redis.js';
+import { Telemetry, type ContentionInfo, type LockStats } from './observability/telemetry.js';
+import { isClosed, isUsableClient, redisFailure, type RedisClient } from './redis.js';
 import { redlockClients } from './redlock-backend.js';
 import { WakeupHub } from './wakeups.js';
 
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
 const RECENT_LOCKS = 1024;
 
-/** The events a {@link LockClient} emits, with their arguments. */
+/**
+ * The events a {@link LockClient} emits, with their arguments. The client
+ * never emits `error`, so a process that listens for nothing cannot be
+ * crashed by it: failures no call rejects with come as `renewalFailed`,
+ * `subscriberError` and `backgroundError`.
+ */
 export interface LockClientEvents {
   /** A held lease was lost: its lock expired or was taken over before release. */
   lost: [error: LockLostError, leases: readonly Lease[]];
+  /** An acquisition was granted, `waitedMs` after the call (the round trip included). */
+  acquired: [lease: Lease, waitedMs: number];
+  /** An acquisition found its lock taken (once per acquisition, at its first refusal); it waits, or a try gives up. */
+  contended: [info: ContentionInfo];
+  /** A lease was released, `heldMs` after its acquire was sent. */
+  released: [lease: Lease, heldMs: number];
+  /**
+   * A renewal round could not renew `leases` because Redis did not answer.
+   * They are still held, and renewed next round (every `leaseMs / 3`); if
+   * renewal does not come through before their deadline, `lost` follows.
+   */
+  renewalFailed: [error: RedisUnavailableError, leases: readonly Lease[]];
+  /**
+   * A subscriber connection (wake-ups of waiting acquisitions) failed, or
+   * subscribing to a lock's wake-ups did. ioredis reconnects; meanwhile
+   * waiters re-check every `recheckMs` instead of being woken.
+   */
+  subscriberError: [error: Error];
+  /**
+   * Background work failed that no call rejects with: giving back a grant that
+   * arrived after its acquire gave up, leaving the writers' queue after a
+   * timeout, releasing a lease after the `withRead`/`withWrite` function threw
+   * (the function's error is the one thrown). What it left behind expires
+   * by itself (within the lease, or the queue's heartbeat).
+   */
+  backgroundError: [error: RWLockError];
 }
 
 /**
@@ -37,6 +77,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private isClosedFlag = false;
   /** Recently used locks by resource: a lock is immutable, and reusing one skips validating and hashing the name. */
   private readonly recentLocks = new Map<string, RWLock>();
+  private readonly telemetry: Telemetry;
 
   constructor(redis: RedisClient | readonly RedisClient[], options?: LockClientOptions) {
     super();
@@ -55,12 +96,14 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
     const deadlines = new Deadlines();
+    const telemetry = (this.telemetry = new Telemetry(this));
     const holdings = new Holdings(
       backend,
       this.options.leaseMs,
-      ({ error, leases }) => this.emit('lost', error, leases),
+      ({ error, leases }) => telemetry.lost(error, leases),
       deadlines,
       this.options.redisTimeoutMs,
+      telemetry,
     );
     // Hold ids: this client's random prefix and a counter (unique across clients and processes).
     const holdIdPrefix = randomBytes(6).toString('base64url');
@@ -69,11 +112,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       options: this.options,
       backend,
       holdings,
-      wakeups: new WakeupHub(clients),
+      wakeups: new WakeupHub(clients, {
+        message: () => telemetry.wakeup(),
+        unconfirmed: () => telemetry.pollingFallback(),
+        error: (error) => telemetry.subscriberError(error),
+      }),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),
       redisClosed: () => this.clients.some(isClosed),
       nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
+      telemetry,
     };
   }
 
@@ -108,6 +156,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return this.withLease(this.lock(resource), 'write', fn, options);
   }
 
+  /**
+   * A snapshot of this client's counters since it was made: acquisitions
+   * and how they ended, waits and a wait-time histogram, releases, losses,
+   * leases held, renewals, wake-ups, fallbacks to polling. Cheap (the
+   * counters are kept on every path anyway); poll it for metrics.
+   */
+  stats(): LockStats {
+    return this.telemetry.snapshot(this.ctx.holdings.leases);
+  }
+
   /** The current state of `resource`'s lock, read atomically. */
   inspect(resource: string): Promise<LockInfo> {
     return this.lock(resource).inspect();
@@ -139,7 +197,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     try {
       result = await runAsOwner(lock.keys.state, lease.token, async () => fn(lease));
     } catch (error) {
-      await lease.release().catch(() => undefined); // fn's error matters more
+      await lease.release().catch((failure: unknown) => {
+        // fn's error matters more; a lost lease was reported by `lost`
+        if (failure instanceof LockNotHeldError) return;
+        const context = { resource: lock.resource, mode, owner: lease.token };
+        this.telemetry.backgroundError(redisFailure(`releasing the ${mode} lock on "${lock.resource}" after the function threw`, failure, context));
+      });
       throw error;
     }
     await lease.release(); // a lost lease rejects here: fn's work was not fully protected

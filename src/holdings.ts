@@ -1,6 +1,6 @@
 import type { AcquireOutcome, AcquireRequest, LockBackend } from './backend.js';
 import type { Deadlines } from './deadlines.js';
-import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError } from './errors.js';
+import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
 import type { LockKeys } from './keys.js';
 import { Lease, type LeaseHost } from './lease.js';
 import {
@@ -41,6 +41,17 @@ export interface LossEvent {
   readonly leases: readonly Lease[];
 }
 
+/** What else Holdings reports (src/observability/telemetry.ts). */
+export interface HoldingsObserver {
+  released(lease: Lease): void;
+  /** `holdings` (lock and owner pairs) were renewed by one round. */
+  renewed(holdings: number): void;
+  /** A round could not renew `holdings`, which hold `leases`: Redis did not answer. */
+  renewalFailed(error: RWLockError, holdings: number, leases: readonly Lease[]): void;
+  /** Background work failed that no call rejects with. */
+  backgroundError(error: RWLockError): void;
+}
+
 /**
  * The leases one client holds: it tracks their deadlines, renews the
  * auto-renewed ones in batches (one script call per Redis node per period,
@@ -61,6 +72,8 @@ export class Holdings implements LeaseHost {
   private deadlineTimerAt = Infinity;
   private renewing = false;
   private closed = false;
+  /** Leases held, for stats. */
+  private leaseCount = 0;
 
   constructor(
     private readonly backend: LockBackend,
@@ -70,11 +83,17 @@ export class Holdings implements LeaseHost {
     private readonly deadlines: Deadlines,
     /** How long a release, extend or renewal waits for Redis. */
     private readonly redisTimeoutMs: number,
+    private readonly observer?: HoldingsObserver,
   ) {}
 
   /** Number of (lock, owner) pairs held; for tests and introspection. */
   get size(): number {
     return this.byId.size;
+  }
+
+  /** Number of leases held. */
+  get leases(): number {
+    return this.leaseCount;
   }
 
   /**
@@ -86,7 +105,10 @@ export class Holdings implements LeaseHost {
     const { resource, keys, owner, mode, holdId, leaseMs } = request;
     if (this.closed) {
       // Granted while close() ran: give it straight back, so nothing stays locked.
-      void this.backend.release(keys, mode, owner, holdId).catch(() => undefined);
+      void this.backend.release(keys, mode, owner, holdId).catch((error: unknown) => {
+        const context = { resource, mode, owner };
+        this.observer?.backgroundError(redisFailure(`giving back the ${mode} lock on "${resource}" granted after close() (it expires by itself)`, error, context));
+      });
       throw new ClientClosedError('this LockClient was closed while the acquire was in flight; nothing is held', {
         resource,
         mode,
@@ -102,6 +124,7 @@ export class Holdings implements LeaseHost {
     const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, holdId);
     lease.grantedAt = sentAt;
     holding.leases.push(lease);
+    this.leaseCount++;
     lease.holding = holding;
     this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, grant.leaseRemainingMs)));
     if (autoRenew) {
@@ -152,6 +175,7 @@ export class Holdings implements LeaseHost {
         }
         lease.state = 'released';
         this.remove(holding, lease);
+        this.observer?.released(lease);
       },
       (error: unknown) => {
         lease.pending = undefined;
@@ -265,6 +289,10 @@ export class Holdings implements LeaseHost {
         results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT);
       } catch (error) {
         // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
+        if (this.observer) {
+          const failure = redisFailure(`renewing ${due.length} lease holding(s)`, error, {});
+          this.observer.renewalFailed(failure, due.length, due.flatMap((h) => h.leases));
+        }
         if (trace) {
           trace.unreached += due.length;
           trace.error = error;
@@ -272,20 +300,33 @@ export class Holdings implements LeaseHost {
         }
         return;
       }
+      let renewed = 0;
+      let unreached: Holding[] | undefined;
       due.forEach((holding, i) => {
         if (this.byId.get(holding.id) !== holding) return; // released meanwhile
         if (Number.isNaN(results[i])) {
-          if (trace) trace.unreached++;
+          (unreached ??= []).push(holding);
           return; // its node could not be asked: next period, or the deadline decides
         }
         if (results[i]! > 0) {
           this.setDeadline(holding, localDeadline(now, results[i]!));
-          if (trace) trace.renewed++;
+          renewed++;
         } else {
           this.lose(holding, 'renewal found it no longer held');
           if (trace) trace.lost++;
         }
       });
+      this.observer?.renewed(renewed);
+      if (unreached && this.observer) {
+        const failure = new RedisUnavailableError(
+          `renewing ${unreached.length} lease holding(s) failed: their Redis node could not be asked; tried again next round`,
+        );
+        this.observer.renewalFailed(failure, unreached.length, unreached.flatMap((h) => h.leases));
+      }
+      if (trace) {
+        trace.renewed = renewed;
+        trace.unreached = unreached?.length ?? 0;
+      }
     } finally {
       this.renewing = false;
     }
@@ -356,6 +397,7 @@ export class Holdings implements LeaseHost {
     const at = holding.leases.indexOf(lease);
     if (at < 0) return;
     holding.leases.splice(at, 1);
+    this.leaseCount--;
     if (holding.leases.length === 0 && this.byId.get(holding.id) === holding) this.byId.delete(holding.id);
   }
 

@@ -29,6 +29,8 @@ export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './le
 export type { RedisClient } from './redis.js';
 export type { RedlockOptions, ReplicaAckOptions, ResolvedRedlockOptions, ResolvedReplicaAck } from './options.js';
 export { MIN_REDLOCK_NODES } from './redlock-backend.js';
+export { WAIT_BUCKETS_MS, type LockStats, type WaitTimeHistogram, type ContentionInfo } from './observability/telemetry.js';
+export type { BlockReason } from './backend.js';
 export {
   TRACING_CHANNELS,
   type AcquireTraceContext,

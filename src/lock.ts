@@ -15,6 +15,7 @@ import type { Holdings } from './holdings.js';
 import { validateResource, type LockKeys } from './keys.js';
 import type { Lease } from './lease.js';
 import { acquireChannel, traced, type AcquireOutcomeName, type AcquireTraceContext } from './observability/channels.js';
+import type { Telemetry } from './observability/telemetry.js';
 import {
   duration,
   MIN_LEASE_MS,
@@ -43,6 +44,8 @@ export interface LockContext {
   redisClosed(): boolean;
   /** A new id for one acquire's hold, unique across clients and processes. */
   nextHoldId(): string;
+  /** The client's counters and events. */
+  readonly telemetry: Telemetry;
 }
 
 const BLOCKED_BY: Record<BlockReason, string> = {
@@ -196,8 +199,10 @@ export class RWLock {
         if (outcome.granted) {
           const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
           lease.replicasAcked = outcome.replicasAcked;
+          ctx.telemetry.granted(lease, performance.now() - started);
           return lease;
         }
+        if (attempts === 1) ctx.telemetry.contended(resource, mode, owner, outcome.reason, waitMs);
         leftIntent ||= mode === 'write' && request.waitBeatMs > 0;
         if (outcome.reason === 'upgrade') {
           throw new UpgradeConflictError(
@@ -217,9 +222,14 @@ export class RWLock {
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
       }
     } catch (error) {
+      ctx.telemetry.refused(error, waiting);
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing
       // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway).
-      if (leftIntent && !ctx.redisClosed()) await bound.race(ctx.backend.abandon(keys, owner)).catch(() => undefined);
+      if (leftIntent && !ctx.redisClosed()) {
+        await bound.race(ctx.backend.abandon(keys, owner)).catch((failure: unknown) => {
+          ctx.telemetry.backgroundError(redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context));
+        });
+      }
       throw error;
     } finally {
       watch?.close();
@@ -293,9 +303,16 @@ const UNDO_RETRY_MAX_MS = 2_000;
  */
 function undoWhenKnown(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): void {
   const until = performance.now() + request.leaseMs;
+  let reported = false;
   const undo = (delay: number): void => {
     if (ctx.redisClosed() || performance.now() > until) return;
-    ctx.backend.abandon(request.keys, request.owner, request.holdId).catch(() => {
+    ctx.backend.abandon(request.keys, request.owner, request.holdId).catch((error: unknown) => {
+      if (!reported) {
+        reported = true;
+        const { resource, mode, owner } = request;
+        const what = `giving back the ${mode} lock on "${resource}" that an acquire with an unknown outcome may hold (retried until it would expire by itself)`;
+        ctx.telemetry.backgroundError(redisFailure(what, error, { resource, mode, owner }));
+      }
       setTimeout(() => undo(Math.min(2 * delay, UNDO_RETRY_MAX_MS)), delay).unref();
     });
   };

@@ -55,6 +55,16 @@ export class Watch {
   }
 }
 
+/** What a {@link WakeupHub} reports, for the LockClient's stats and events. */
+export interface WakeupObserver {
+  /** A wake-up message arrived. */
+  message(): void;
+  /** A waiter starts without a confirmed subscription: it re-checks every recheckMs until one comes through. */
+  unconfirmed(): void;
+  /** A subscriber connection erred, or subscribing failed. */
+  error(error: Error): void;
+}
+
 /**
  * Shares one subscriber connection (on a Cluster, one per master, through
  * ioredis' sharded subscribers) among every waiter of one LockClient, and
@@ -69,7 +79,10 @@ export class WakeupHub {
   private readonly subscribed = new Map<string, (Promise<void> | undefined)[]>();
   private readonly lingering = new Map<string, NodeJS.Timeout>();
 
-  constructor(client: RedisClient | readonly RedisClient[]) {
+  constructor(
+    client: RedisClient | readonly RedisClient[],
+    private readonly observer?: WakeupObserver,
+  ) {
     this.clients = Array.isArray(client) ? [...(client as readonly RedisClient[])] : [client as RedisClient];
     this.subscribers = this.clients.map(() => undefined);
   }
@@ -100,6 +113,7 @@ export class WakeupHub {
           () => undefined,
           (error: unknown) => {
             if (list[i] === subscribing) list[i] = undefined; // the next waiter tries again
+            this.observer?.error(error as Error);
             throw error;
           },
         );
@@ -108,11 +122,12 @@ export class WakeupHub {
     });
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
+    const confirmed = await Promise.race([
       confirmations(pending, Math.floor(pending.length / 2) + 1),
-      new Promise<void>((resolve) => (timer = setTimeout(resolve, confirmWithinMs))),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), confirmWithinMs))),
     ]);
     clearTimeout(timer);
+    if (!confirmed) this.observer?.unconfirmed();
     return watch;
   }
 
@@ -151,25 +166,26 @@ export class WakeupHub {
         ? client.duplicate(undefined, { shardedSubscribers: true })
         : client.duplicate({ lazyConnect: false });
       sub.on('smessage', (channel: string, message: string) => {
+        this.observer?.message();
         for (const w of this.watchers.get(channel) ?? []) w.notify(message);
       });
       // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
-      sub.on('error', () => undefined);
+      sub.on('error', (error: Error) => this.observer?.error(error));
       this.subscribers[i] = sub;
     }
     return sub;
   }
 }
 
-/** Resolves once `needed` of `promises` fulfilled, or once too many failed for that. */
-function confirmations(promises: readonly Promise<void>[], needed: number): Promise<void> {
+/** Resolves with true once `needed` of `promises` fulfilled, or with false once too many failed for that. */
+function confirmations(promises: readonly Promise<void>[], needed: number): Promise<boolean> {
   return new Promise((resolve) => {
     let ok = 0;
     let failed = 0;
     for (const p of promises) {
       p.then(
-        () => ++ok >= needed && resolve(),
-        () => ++failed > promises.length - needed && resolve(),
+        () => ++ok >= needed && resolve(true),
+        () => ++failed > promises.length - needed && resolve(false),
       );
     }
   });
