@@ -28,6 +28,17 @@ export interface CliIO {
   readonly interactive: boolean;
   /** Asks one question on the terminal and resolves with the answer line. */
   ask(question: string): Promise<string>;
+  /**
+   * The size of the terminal `out` writes to; undefined when it is not a
+   * terminal (a pipe, a file). Commands that redraw (`top`) redraw only then.
+   */
+  readonly screen?: { readonly columns: number; readonly rows: number } | undefined;
+  /**
+   * Listens for the user's request to stop (Ctrl-C, SIGINT, SIGTERM, and on a
+   * terminal the `q` key) until `dispose()`; `signal` aborts on it. Without
+   * it, a long-running command runs until its own end.
+   */
+  interrupts?(): { readonly signal: AbortSignal; dispose(): void };
 }
 
 export type ParsedValues = Record<string, string | boolean | string[] | undefined>;

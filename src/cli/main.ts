@@ -69,6 +69,38 @@ export const processIO: CliIO = {
       rl.close();
     }
   },
+  get screen() {
+    return process.stdout.isTTY ? { columns: process.stdout.columns || 80, rows: process.stdout.rows || 24 } : undefined;
+  },
+  interrupts() {
+    const controller = new AbortController();
+    const stop = () => controller.abort();
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    // On a terminal, keys come one by one (raw mode): q quits, and so does Ctrl-C (raw mode sends no SIGINT).
+    const keys = process.stdin.isTTY && process.stdout.isTTY;
+    const onKey = (data: Buffer) => {
+      const key = data.toString();
+      if (key === 'q' || key === 'Q' || key === '\u0003') stop();
+    };
+    if (keys) {
+      process.stdin.setRawMode(true);
+      process.stdin.on('data', onKey);
+      process.stdin.resume();
+    }
+    return {
+      signal: controller.signal,
+      dispose() {
+        process.off('SIGINT', stop);
+        process.off('SIGTERM', stop);
+        if (keys) {
+          process.stdin.off('data', onKey);
+          process.stdin.setRawMode(false);
+          process.stdin.pause();
+        }
+      },
+    };
+  },
 };
 
 /** Runs the CLI on `argv` (without node and the script) and resolves with the exit code. */

@@ -9,5 +9,6 @@ import { inspect } from './inspect.js';
 import { list } from './list.js';
 import { migrateCheck } from './migrate-check.js';
 import { release } from './release.js';
+import { top } from './top.js';
 
-export const COMMANDS: readonly CliCommand[] = [inspect, list, release, migrateCheck, demo];
+export const COMMANDS: readonly CliCommand[] = [inspect, list, top, release, migrateCheck, demo];

@@ -3,6 +3,7 @@ import type { LockInfo } from '../../backend.js';
 import { HashBackend } from '../../hash-backend.js';
 import { hashTagOf, validatePrefix, type LockKeys } from '../../keys.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
+import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';
 import { duration, json, table } from '../format.js';
 import { globEscape, scanKeys } from '../scan.js';
@@ -41,15 +42,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const limit = limitOf(ctx.values['limit'] as string | undefined);
     const redis = await ctx.redis();
     const backend = new HashBackend(redis, prefix);
-    const hashKeys = await scanKeys(redis, `${globEscape(prefix)}:*`, 'hash');
-    const legacyKeys = await scanKeys(redis, `${globEscape(`${prefix}#legacy:`)}*`, 'hash');
-    const found: { layout: 'hash' | 'legacy'; resource: string; keys: LockKeys }[] = [
-      ...hashKeys.map((state) => ({ layout: 'hash' as const, resource: resourceOf(state.slice(prefix.length + 1)), keys: keysOf(state, `${prefix}#leases:`, `${prefix}#queue:`, state.slice(prefix.length + 1)) })),
-      ...legacyKeys.map((state) => {
-        const read = state.slice(`${prefix}#legacy:`.length);
-        return { layout: 'legacy' as const, resource: read, keys: keysOf(state, `${prefix}#legacy-leases:`, `${prefix}#legacy-queue:`, read) };
-      }),
-    ];
+    const found = await findLocks(redis, prefix);
     const locks: ListedLock[] = [];
     for (const f of found.slice(0, limit)) {
       locks.push({ layout: f.layout, resource: f.resource, info: await backend.inspect(f.resource, f.keys) });
@@ -78,12 +71,37 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
   },
 };
 
-function longestLease(info: LockInfo): number | null {
+/** A lock found by SCAN: its layout, its resource (or legacy read key), and its keys. */
+export interface FoundLock {
+  readonly layout: 'hash' | 'legacy';
+  readonly resource: string;
+  readonly keys: LockKeys;
+}
+
+/**
+ * Every lock with state under `prefix`, by SCAN on every master: hash and
+ * bridge locks by resource, the state legacy-mode clients keep by legacy
+ * read key. Sorted by key.
+ */
+export async function findLocks(redis: RedisClient, prefix: string): Promise<FoundLock[]> {
+  const hashKeys = await scanKeys(redis, `${globEscape(prefix)}:*`, 'hash');
+  const legacyKeys = await scanKeys(redis, `${globEscape(`${prefix}#legacy:`)}*`, 'hash');
+  return [
+    ...hashKeys.map((state) => ({ layout: 'hash' as const, resource: resourceOf(state.slice(prefix.length + 1)), keys: keysOf(state, `${prefix}#leases:`, `${prefix}#queue:`, state.slice(prefix.length + 1)) })),
+    ...legacyKeys.map((state) => {
+      const read = state.slice(`${prefix}#legacy:`.length);
+      return { layout: 'legacy' as const, resource: read, keys: keysOf(state, `${prefix}#legacy-leases:`, `${prefix}#legacy-queue:`, read) };
+    }),
+  ];
+}
+
+/** The longest lease left of a lock's holders, in ms; null when nobody holds it. */
+export function longestLease(info: LockInfo): number | null {
   const leases = [...(info.writer ? [info.writer.ttlMs] : []), ...info.readers.map((r) => r.ttlMs)];
   return leases.length > 0 ? Math.max(...leases) : null;
 }
 
-function prefixOf(value: string | undefined): string {
+export function prefixOf(value: string | undefined): string {
   try {
     return validatePrefix(value ?? CLIENT_DEFAULTS.prefix);
   } catch (error) {
@@ -91,7 +109,7 @@ function prefixOf(value: string | undefined): string {
   }
 }
 
-function limitOf(value: string | undefined): number {
+export function limitOf(value: string | undefined): number {
   if (value === undefined) return DEFAULT_LIMIT;
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`--limit: must be a whole number from 1, got "${value}"`);
