@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backend.js';
 import {
+  AcquireTimeoutError,
   ClientClosedError,
   InvalidArgumentError,
   LockNotHeldError,
@@ -15,8 +16,16 @@ import { Deadlines } from './deadlines.js';
 import { createBackend } from './modes.js';
 import { validatePrefix } from './keys.js';
 import type { Lease } from './lease.js';
+import { LeaseGroup, lossOf, type LockRequest } from './lease-group.js';
 import { RWLock, type LockContext } from './lock.js';
-import { resolveClientOptions, type AcquireOptions, type LockClientOptions, type ResolvedClientOptions } from './options.js';
+import {
+  duration,
+  ownOptions,
+  resolveClientOptions,
+  type AcquireOptions,
+  type LockClientOptions,
+  type ResolvedClientOptions,
+} from './options.js';
 import { runAsOwner } from './owner-context.js';
 import { Telemetry, type ContentionInfo, type LockStats } from './observability/telemetry.js';
 import { isClosed, isUsableClient, redisFailure, type RedisClient } from './redis.js';
@@ -157,6 +166,115 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   }
 
   /**
+   * Takes several locks at once without deadlock. Every process takes them
+   * in one canonical order (by the Redis key of each lock, the same in every
+   * process with the same prefix), whatever the order of `requests`, so two
+   * callers that want overlapping sets never each hold what the other waits
+   * for. `waitMs` and `signal` bound the whole set; if any lock cannot be
+   * had (timeout, abort, error) or one taken earlier is lost meanwhile,
+   * the locks already taken are released before it rejects.
+   *
+   * The usual options apply to every lock (`owner`: by default each lock's
+   * own, as for `acquireRead`/`acquireWrite`). The leases come back in the
+   * order of `requests`. A lock held outside the set by the same caller
+   * breaks the ordering: take every lock you need in one call.
+   *
+   * @example
+   * ```ts
+   * await using accounts = await locks.acquireAll([
+   *   { resource: 'acct:1', mode: 'write' },
+   *   { resource: 'acct:2', mode: 'write' },
+   * ]);
+   * ```
+   */
+  async acquireAll(requests: readonly LockRequest[], options?: AcquireOptions): Promise<LeaseGroup> {
+    const steps = this.plan(requests);
+    const o = ownOptions(options, ['waitMs', 'signal', 'leaseMs', 'owner', 'replicaAck'], 'options');
+    const waitMs = o.waitMs === undefined ? this.options.waitMs : duration('waitMs', o.waitMs, 0);
+    const signal = o.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) throw new InvalidArgumentError('signal', 'must be an AbortSignal');
+    const deadline = performance.now() + waitMs;
+    const leases: Lease[] = new Array<Lease>(steps.length);
+    const taken: Lease[] = [];
+    try {
+      for (const { lock, mode, index } of steps) {
+        // A lease taken earlier and lost meanwhile ends the wait for the next one.
+        const signals = signal ? [signal, ...taken.map((l) => l.signal)] : taken.map((l) => l.signal);
+        const one: AcquireOptions = {
+          ...(o as AcquireOptions),
+          waitMs: Math.max(0, Math.floor(deadline - performance.now())),
+          signal: signals.length === 0 ? undefined : signals.length === 1 ? signals[0] : AbortSignal.any(signals),
+        };
+        const lease = await (mode === 'read' ? lock.acquireRead(one) : lock.acquireWrite(one));
+        taken.push(lease);
+        leases[index] = lease;
+      }
+    } catch (error) {
+      const lost = lossOf(taken);
+      await this.releaseAll(taken);
+      if (lost !== undefined) throw lost;
+      if (error instanceof AcquireTimeoutError) {
+        throw new AcquireTimeoutError(
+          waitMs,
+          `waiting for it after ${taken.length} of the set's ${steps.length} locks; those were released`,
+          { resource: error.resource, mode: error.mode, owner: error.owner, cause: error },
+        );
+      }
+      throw error;
+    }
+    const lost = lossOf(taken);
+    if (lost !== undefined) {
+      await this.releaseAll(taken);
+      throw lost;
+    }
+    return new LeaseGroup(leases);
+  }
+
+  /**
+   * Runs `fn` under every lock of `requests`, taken without deadlock as by
+   * {@link acquireAll}, and releases them afterwards. Nested
+   * `withRead`/`withWrite` calls on any of them inside `fn` reuse its owner.
+   *
+   * @example
+   * ```ts
+   * await locks.withLocks(
+   *   [{ resource: 'acct:1', mode: 'write' }, { resource: 'acct:2', mode: 'write' }],
+   *   async (accounts) => transfer(from, to, amount, { signal: accounts.signal }),
+   * );
+   * ```
+   */
+  async withLocks<T>(requests: readonly LockRequest[], fn: (group: LeaseGroup) => Promise<T> | T, options?: AcquireOptions): Promise<T> {
+    if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'must be a function');
+    const group = await this.acquireAll(requests, options);
+    let result: T;
+    try {
+      const run = group.leases.reduceRight<() => Promise<T>>(
+        (inner, lease) => () => runAsOwner(this.lock(lease.resource).keys.state, lease.token, inner),
+        async () => fn(group),
+      );
+      result = await run();
+    } catch (error) {
+      await group.release().catch((failure: unknown) => {
+        // fn's error matters more; a lost lease was reported by `lost`
+        if (!(failure instanceof LockNotHeldError)) this.telemetry.backgroundError(redisFailure('releasing a set of locks after the function threw', failure, {}));
+      });
+      throw error;
+    }
+    await group.release(); // a lost lease rejects here: fn's work was not fully protected
+    return result;
+  }
+
+  /** Runs `fn` under the write locks of every resource in `resources`; see {@link withLocks}. */
+  withWriteAll<T>(resources: readonly string[], fn: (group: LeaseGroup) => Promise<T> | T, options?: AcquireOptions): Promise<T> {
+    if (!Array.isArray(resources)) return Promise.reject(new InvalidArgumentError('resources', 'must be an array of resource names'));
+    return this.withLocks(
+      resources.map((resource: string) => ({ resource, mode: 'write' as const })),
+      fn,
+      options,
+    );
+  }
+
+  /**
    * A snapshot of this client's counters since it was made: acquisitions
    * and how they ended, waits and a wait-time histogram, releases, losses,
    * leases held, renewals, wake-ups, fallbacks to polling. Cheap (the
@@ -207,6 +325,51 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     }
     await lease.release(); // a lost lease rejects here: fn's work was not fully protected
     return result;
+  }
+
+  /**
+   * Releases what a failed `acquireAll` took, the last taken first; a failure
+   * goes to `backgroundError` (the lease lapses by itself), a lost lease was
+   * reported by `lost`.
+   */
+  private async releaseAll(leases: readonly Lease[]): Promise<void> {
+    for (const lease of [...leases].reverse()) {
+      await lease.release().catch((failure: unknown) => {
+        if (failure instanceof LockNotHeldError) return;
+        const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+        this.telemetry.backgroundError(redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}" of a set that could not be taken whole`, failure, context));
+      });
+    }
+  }
+
+  /** The locks of `requests` in the canonical order (by state key), each with its index in `requests`. */
+  private plan(requests: unknown): { lock: RWLock; mode: 'read' | 'write'; index: number }[] {
+    if (!Array.isArray(requests) || requests.length === 0) {
+      throw new InvalidArgumentError('requests', 'must be a non-empty array of { resource, mode }');
+    }
+    const steps = (requests as unknown[]).map((request, index) => {
+      if (request === null || typeof request !== 'object') {
+        throw new InvalidArgumentError(`requests[${index}]`, 'must be an object { resource, mode }');
+      }
+      const { resource, mode } = request as { resource?: unknown; mode?: unknown };
+      if (typeof resource !== 'string') throw new InvalidArgumentError(`requests[${index}].resource`, 'must be a string');
+      if (mode !== 'read' && mode !== 'write') {
+        throw new InvalidArgumentError(`requests[${index}].mode`, 'must be "read" or "write"', { resource });
+      }
+      return { lock: this.lock(resource), mode: mode as 'read' | 'write', index };
+    });
+    steps.sort((a, b) => (a.lock.keys.state < b.lock.keys.state ? -1 : a.lock.keys.state > b.lock.keys.state ? 1 : 0));
+    for (let i = 1; i < steps.length; i++) {
+      const [a, b] = [steps[i - 1]!.lock, steps[i]!.lock];
+      if (a.keys.state === b.keys.state) {
+        throw new InvalidArgumentError(
+          'requests',
+          `"${a.resource}" and "${b.resource}" are the same lock (key ${a.keys.state}); ask for it once, in write mode if either needs to write`,
+          { resource: b.resource },
+        );
+      }
+    }
+    return steps;
   }
 
   private assertOpen(context: RWLockErrorContext): void {
