@@ -222,7 +222,7 @@ export class RWLock {
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
       }
     } catch (error) {
-      ctx.telemetry.refused(error, waiting);
+      ctx.telemetry.refused(error, waitMs > 0);
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing
       // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway).
       if (leftIntent && !ctx.redisClosed()) {

@@ -44,9 +44,9 @@ export interface LockStats {
   readonly waits: number;
   /** Granted acquisitions by time from the call to the grant. */
   readonly waitTime: WaitTimeHistogram;
-  /** Waiting acquisitions that ran out of `waitMs` (`AcquireTimeoutError`). */
+  /** Acquisitions with a `waitMs` above 0 that ran out of it (`AcquireTimeoutError`). */
   readonly timeouts: number;
-  /** `tryAcquire*` calls that found the lock taken (resolved with null). */
+  /** Tries that found the lock taken: `tryAcquire*` (resolved with null), and acquisitions with `waitMs: 0`. */
   readonly busy: number;
   /** Acquisitions aborted through their signal. */
   readonly aborts: number;
@@ -132,7 +132,7 @@ export class Telemetry {
     }
   }
 
-  /** An acquisition that ended without a grant. */
+  /** An acquisition that ended without a grant; `waiting`: it had a `waitMs` above 0. */
   refused(error: unknown, waiting: boolean): void {
     if (error instanceof AcquireTimeoutError) {
       if (waiting) this.timeouts++;
