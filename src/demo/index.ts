@@ -18,7 +18,7 @@ import { once } from 'node:events';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
-import { LockClient } from '../index.js';
+import { LockClient, WAIT_BUCKETS_MS, type LockStats } from '../index.js';
 import { startRedisCluster, type RedisClusterHandle } from '../testing/index.js';
 import { DEMO_SYNOPSIS, DEMO_USAGE, parseDemoArgs, UsageError, type DemoOptions } from './args.js';
 import { cachedValueNames, checkValue, rebuildValue } from './cache-value.js';
@@ -76,6 +76,8 @@ export interface DemoSummary {
   /** Cached values found whole after the run. */
   readonly valuesWhole: number;
   readonly notes: readonly string[];
+  /** The workers' `LockClient.stats()` at their end, summed (null when none reported). */
+  readonly lockStats: LockStats | null;
 }
 
 /**
@@ -267,6 +269,7 @@ class Demo {
       locksLeft,
       valuesWhole,
       notes: [...total.notes, ...this.#notes],
+      lockStats: total.locks ?? null,
     };
   }
 
@@ -377,10 +380,37 @@ class Demo {
           : v.paint(`✘ readers saw half-built values${s.withoutLocks ? ' (expected: --without-locks)' : ''}`, 'red'),
       ),
     ];
+    const l = s.lockStats;
+    if (l) {
+      lines.push(
+        '',
+        v.paint('LockClient.stats() of the workers, summed', 'bold'),
+        row('acquisitions', count(l.acquires), `${count(l.waits)} waited; wait p50 ${upTo(bucketQuantile(l, 0.5))}, p99 ${upTo(bucketQuantile(l, 0.99))}`),
+        row('releases', count(l.releases), `${count(l.heldLeases)} still held`),
+        row('timeouts / losses', `${count(l.timeouts)} / ${count(l.losses)}`),
+        row('wake-ups', count(l.wakeups), `${count(l.pollingFallbacks)} fallbacks to polling, ${count(l.subscriberErrors)} subscriber errors`),
+      );
+    }
     if (s.notes.length > 0) lines.push('', 'Notes:', ...s.notes.slice(0, 10).map((n) => `  - ${n}`));
     lines.push('', s.ok ? v.paint('OK', 'green') : v.paint('FAILED', 'red'));
     this.#out.write(lines.join('\n') + '\n');
   }
+}
+
+/** `≤ 5 ms`: a histogram bucket's upper bound; past the last bound, `> 10,000 ms`. */
+function upTo(boundMs: number): string {
+  return Number.isFinite(boundMs) ? `≤ ${ms(boundMs)}` : `> ${ms(WAIT_BUCKETS_MS.at(-1)!)}`;
+}
+
+/** The upper bound of the histogram bucket that holds quantile `q` of the grants' waits (Infinity past the last). */
+function bucketQuantile(stats: LockStats, q: number): number {
+  const { counts, boundsMs, count: total } = stats.waitTime;
+  let seen = 0;
+  for (let i = 0; i < counts.length; i++) {
+    seen += counts[i]!;
+    if (seen >= q * total) return boundsMs[i] ?? Infinity;
+  }
+  return 0;
 }
 
 function describeTarget(target: Target): string {

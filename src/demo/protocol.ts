@@ -7,6 +7,8 @@
  * @module
  */
 
+import type { LockStats } from '../observability/telemetry.js';
+
 /** Where the demo's Redis is. */
 export type Target =
   | { readonly kind: 'redis'; readonly url: string }
@@ -68,6 +70,8 @@ export interface WorkerStats {
   errors: number;
   /** The first few unexpected errors and half-built reads, described. */
   notes: string[];
+  /** The worker's `LockClient.stats()`; absent until its first report. */
+  locks?: LockStats;
 }
 
 /** Messages from a worker. */
@@ -108,6 +112,20 @@ export function mergeStats(all: Iterable<WorkerStats>): WorkerStats {
     total.maxWriterWaitMs = Math.max(total.maxWriterWaitMs, s.maxWriterWaitMs);
     total.errors += s.errors;
     total.notes.push(...s.notes);
+    if (s.locks) total.locks = total.locks ? addLockStats(total.locks, s.locks) : s.locks;
   }
   return total;
+}
+
+/** Two clients' stats together: counters and histogram buckets summed (the buckets are the same everywhere). */
+export function addLockStats(a: LockStats, b: LockStats): LockStats {
+  const sum = {} as Record<string, unknown>;
+  for (const [key, value] of Object.entries(a)) {
+    if (typeof value === 'number') sum[key] = value + (b[key as keyof LockStats] as number);
+  }
+  const w = a.waitTime;
+  return {
+    ...(sum as unknown as LockStats),
+    waitTime: { boundsMs: w.boundsMs, counts: w.counts.map((n, i) => n + (b.waitTime.counts[i] ?? 0)), count: w.count + b.waitTime.count, sumMs: w.sumMs + b.waitTime.sumMs },
+  };
 }

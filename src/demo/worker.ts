@@ -162,7 +162,7 @@ export async function runWorker(config: WorkerConfig): Promise<void> {
     }
     send({ type: 'ready' });
     await Promise.race([started, new Promise((resolve) => stop.signal.addEventListener('abort', resolve))]);
-    ticker = setInterval(() => send({ type: 'stats', stats }), STATS_EVERY_MS);
+    ticker = setInterval(() => send({ type: 'stats', stats: { ...stats, locks: locks.stats() } }), STATS_EVERY_MS);
     await Promise.all([
       ...Array.from({ length: config.readers }, readLoop),
       ...Array.from({ length: config.writers }, rebuildLoop),
@@ -173,6 +173,7 @@ export async function runWorker(config: WorkerConfig): Promise<void> {
     await locks.close();
     await redis.quit().catch(() => redis.disconnect());
   }
+  stats.locks = locks.stats(); // after close(): every lease released
   await new Promise<void>((resolve) => send({ type: 'done', stats }, resolve));
   if (process.connected) process.disconnect();
 }

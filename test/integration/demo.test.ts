@@ -107,6 +107,14 @@ function expectCleanSummary(summary: DemoSummary | undefined, stderr: string): a
   expect(summary!.valuesWhole).to.equal(summary!.values);
   expect(summary!.reads).to.be.greaterThan(0);
   expect(summary!.rebuilds).to.be.greaterThan(0);
+  // Every read and rebuild took a lock (and the warm-up one read per value and worker): the workers' stats() agree.
+  const locks = summary!.lockStats!;
+  expect(locks, 'the workers\' LockClient.stats()').to.not.equal(null);
+  expect(locks.acquires).to.be.at.least(summary!.reads + summary!.rebuilds);
+  expect(locks.releases).to.equal(locks.acquires);
+  expect(locks).to.include({ heldLeases: 0, losses: 0, timeouts: 0, failures: 0 });
+  expect(locks.waits).to.be.at.least(summary!.readerWaits + summary!.writerWaits);
+  expect(locks.waitTime.counts.reduce((a, b) => a + b, 0)).to.equal(locks.acquires);
 }
 
 describe('the demo', function () {
