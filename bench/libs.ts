@@ -12,6 +12,9 @@
  *   retryCount 10) and fastest retry (retryDelay 1 ms, no jitter).
  * - rwlock-write / rwlock-read / rwlock-mix: this library's LockClient with
  *   default options (auto-renewed 30 s leases); mix is 90 % read, 10 % write.
+ *   rwlock-traced: rwlock-write with a subscriber (no-op handlers) on every
+ *   event of the four tracing channels, subscribed during its own timed
+ *   slices only, so the same run shows the cycle with and without one.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
  *   in the contended workloads only.
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
@@ -23,10 +26,11 @@
  *   arguments; from ref-hash-args to rwlock-write, the library's client work.
  */
 import { randomUUID } from 'node:crypto';
+import { tracingChannel } from 'node:diagnostics_channel';
 import type { Redis } from 'ioredis';
 import { Redlock } from '@sesamecare-oss/redlock';
 import { Mutex } from 'redis-semaphore';
-import { LockClient } from '../src/index.js';
+import { LockClient, TRACING_CHANNELS } from '../src/index.js';
 import type { RedisClient } from '../src/redis.js';
 
 export type LibName =
@@ -39,13 +43,14 @@ export type LibName =
   | 'rwlock-fair'
   | 'rwlock-read'
   | 'rwlock-mix'
+  | 'rwlock-traced'
   | 'ref-string'
   | 'ref-hash'
   | 'ref-hash-args';
 
 export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
-export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'ref-string', 'ref-hash', 'ref-hash-args'];
+export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args'];
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
@@ -57,6 +62,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-fair': 'redis-rwlock write (fair: true)',
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
+  'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': 'reference: the same on a hash (redis-rwlock\'s commands)',
   'ref-hash-args': 'reference: the same with redis-rwlock\'s keys and arguments',
@@ -77,6 +83,8 @@ export interface LockAdapter {
   /** Waits for the lock (with the library's own wait limit); rejects when it gives up. */
   acquire(resource: string, spec: AcquireSpec): Promise<Held>;
   close(): Promise<void>;
+  /** Called with true before each of this library's timed slices (and its warm-up), with false after. */
+  measuring?(on: boolean): void;
 }
 
 /** How long the exclusive locks are taken for (the rwlock adapters use their default, also 30 s, auto-renewed). */
@@ -207,18 +215,37 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
     case 'rwlock-write':
     case 'rwlock-fair':
     case 'rwlock-read':
-    case 'rwlock-mix': {
+    case 'rwlock-mix':
+    case 'rwlock-traced': {
       const locks = new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {});
+      const subscriber = lib === 'rwlock-traced' ? tracingSubscriber() : undefined;
       return {
         async acquire(resource, { mode, signal }) {
           const lock = locks.lock(resource);
           const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
           return { release: () => lease.release() };
         },
-        close: () => locks.close(),
+        close: async () => {
+          subscriber?.(false);
+          await locks.close();
+        },
+        ...(subscriber && { measuring: subscriber }),
       };
     }
   }
+}
+
+/** Subscribes (true) or unsubscribes (false) no-op handlers on every event of the library's tracing channels. */
+function tracingSubscriber(): (on: boolean) => void {
+  const noop = () => undefined;
+  const handlers = { start: noop, end: noop, asyncStart: noop, asyncEnd: noop, error: noop };
+  const channels = Object.values(TRACING_CHANNELS).map((name) => tracingChannel(name));
+  let subscribed = false;
+  return (on) => {
+    if (on === subscribed) return;
+    subscribed = on;
+    for (const channel of channels) (on ? channel.subscribe(handlers) : channel.unsubscribe(handlers));
+  };
 }
 
 /** The mode a cycle of `lib` takes: the mix draws 10 % writes. */

@@ -62,7 +62,7 @@ export function perRunRatios(
   if (run.uncontended) {
     const at = (lib: string, n: number) => run.uncontended!.find((m) => m.lib === lib && m.inFlight === n)?.cyclesPerSec;
     for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
-      for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix', 'ref-string', 'ref-hash', 'ref-hash-args']) {
+      for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args']) {
         for (const base of ['floor', 'semaphore', 'redlock']) out[`uncontended.${n}.${lib}/${base}`] = ratio(at(lib, n), at(base, n));
       }
     }

@@ -92,7 +92,9 @@ async function enter(topology: Topology, config: BenchConfig, lib: LibName, inFl
   await ready(redis);
   const adapter = makeAdapter(lib, redis, config.fastRetryMs);
   const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${inFlight}:${i}`);
+  adapter.measuring?.(true);
   await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false);
+  adapter.measuring?.(false);
   return { lib, redis, sent, adapter, resources, cycles: 0, elapsedMs: 0, latencies: [], clientCpuUs: 0, serverCpuS: 0, scriptCalls: 0, scriptUsec: 0, redirects: 0, sentCount: 0 };
 }
 
@@ -103,7 +105,9 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant): Pr
   const serverCpuBefore = await serverCpuSeconds(topology);
   c.sent.reset();
   const cpuBefore = process.cpuUsage();
+  c.adapter.measuring?.(true);
   const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / u.slices, Math.ceil(u.maxCycles / u.slices), true);
+  c.adapter.measuring?.(false);
   const cpu = process.cpuUsage(cpuBefore);
   c.serverCpuS += (await serverCpuSeconds(topology)) - serverCpuBefore;
   c.sentCount += c.sent.count;
