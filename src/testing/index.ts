@@ -48,3 +48,13 @@ export {
   type WaitForClusterOkOptions,
 } from './redis-cluster.js';
 export { startRedisMasters, type RedisMastersHandle, type RedisMastersOptions } from './redis-masters.js';
+export {
+  proxyCluster,
+  respLength,
+  startFaultProxy,
+  type ClusterFaultProxy,
+  type DropMatch,
+  type FaultProxy,
+  type FaultProxyOptions,
+  type FaultProxyStats,
+} from './fault-proxy.js';

@@ -1,0 +1,134 @@
+/**
+ * Every operation takes effect at most once when the network drops a reply:
+ * a fault proxy between the library's ioredis client and Redis closes the
+ * connection right after the server replied to one script, and ioredis
+ * resends it on the new connection (autoResendUnfulfilledCommands, on by
+ * default). The proxy itself is checked first, with plain commands.
+ */
+import { expect } from 'chai';
+import { Cluster, Redis } from 'ioredis';
+import { LockClient, LockNotHeldError, type Lease } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { proxyCluster, startFaultProxy, type ClusterFaultProxy, type FaultProxy } from '../../src/testing/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { totalKeys } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
+
+forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
+  let proxy: FaultProxy | ClusterFaultProxy;
+  let through: RedisClient; // the library's client: through the proxy
+  let direct: RedisClient; // another process's view: straight to Redis
+  const clients: RedisClient[] = [];
+
+  beforeEach(async () => {
+    direct = ctx.client();
+    if (ctx.kind === 'standalone') {
+      proxy = await startFaultProxy({ target: { port: ctx.server.port } });
+      through = new Redis({ host: '127.0.0.1', port: proxy.port });
+    } else {
+      const group = await proxyCluster(ctx.cluster);
+      proxy = group;
+      through = new Cluster([...ctx.cluster.startupNodes], { natMap: group.natMap });
+    }
+    through.on('error', () => undefined); // the dropped connections are the test's doing
+    clients.push(through);
+  });
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.disconnect();
+    await proxy.close();
+  });
+
+  /** Runs `op` while the reply to the next script call that names `argument` is dropped; ioredis resends it. */
+  const dropping = async <T>(argument: string, op: () => Promise<T>): Promise<T> => {
+    const dropped = proxy.dropAfterReply({ argument });
+    const result = await op();
+    await dropped;
+    return result;
+  };
+
+  it('the proxy drops a reply after the server ran the command, and ioredis resends it', async () => {
+    await through.set('n', '0');
+    const dropped = proxy.dropAfterReply({ command: 'incr' });
+    expect(await through.incr('n')).to.equal(2); // the client sees only the resend's reply
+    await dropped;
+    expect(await direct.get('n')).to.equal('2'); // the server ran it twice
+    expect(proxy.stats.drops).to.equal(1);
+  });
+
+  it("a resent inner release leaves the owner's outer write hold, and nobody else gets in", async () => {
+    const locks = new LockClient(through);
+    const others = new LockClient(direct);
+    const outer = await locks.lock('nested').acquireWrite();
+    const inner = await locks.lock('nested').acquireWrite({ owner: outer.token }); // as a nested withWrite does
+    await dropping(inner.holdId, () => inner.release());
+    expect(outer.held).to.equal(true);
+    expect(await others.lock('nested').tryAcquireWrite(), 'another writer').to.equal(null);
+    expect(await others.lock('nested').tryAcquireRead(), 'another reader').to.equal(null);
+    expect((await others.inspect('nested')).writer).to.deep.include({ owner: outer.token, holds: 1 });
+    await outer.release();
+    expect(await totalKeys(direct)).to.equal(0);
+    await locks.close();
+    await others.close();
+  });
+
+  it('a resent reentrant read release leaves the outer read hold, and a waiting writer still waits', async () => {
+    const locks = new LockClient(through);
+    const others = new LockClient(direct, { recheckMs: 50 });
+    const outer = await locks.lock('reads').acquireRead({ owner: 'reader' });
+    const inner = await locks.lock('reads').acquireRead({ owner: 'reader' });
+    const writer = others.lock('reads').acquireWrite({ waitMs: 10_000 });
+    await eventually('the writer to wait', async () => (await others.inspect('reads')).queue.length === 1);
+    await dropping(inner.holdId, () => inner.release());
+    expect((await others.inspect('reads')).readers).to.have.length(1);
+    expect((await others.inspect('reads')).readers[0]).to.include({ owner: 'reader', holds: 1 });
+    await outer.release();
+    await (await writer).release();
+    await locks.close();
+    await others.close();
+  });
+
+  it('a resent acquire counts one hold: after release the lock is free at once', async () => {
+    const locks = new LockClient(through);
+    const others = new LockClient(direct);
+    const lock = locks.lock('once');
+    // The acquire's hold id is made inside acquire(): drop the reply of the next script naming the resource's key.
+    const lease = await dropping(lock.keys.state, () => lock.acquireWrite());
+    expect(proxy.stats.drops).to.equal(1);
+    expect((await others.inspect('once')).writer).to.deep.include({ owner: lease.token, holds: 1 });
+    await lease.release();
+    const next = await others.lock('once').tryAcquireWrite();
+    expect(next, 'the lock is free right after the release').to.not.equal(null);
+    await next!.release();
+    expect(await totalKeys(direct)).to.equal(0);
+    await locks.close();
+    await others.close();
+  });
+
+  it("a resent release of an owner's last hold finds it gone: LockNotHeldError, and nothing stays locked", async () => {
+    const locks = new LockClient(through);
+    const lease: Lease = await locks.lock('last').acquireWrite();
+    const error = await dropping(lease.holdId, () => rejection(lease.release()));
+    expect(error).to.be.instanceOf(LockNotHeldError);
+    expect(await totalKeys(direct)).to.equal(0);
+    await locks.close();
+  });
+
+  it('a resent acquire of a waiting writer that was granted meanwhile takes the lock once', async () => {
+    const locks = new LockClient(through, { recheckMs: 50 });
+    const others = new LockClient(direct);
+    const held = await others.lock('queued').acquireWrite();
+    const waiting = locks.lock('queued').acquireWrite({ waitMs: 10_000 });
+    await eventually('the writer to wait', async () => (await others.inspect('queued')).queue.length === 1);
+    // (The wake-up channel has the state key's name: match the script, not the subscription.)
+    const granted = proxy.dropAfterReply({ command: 'evalsha', argument: locks.lock('queued').keys.state });
+    await held.release();
+    const lease = await waiting;
+    await granted;
+    expect((await others.inspect('queued')).writer).to.deep.include({ owner: lease.token, holds: 1 });
+    await lease.release();
+    expect(await totalKeys(direct)).to.equal(0);
+    await locks.close();
+    await others.close();
+  });
+});
