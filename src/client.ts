@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backend.js';
+import { Cleanups } from './cleanups.js';
 import {
   AcquireTimeoutError,
   ClientClosedError,
@@ -131,6 +132,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       redisClosed: () => this.clients.some(isClosed),
       nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
       telemetry,
+      cleanups: new Cleanups(),
     };
   }
 
@@ -291,14 +293,20 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /**
    * Stops renewal, releases every lease still held (best-effort), ends the
-   * waits in progress with `ClientClosedError`, and closes the subscriber
-   * connections. The ioredis client passed in stays open.
+   * waits in progress with `ClientClosedError`, closes the subscriber
+   * connections, and waits (up to `redisTimeoutMs`) until what aborted or
+   * unanswered acquires took has been given back, so that quitting the
+   * Redis client next leaves nothing locked. The ioredis client passed in
+   * stays open.
    */
   async close(): Promise<void> {
     if (this.isClosedFlag) return;
     this.isClosedFlag = true;
     this.ctx.wakeups.close();
-    await this.ctx.holdings.close();
+    // What aborted or unanswered acquires took is being given back meanwhile: wait for that too, up to redisTimeoutMs.
+    const { holdings, deadlines, cleanups, options } = this.ctx;
+    const givenBack = deadlines.within(cleanups.settled(), options.redisTimeoutMs, 'giving back what ended acquires took', {});
+    await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
   }
 
   private async withLease<T>(

@@ -1,5 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { v4 as uuidv4 } from 'uuid';
 import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
+import type { Cleanups } from './cleanups.js';
 import type { BoundErrors, Deadlines } from './deadlines.js';
 import {
   AcquireAbortedError,
@@ -46,6 +48,8 @@ export interface LockContext {
   nextHoldId(): string;
   /** The client's counters and events. */
   readonly telemetry: Telemetry;
+  /** Work that outlives its call (late grants given back, queue places left); `close()` waits for it. */
+  readonly cleanups: Cleanups;
 }
 
 const BLOCKED_BY: Record<BlockReason, string> = {
@@ -225,10 +229,13 @@ export class RWLock {
       ctx.telemetry.refused(error, waitMs > 0);
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing
       // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway).
+      // An aborted or late acquire returns at once and leaves in the background.
       if (leftIntent && !ctx.redisClosed()) {
-        await bound.race(ctx.backend.abandon(keys, owner)).catch((failure: unknown) => {
+        const leaving = ctx.backend.abandon(keys, owner).catch((failure: unknown) => {
           ctx.telemetry.backgroundError(redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context));
         });
+        ctx.cleanups.track(leaving);
+        await bound.race(leaving).catch(() => undefined);
       }
       throw error;
     } finally {
@@ -299,27 +306,34 @@ const UNDO_RETRY_MAX_MS = 2_000;
  * is known: its hold if granted, its place in the writers' queue if it
  * queued. Retried while Redis does not answer, until the grant would have
  * expired by itself (or the Redis client is closed). The undo names the hold,
- * so running it more than once changes nothing.
+ * so running it more than once changes nothing. Runs in the background,
+ * tracked so that `close()` waits for it.
  */
 function undoWhenKnown(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): void {
+  ctx.cleanups.track(undo(ctx, request, sent));
+}
+
+async function undo(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): Promise<void> {
   const until = performance.now() + request.leaseMs;
-  let reported = false;
-  const undo = (delay: number): void => {
-    if (ctx.redisClosed() || performance.now() > until) return;
-    ctx.backend.abandon(request.keys, request.owner, request.holdId).catch((error: unknown) => {
+  const tookSomething = await sent.then(
+    (outcome) => outcome.granted || request.waitBeatMs > 0,
+    () => true,
+  );
+  if (!tookSomething) return;
+  for (let delay = 50, reported = false; !ctx.redisClosed() && performance.now() <= until; delay = Math.min(2 * delay, UNDO_RETRY_MAX_MS)) {
+    try {
+      await ctx.backend.abandon(request.keys, request.owner, request.holdId);
+      return;
+    } catch (error) {
       if (!reported) {
         reported = true;
         const { resource, mode, owner } = request;
         const what = `giving back the ${mode} lock on "${resource}" that an acquire with an unknown outcome may hold (retried until it would expire by itself)`;
         ctx.telemetry.backgroundError(redisFailure(what, error, { resource, mode, owner }));
       }
-      setTimeout(() => undo(Math.min(2 * delay, UNDO_RETRY_MAX_MS)), delay).unref();
-    });
-  };
-  sent.then(
-    (outcome) => (outcome.granted || request.waitBeatMs > 0 ? undo(50) : undefined),
-    () => undo(50),
-  );
+      await sleep(delay, undefined, { ref: false });
+    }
+  }
 }
 
 function aborted(signal: AbortSignal, context: RWLockErrorContext): AcquireAbortedError {

@@ -192,10 +192,10 @@ class Link {
     client.setNoDelay(true);
     client.on('data', (chunk: Buffer) => this.onClientData(chunk));
     this.upstream.on('data', (chunk: Buffer) => this.onServerData(chunk));
-    for (const socket of [client, this.upstream]) {
-      socket.on('error', () => this.destroy());
-      socket.on('close', () => this.destroy());
-    }
+    for (const socket of [client, this.upstream]) socket.on('error', () => this.destroy());
+    // A side that closes has sent all it had: what is still delayed on its way reaches the other side first.
+    client.on('close', () => void this.chain.toServer.then(() => this.destroy()));
+    this.upstream.on('close', () => void this.chain.toClient.then(() => this.destroy()));
   }
 
   /** Forwards what a stall held back. */

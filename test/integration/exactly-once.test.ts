@@ -7,7 +7,7 @@
  */
 import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
-import { LockClient, LockNotHeldError, type Lease } from '../../src/index.js';
+import { AcquireAbortedError, LockClient, LockNotHeldError, type Lease } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { proxyCluster, startFaultProxy, type ClusterFaultProxy, type FaultProxy } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -130,5 +130,21 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     expect(await totalKeys(direct)).to.equal(0);
     await locks.close();
     await others.close();
+  });
+  it('an acquire aborted while its call is on the wire: close() gives the grant back before the client quits', async () => {
+    const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
+    const lock = locks.lock('aborted');
+    await (await lock.acquireWrite()).release(); // connected, script loaded
+    proxy.delay(100); // each way: the grant's reply comes ~200 ms after the call
+    const sentBefore = proxy.stats.commands.evalsha ?? 0;
+    const stop = new AbortController();
+    const acquiring = rejection(lock.acquireWrite({ waitMs: 10_000, signal: stop.signal }));
+    await eventually('the acquire to be on the wire', async () => (proxy.stats.commands.evalsha ?? 0) > sentBefore);
+    stop.abort();
+    expect(await acquiring).to.be.instanceOf(AcquireAbortedError);
+    // As a process that stops does: close the LockClient, then quit the Redis client at once.
+    await locks.close();
+    await through.quit();
+    expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
   });
 });
