@@ -20,7 +20,6 @@
  */
 import { once } from 'node:events';
 import net from 'node:net';
-import type { NatMap } from 'ioredis';
 import { LOOPBACK_HOST } from './ports.js';
 import type { RedisClusterHandle } from './redis-cluster.js';
 
@@ -382,7 +381,7 @@ export interface ClusterFaultProxy extends Omit<FaultProxy, 'host' | 'port' | 'a
   /** One proxy per node. */
   readonly proxies: readonly FaultProxy[];
   /** ioredis `natMap`: pass it with the Cluster's startup nodes so that every connection goes through a proxy. */
-  readonly natMap: NatMap;
+  readonly natMap: Readonly<Record<string, { host: string; port: number }>>;
 }
 
 /**
@@ -394,7 +393,7 @@ export interface ClusterFaultProxy extends Omit<FaultProxy, 'host' | 'port' | 'a
 export async function proxyCluster(cluster: RedisClusterHandle): Promise<ClusterFaultProxy> {
   const faults = new Faults();
   const proxies: FaultProxyImpl[] = [];
-  const natMap: NatMap = {};
+  const natMap: Record<string, { host: string; port: number }> = {};
   for (const node of cluster.nodes) {
     const proxy = new FaultProxyImpl({ host: LOOPBACK_HOST, port: node.port }, faults);
     await proxy.listen(0);

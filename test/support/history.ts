@@ -57,7 +57,12 @@
 /** What a worker process is told to do. */
 export interface WorkerConfig {
   name: string;
-  target: { kind: 'standalone' | 'cluster'; nodes: { host: string; port: number }[] };
+  target: {
+    kind: 'standalone' | 'cluster';
+    nodes: { host: string; port: number }[];
+    /** ioredis natMap for a Cluster: every connection goes through a fault proxy. */
+    natMap?: Readonly<Record<string, { host: string; port: number }>>;
+  };
   resources: string[];
   /** Stop after this many operations (over all loops of the process)... */
   ops: number;
@@ -79,6 +84,8 @@ export interface WorkerConfig {
   fixedLeaseMs?: number;
   /** Write the counter even after the lease's signal said the lock was lost (a misbehaving holder). */
   ignoreLoss?: boolean;
+  /** Call release() again (a few times) after it rejected with RedisUnavailableError, as the README advises. */
+  retryUnknownRelease?: boolean;
   lockOptions?: Record<string, unknown>;
   redisOptions?: Record<string, unknown>;
   clusterOptions?: Record<string, unknown>;
@@ -413,6 +420,30 @@ export function maxGapMs(history: History, resource: string, from: number, to: n
     last = t;
   }
   return gap;
+}
+
+/**
+ * The longest time a lock stayed taken after a release while another process
+ * waited for it: per release that succeeded, the time from its end to the
+ * next grant on its resource, when that grant had been requested before the
+ * release; time inside `pauses` (a stalled network, when nothing can move)
+ * is not counted. A hold the server counted twice (a resent acquire) would
+ * keep its lock taken for a whole lease after its release.
+ */
+export function longestHandoffMs(history: History, pauses: readonly FaultWindow[] = []): number {
+  const paused = (from: number, to: number) =>
+    pauses.reduce((sum, p) => sum + Math.max(0, Math.min(to, p.end) - Math.max(from, p.start)), 0);
+  let longest = 0;
+  for (const h of history.holds) {
+    if (h.release !== 'ok' || h.releasedAt === undefined) continue;
+    const r = h.releasedAt;
+    let next = Infinity;
+    for (const w of history.holds) {
+      if (w.resource === h.resource && w.grantedAt >= r && w.grantedAt < next && w.requestedAt < r) next = w.grantedAt;
+    }
+    if (next !== Infinity) longest = Math.max(longest, next - r - paused(r, next));
+  }
+  return longest;
 }
 
 /** One row of the fault report table. */

@@ -23,7 +23,7 @@ const { target, name } = config;
 const redisOptions: RedisOptions = { ...config.redisOptions };
 const redis =
   target.kind === 'cluster'
-    ? new Cluster(target.nodes, { scaleReads: 'master', ...(config.clusterOptions as ClusterOptions), redisOptions })
+    ? new Cluster(target.nodes, { scaleReads: 'master', natMap: target.natMap, ...(config.clusterOptions as ClusterOptions), redisOptions })
     : new Redis(target.nodes[0]!.port, target.nodes[0]!.host, redisOptions);
 redis.on('error', () => undefined); // reconnects are ioredis' business; failures show up on the commands
 
@@ -102,7 +102,12 @@ async function operation(): Promise<void> {
 
   const releaseAt = Date.now();
   emit({ t: 'release-sent', id, at: releaseAt });
-  const released = await attempt(lease.release());
+  let released = await attempt(lease.release());
+  // Its outcome is unknown: calling release() again finishes it (or finds it done).
+  for (let retries = 0; config.retryUnknownRelease && released.error === 'RedisUnavailableError' && retries < 5; retries++) {
+    await sleep(100);
+    released = await attempt(lease.release());
+  }
   emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok', ...(released.message && { message: released.message }) });
 }
 
