@@ -7,13 +7,24 @@
  */
 import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
-import { AcquireAbortedError, LockClient, LockNotHeldError, type Lease } from '../../src/index.js';
+import { AcquireAbortedError, LockClient, LockNotHeldError, type Lease, type LockClientOptions } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { proxyCluster, startFaultProxy, type ClusterFaultProxy, type FaultProxy } from '../../src/testing/index.js';
+import {
+  proxyCluster,
+  startFaultProxy,
+  startRedisMasters,
+  type ClusterFaultProxy,
+  type FaultProxy,
+  type RedisMastersHandle,
+} from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+
+/** The storage modes on one server or a Cluster; redlock mode has its own block below. */
+const MODES = ['hash', 'legacy', 'bridge'] as const;
 
 forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
   let proxy: FaultProxy | ClusterFaultProxy;
@@ -39,7 +50,15 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await proxy.close();
   });
 
-  /** Runs `op` while the reply to the next script call that names `argument` is dropped; ioredis resends it. */
+  /** Options of a LockClient in `mode`; legacy key names share the lock's slot on a Cluster. */
+  const modeOptions = (mode: (typeof MODES)[number]): LockClientOptions =>
+    mode !== 'hash' && ctx.kind === 'cluster' ? { mode, legacyKeys: taggedLegacyKeys } : { mode };
+
+  /**
+   * Runs `op` while the reply to the next command that names `argument` (a
+   * lock's state key: the next script call on that lock) is dropped; ioredis
+   * resends it.
+   */
   const dropping = async <T>(argument: string, op: () => Promise<T>): Promise<T> => {
     const dropped = proxy.dropAfterReply({ argument });
     const result = await op();
@@ -56,21 +75,23 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     expect(proxy.stats.drops).to.equal(1);
   });
 
-  it("a resent inner release leaves the owner's outer write hold, and nobody else gets in", async () => {
-    const locks = new LockClient(through);
-    const others = new LockClient(direct);
-    const outer = await locks.lock('nested').acquireWrite();
-    const inner = await locks.lock('nested').acquireWrite({ owner: outer.token }); // as a nested withWrite does
-    await dropping(inner.holdId, () => inner.release());
-    expect(outer.held).to.equal(true);
-    expect(await others.lock('nested').tryAcquireWrite(), 'another writer').to.equal(null);
-    expect(await others.lock('nested').tryAcquireRead(), 'another reader').to.equal(null);
-    expect((await others.inspect('nested')).writer).to.deep.include({ owner: outer.token, holds: 1 });
-    await outer.release();
-    expect(await totalKeys(direct)).to.equal(0);
-    await locks.close();
-    await others.close();
-  });
+  for (const mode of MODES) {
+    it(`a resent inner release leaves the owner's outer write hold, and nobody else gets in (${mode} mode)`, async () => {
+      const locks = new LockClient(through, modeOptions(mode));
+      const others = new LockClient(direct, modeOptions(mode));
+      const outer = await locks.lock('nested').acquireWrite();
+      const inner = await locks.lock('nested').acquireWrite({ owner: outer.token }); // as a nested withWrite does
+      await dropping(locks.lock(inner.resource).keys.state, () => inner.release());
+      expect(outer.held).to.equal(true);
+      expect(await others.lock('nested').tryAcquireWrite(), 'another writer').to.equal(null);
+      expect(await others.lock('nested').tryAcquireRead(), 'another reader').to.equal(null);
+      expect((await others.inspect('nested')).writer).to.deep.include({ owner: outer.token, holds: 1 });
+      await outer.release();
+      expect(await totalKeys(direct)).to.equal(0);
+      await locks.close();
+      await others.close();
+    });
+  }
 
   it('a resent reentrant read release leaves the outer read hold, and a waiting writer still waits', async () => {
     const locks = new LockClient(through);
@@ -79,7 +100,7 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     const inner = await locks.lock('reads').acquireRead({ owner: 'reader' });
     const writer = others.lock('reads').acquireWrite({ waitMs: 10_000 });
     await eventually('the writer to wait', async () => (await others.inspect('reads')).queue.length === 1);
-    await dropping(inner.holdId, () => inner.release());
+    await dropping(locks.lock(inner.resource).keys.state, () => inner.release());
     expect((await others.inspect('reads')).readers).to.have.length(1);
     expect((await others.inspect('reads')).readers[0]).to.include({ owner: 'reader', holds: 1 });
     await outer.release();
@@ -88,31 +109,33 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await others.close();
   });
 
-  it('a resent acquire counts one hold: after release the lock is free at once', async () => {
-    const locks = new LockClient(through);
-    const others = new LockClient(direct);
-    const lock = locks.lock('once');
-    // The acquire's hold id is made inside acquire(): drop the reply of the next script naming the resource's key.
-    const lease = await dropping(lock.keys.state, () => lock.acquireWrite());
-    expect(proxy.stats.drops).to.equal(1);
-    expect((await others.inspect('once')).writer).to.deep.include({ owner: lease.token, holds: 1 });
-    await lease.release();
-    const next = await others.lock('once').tryAcquireWrite();
-    expect(next, 'the lock is free right after the release').to.not.equal(null);
-    await next!.release();
-    expect(await totalKeys(direct)).to.equal(0);
-    await locks.close();
-    await others.close();
-  });
+  for (const mode of MODES) {
+    it(`a resent acquire counts one hold: after release the lock is free at once (${mode} mode)`, async () => {
+      const locks = new LockClient(through, modeOptions(mode));
+      const others = new LockClient(direct, modeOptions(mode));
+      const lock = locks.lock('once');
+      // The acquire's hold id is made inside acquire(): drop the reply of the next script naming the resource's key.
+      const lease = await dropping(lock.keys.state, () => lock.acquireWrite());
+      expect(proxy.stats.drops).to.equal(1);
+      expect((await others.inspect('once')).writer).to.deep.include({ owner: lease.token, holds: 1 });
+      await lease.release();
+      const next = await others.lock('once').tryAcquireWrite();
+      expect(next, 'the lock is free right after the release').to.not.equal(null);
+      await next!.release();
+      expect(await totalKeys(direct)).to.equal(0);
+      await locks.close();
+      await others.close();
+    });
 
-  it("a resent release of an owner's last hold finds it gone: LockNotHeldError, and nothing stays locked", async () => {
-    const locks = new LockClient(through);
-    const lease: Lease = await locks.lock('last').acquireWrite();
-    const error = await dropping(lease.holdId, () => rejection(lease.release()));
-    expect(error).to.be.instanceOf(LockNotHeldError);
-    expect(await totalKeys(direct)).to.equal(0);
-    await locks.close();
-  });
+    it(`a resent release of an owner's last hold finds it gone: LockNotHeldError, and nothing stays locked (${mode} mode)`, async () => {
+      const locks = new LockClient(through, modeOptions(mode));
+      const lease: Lease = await locks.lock('last').acquireWrite();
+      const error = await dropping(locks.lock(lease.resource).keys.state, () => rejection(lease.release()));
+      expect(error).to.be.instanceOf(LockNotHeldError);
+      expect(await totalKeys(direct)).to.equal(0);
+      await locks.close();
+    });
+  }
 
   it('a resent acquire of a waiting writer that was granted meanwhile takes the lock once', async () => {
     const locks = new LockClient(through, { recheckMs: 50 });
@@ -146,5 +169,68 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await locks.close();
     await through.quit();
     expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
+  });
+});
+
+describe('exactly once in redlock mode, with replies dropped by the network [3 independent servers]', function () {
+  this.timeout(30_000);
+  let masters: RedisMastersHandle;
+  let proxies: FaultProxy[];
+  let direct: Redis[]; // another process's view: straight to each server
+  let through: Redis[]; // the library's clients: each through its server's proxy
+
+  before(async function () {
+    this.timeout(60_000);
+    masters = await startRedisMasters(3);
+  });
+  after(async () => {
+    await masters?.stop();
+  });
+  beforeEach(async () => {
+    proxies = await Promise.all(masters.servers.map((server) => startFaultProxy({ target: { port: server.port } })));
+    through = proxies.map((proxy) => new Redis({ host: proxy.host, port: proxy.port }));
+    for (const c of through) c.on('error', () => undefined); // the dropped connections are the test's doing
+    direct = masters.clients();
+  });
+  afterEach(async () => {
+    for (const c of [...through, ...direct]) c.disconnect();
+    await Promise.all(proxies.map((proxy) => proxy.close()));
+    await masters.flush();
+  });
+
+  /** The replies to the next script call naming `argument` on two of the three servers are dropped; ioredis resends both. */
+  const dropOnMajority = (argument: string) => Promise.all(proxies.slice(0, 2).map((proxy) => proxy.dropAfterReply({ argument })));
+  const keysLeft = async () => (await Promise.all(direct.map((c) => c.dbsize()))).reduce((a, b) => a + b, 0);
+
+  it("a resent inner release on a majority of servers leaves the owner's outer write hold", async () => {
+    const locks = new LockClient(through, { mode: 'redlock' });
+    const others = new LockClient(direct, { mode: 'redlock' });
+    const outer = await locks.lock('nested').acquireWrite();
+    const inner = await locks.lock('nested').acquireWrite({ owner: outer.token });
+    const dropped = dropOnMajority(locks.lock('nested').keys.state);
+    await inner.release();
+    await dropped;
+    expect(outer.held).to.equal(true);
+    expect(await others.lock('nested').tryAcquireWrite(), 'another writer').to.equal(null);
+    await outer.release();
+    await eventually('every server to be empty', async () => (await keysLeft()) === 0);
+    await locks.close();
+    await others.close();
+  });
+
+  it('a resent acquire on a majority of servers counts one hold: after release the lock is free at once', async () => {
+    const locks = new LockClient(through, { mode: 'redlock' });
+    const others = new LockClient(direct, { mode: 'redlock' });
+    const lock = locks.lock('once');
+    const dropped = dropOnMajority(lock.keys.state);
+    const lease = await lock.acquireWrite();
+    await dropped;
+    await lease.release();
+    const next = await others.lock('once').tryAcquireWrite();
+    expect(next, 'the lock is free right after the release').to.not.equal(null);
+    await next!.release();
+    await eventually('every server to be empty', async () => (await keysLeft()) === 0);
+    await locks.close();
+    await others.close();
   });
 });
