@@ -10,7 +10,8 @@ import { MIGRATION_RETRY_MS } from '../../src/scripts.js';
 import type { RedisClusterNode } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { recoveryMs, maxGapMs, type FaultWindow, type History, type Hold } from '../support/history.js';
-import { Workload, targetOf, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { targetOf } from '../support/targets.js';
 import { killSubscribers } from '../support/redis-stats.js';
 import { checkAndReport, counters } from './support.js';
 

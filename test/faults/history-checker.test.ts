@@ -4,7 +4,8 @@
 import { expect } from 'chai';
 import { buildHistory, checkHistory, type HistoryEvent } from '../support/history.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { Workload, targetOf } from '../support/history-run.js';
+import { Workload } from '../support/history-run.js';
+import { targetOf } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
 
 type Write = [id: string, fence: number, start: number, end: number, seen: number];

@@ -12,7 +12,8 @@ import { expect } from 'chai';
 import { proxyCluster, startFaultProxy, type ClusterFaultProxy, type FaultProxy } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { longestHandoffMs, type FaultWindow } from '../support/history.js';
-import { Workload, targetThrough, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { targetThrough } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -10,7 +10,8 @@ import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { allKeys, targetOf } from '../support/mixed-workers.js';
+import { allKeys } from '../support/mixed-workers.js';
+import { targetOf } from '../support/targets.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));

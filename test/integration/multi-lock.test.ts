@@ -21,6 +21,7 @@ import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+import { targetOf } from '../support/targets.js';
 
 const WORKER = fileURLToPath(new URL('../workers/pairs-worker.ts', import.meta.url));
 
@@ -30,12 +31,6 @@ interface PairsResult {
   timeouts: number;
   longestWaitMs: number;
   waits: number;
-}
-
-function targetOf(ctx: TopologyContext) {
-  return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
 }
 
 function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise<PairsResult> {

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { targetOf } from '../support/targets.js';
 
 const WORKER = fileURLToPath(new URL('../workers/counter-worker.ts', import.meta.url));
 const PROCESSES = 4;
@@ -12,12 +13,6 @@ interface WorkerResult {
   writes: Record<string, number>;
   reads: number;
   halfBuilt: number;
-}
-
-function targetOf(ctx: TopologyContext) {
-  return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
 }
 
 function runWorker(target: object): Promise<WorkerResult> {

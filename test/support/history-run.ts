@@ -8,8 +8,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ClusterFaultProxy, FaultProxy } from '../../src/testing/index.js';
-import type { TopologyContext } from '../setup/topologies.js';
 import { buildHistory, type History, type HistoryEvent, type WorkerConfig } from './history.js';
 
 const WORKER = fileURLToPath(new URL('../workers/history-worker.ts', import.meta.url));
@@ -29,18 +27,6 @@ export const WORKLOAD_DEFAULTS: Omit<WorkerConfig, 'name' | 'target'> = {
   waitMs: 20_000,
   pauseMs: 50,
 };
-
-export function targetOf(ctx: TopologyContext): WorkerConfig['target'] {
-  return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
-}
-
-/** The servers behind `proxy`, reached through it: every connection of the workers goes through the proxy. */
-export function targetThrough(proxy: FaultProxy | ClusterFaultProxy): WorkerConfig['target'] {
-  if ('natMap' in proxy) return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap };
-  return { kind: 'standalone', nodes: [{ host: proxy.host, port: proxy.port }] };
-}
 
 export interface WorkerHandle {
   readonly name: string;

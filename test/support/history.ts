@@ -53,16 +53,12 @@
  *
  * @module
  */
+import type { WorkerTarget } from './targets.js';
 
 /** What a worker process is told to do. */
 export interface WorkerConfig {
   name: string;
-  target: {
-    kind: 'standalone' | 'cluster';
-    nodes: { host: string; port: number }[];
-    /** ioredis natMap for a Cluster: every connection goes through a fault proxy. */
-    natMap?: Readonly<Record<string, { host: string; port: number }>>;
-  };
+  target: WorkerTarget;
   resources: string[];
   /** Stop after this many operations (over all loops of the process)... */
   ops: number;

@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';
 import { masters } from './redis-stats.js';
+import { targetOf } from './targets.js';
 
 const WORKER = fileURLToPath(new URL('../workers/mixed-worker.ts', import.meta.url));
 
@@ -13,12 +14,6 @@ export interface MixedResult {
   writes: Record<string, number>;
   reads: number;
   halfBuilt: number;
-}
-
-export function targetOf(ctx: TopologyContext) {
-  return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
 }
 
 /** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */

@@ -2,21 +2,15 @@
 // few resources; each write does a non-atomic read-modify-write of a counter
 // (GET, pause, SET) under the write lock, each read checks that it never sees
 // a half-built value. Prints one JSON line of results.
-import { Cluster, Redis } from 'ioredis';
 import { LockClient } from '../../src/index.js';
+import { connectTarget, type WorkerTarget } from '../support/targets.js';
 
-interface Target {
-  kind: 'standalone' | 'cluster';
-  nodes: { host: string; port: number }[];
-}
-
-const target = JSON.parse(process.env.RWLOCK_TARGET!) as Target;
+const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const ops = Number(process.env.RWLOCK_OPS ?? 1000);
 const resources = (process.env.RWLOCK_RESOURCES ?? 'a,b,c').split(',');
 const writeShare = Number(process.env.RWLOCK_WRITE_SHARE ?? 0.2);
 
-const redis =
-  target.kind === 'cluster' ? new Cluster(target.nodes) : new Redis(target.nodes[0]!.port, target.nodes[0]!.host);
+const redis = connectTarget(target);
 const locks = new LockClient(redis, { waitMs: 60_000 });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 

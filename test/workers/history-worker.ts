@@ -13,18 +13,15 @@
 // here). Stops by itself after HISTORY_OPS operations or HISTORY_DURATION_MS,
 // whichever comes first, or when the parent sends 'stop' over IPC; then closes
 // the LockClient and prints { t: 'done' }.
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import type { ClusterOptions, RedisOptions } from 'ioredis';
 import { LockClient, RWLockError, type Lease, type LockClientOptions } from '../../src/index.js';
 import type { HistoryEvent, WorkerConfig } from '../support/history.js';
+import { connectTarget } from '../support/targets.js';
 
 const config = JSON.parse(process.env['HISTORY_CONFIG']!) as WorkerConfig;
 const { target, name } = config;
 
-const redisOptions: RedisOptions = { ...config.redisOptions };
-const redis =
-  target.kind === 'cluster'
-    ? new Cluster(target.nodes, { scaleReads: 'master', natMap: target.natMap, ...(config.clusterOptions as ClusterOptions), redisOptions })
-    : new Redis(target.nodes[0]!.port, target.nodes[0]!.host, redisOptions);
+const redis = connectTarget(target, config.redisOptions as RedisOptions, { scaleReads: 'master', ...(config.clusterOptions as ClusterOptions) });
 redis.on('error', () => undefined); // reconnects are ioredis' business; failures show up on the commands
 
 const clientOptions: LockClientOptions = { leaseMs: config.leaseMs, waitMs: config.waitMs, ...config.lockOptions };

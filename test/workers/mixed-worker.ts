@@ -6,16 +6,11 @@
 // value. With RWLOCK_UNTIL_FILE set it runs until that file exists instead of
 // for RWLOCK_OPS operations. Prints one JSON line of results.
 import { existsSync } from 'node:fs';
-import { Cluster, Redis } from 'ioredis';
 import { LockClient, type LockClientMode } from '../../src/index.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { connectTarget, type WorkerTarget } from '../support/targets.js';
 
-interface Target {
-  kind: 'standalone' | 'cluster';
-  nodes: { host: string; port: number }[];
-}
-
-const target = JSON.parse(process.env.RWLOCK_TARGET!) as Target;
+const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const kind = (process.env.RWLOCK_KIND ?? 'old') as 'old' | LockClientMode;
 const ops = Number(process.env.RWLOCK_OPS ?? 500);
 const untilFile = process.env.RWLOCK_UNTIL_FILE;
@@ -24,8 +19,7 @@ const writeShare = Number(process.env.RWLOCK_WRITE_SHARE ?? 0.3);
 const readShareOfOld = process.env.RWLOCK_OLD_READS === '0' ? 0 : 1;
 const oldTtlSeconds = Number(process.env.RWLOCK_OLD_TTL ?? 30);
 
-const redis =
-  target.kind === 'cluster' ? new Cluster(target.nodes) : new Redis(target.nodes[0]!.port, target.nodes[0]!.host);
+const redis = connectTarget(target);
 const legacyKeys = taggedLegacyKeys;
 const locks = kind === 'old' ? undefined : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -5,21 +5,15 @@
 // read-modify-writes. It checks exclusion on the way: each resource's marker
 // key must be free when it enters (SET NX) and still its own when it leaves.
 // Prints one JSON line: operations, violations, timeouts, longest wait.
-import { Cluster, Redis } from 'ioredis';
 import { AcquireTimeoutError, LockClient } from '../../src/index.js';
+import { connectTarget, type WorkerTarget } from '../support/targets.js';
 
-interface Target {
-  kind: 'standalone' | 'cluster';
-  nodes: { host: string; port: number }[];
-}
-
-const target = JSON.parse(process.env.RWLOCK_TARGET!) as Target;
+const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const rounds = Number(process.env.RWLOCK_ROUNDS ?? 200);
 const pairs = (process.env.RWLOCK_PAIRS ?? 'a:b').split(',').map((p) => p.split(':') as [string, string]);
 const me = `${process.pid}`;
 
-const redis =
-  target.kind === 'cluster' ? new Cluster(target.nodes) : new Redis(target.nodes[0]!.port, target.nodes[0]!.host);
+const redis = connectTarget(target);
 const locks = new LockClient(redis, { waitMs: 20_000 });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 
