@@ -4,6 +4,9 @@
  * `smoke` is what CI runs (`npm run bench:smoke`): the same code paths with
  * tiny counts, a few seconds in all.
  */
+/** How an uncontended loop names its resources; see {@link BenchConfig.uncontended}. */
+export type NamePattern = 'new' | 'reused';
+
 export interface BenchConfig {
   readonly name: 'full' | 'smoke';
   /** Each workload is measured this many times; every figure is the median of the runs. */
@@ -13,6 +16,12 @@ export interface BenchConfig {
 
   /** (a) uncontended acquire+release cycles on distinct resources. */
   readonly uncontended: {
+    /**
+     * Resource names: `new`, a name never used before on every cycle (how
+     * entity locks such as `profile:{id}` are used: the headline), or
+     * `reused`, each loop taking its own name again and again.
+     */
+    readonly patterns: readonly NamePattern[];
     readonly inFlight: readonly number[];
     /** Untimed cycles before each measurement (JIT, script cache, slot map). */
     readonly warmupMs: number;
@@ -87,7 +96,7 @@ export const FULL: BenchConfig = {
   name: 'full',
   runs: 3,
   topologies: ['standalone', 'cluster'],
-  uncontended: { inFlight: [1, 16, 64], warmupMs: 250, durationMs: 1_500, slices: 6, maxCycles: 250_000 },
+  uncontended: { patterns: ['new', 'reused'], inFlight: [1, 16, 64], warmupMs: 250, durationMs: 1_500, slices: 6, maxCycles: 250_000 },
   contended: { waiters: 8, holdMs: 1, warmupMs: 300, durationMs: 2_500, maxGrants: 100_000, drainMs: 15_000 },
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 300, durationMs: 2_500, maxCycles: 500_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
@@ -101,7 +110,7 @@ export const SMOKE: BenchConfig = {
   name: 'smoke',
   runs: 1,
   topologies: ['standalone'],
-  uncontended: { inFlight: [1, 16, 64], warmupMs: 20, durationMs: 60, slices: 2, maxCycles: 2_000 },
+  uncontended: { patterns: ['new', 'reused'], inFlight: [1, 16, 64], warmupMs: 20, durationMs: 60, slices: 2, maxCycles: 2_000 },
   contended: { waiters: 8, holdMs: 1, warmupMs: 20, durationMs: 150, maxGrants: 2_000, drainMs: 5_000 },
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 20, durationMs: 200, maxCycles: 5_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 20, durationMs: 60, maxCycles: 2_000 },

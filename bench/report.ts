@@ -55,18 +55,19 @@ function renderTopology(r: TopologyResults): string[] {
   const out: string[] = [];
   const ratios = r.ratios;
   if (r.uncontended) {
-    out.push('', '### (a) uncontended acquire+release cycles, distinct resources', '');
+    out.push('', '### (a) uncontended acquire+release cycles, distinct resources: a new name every cycle, and names reused', '');
     out.push(
       table(
-        ['library', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script', 'CPU µs/cycle: node + redis'],
+        ['library', 'names', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script', 'CPU µs/cycle: node + redis'],
         r.uncontended.median.map((c) => [
           label(c.lib),
+          c.pattern,
           String(c.inFlight),
           fmt(c.cyclesPerSec),
           fmt(c.p50Ms, 3),
           fmt(c.p99Ms, 3),
           ...['floor', 'semaphore'].map((base) => {
-            const key = `uncontended.${c.inFlight}.${c.lib}/${base}`;
+            const key = `uncontended.${c.pattern}.${c.inFlight}.${c.lib}/${base}`;
             return key in ratios ? x(ratios[key]) : ''; // only the rows compared with the peers
           }),
           fmt(c.scriptsPerCycle),

@@ -54,16 +54,21 @@ export interface BenchResults {
   readonly seconds: number;
 }
 
-/** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>`. */
+/** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended: `uncontended.<pattern>.<in flight>.…`). */
 export function perRunRatios(
   run: { uncontended?: CycleResult[]; contended?: ContendedResult[]; readers?: ReadersResult[]; scale?: ScaleResult[] },
 ): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   if (run.uncontended) {
-    const at = (lib: string, n: number) => run.uncontended!.find((m) => m.lib === lib && m.inFlight === n)?.cyclesPerSec;
-    for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
-      for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args']) {
-        for (const base of ['floor', 'semaphore', 'redlock']) out[`uncontended.${n}.${lib}/${base}`] = ratio(at(lib, n), at(base, n));
+    const at = (lib: string, pattern: string, n: number) =>
+      run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n)?.cyclesPerSec;
+    for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
+      for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
+        for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args']) {
+          for (const base of ['floor', 'semaphore', 'redlock']) {
+            out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
+          }
+        }
       }
     }
   }

@@ -112,7 +112,7 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
     if (want('uncontended')) {
       log(`[${topology.kind}] run ${run + 1}/${config.runs}: (a) uncontended`);
       record.uncontended = await uncontendedRun(topology, config, tag, order);
-      for (const c of record.uncontended) log(`  ${c.lib.padEnd(14)} x${String(c.inFlight).padEnd(3)} ${short(c.cyclesPerSec, 0).padStart(7)} cycles/s  p50 ${short(c.p50Ms, 3)} ms  p99 ${short(c.p99Ms, 3)} ms  ${short(c.sentPerCycle, 2)} cmds/cycle`);
+      for (const c of record.uncontended) log(`  ${c.lib.padEnd(14)} ${c.pattern.padEnd(6)} x${String(c.inFlight).padEnd(3)} ${short(c.cyclesPerSec, 0).padStart(7)} cycles/s  p50 ${short(c.p50Ms, 3)} ms  p99 ${short(c.p99Ms, 3)} ms  ${short(c.sentPerCycle, 2)} cmds/cycle`);
     }
     if (want('contended')) {
       record.contended = [];
@@ -152,7 +152,11 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
     return { runs: all, median };
   };
   const libIndex = (lib: LibName) => [...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS].indexOf(lib);
-  results.uncontended = merge<CycleResult>('uncontended', (c) => `${c.lib}@${c.inFlight}`, (a, b) => a.inFlight - b.inFlight || libIndex(a.lib) - libIndex(b.lib));
+  results.uncontended = merge<CycleResult>(
+    'uncontended',
+    (c) => `${c.pattern}:${c.lib}@${c.inFlight}`,
+    (a, b) => a.pattern.localeCompare(b.pattern) || a.inFlight - b.inFlight || libIndex(a.lib) - libIndex(b.lib),
+  );
   results.contended = merge<ContendedResult>('contended', (c) => `${c.lib}@${c.variant}`, (a, b) => a.variant.localeCompare(b.variant) || libIndex(a.lib) - libIndex(b.lib));
   results.readers = merge<ReadersResult>('readers', (c) => String(c.withWriter), (a, b) => Number(b.withWriter) - Number(a.withWriter));
   results.scale = merge<ScaleResult>('scale', (c) => String(c.liveReaders), (a, b) => a.liveReaders - b.liveReaders);

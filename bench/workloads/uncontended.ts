@@ -1,17 +1,19 @@
 /**
  * (a) Uncontended acquire+release cycles on distinct resources, at 1, 16 and
- * 64 cycles in flight from one process and one connection per library:
+ * 64 cycles in flight from one process and one connection per library, with
+ * a new resource name on every cycle and with each loop's name reused:
  * cycles/s, p50/p99 cycle latency, and the commands each cycle costs (script
  * calls counted by the masters, commands counted as the client writes them,
  * MOVED/ASK redirects).
  */
-import type { BenchConfig } from '../config.js';
+import type { BenchConfig, NamePattern } from '../config.js';
 import { makeAdapter, modeOf, UNCONTENDED_LIBS, type LibName, type LockAdapter } from '../libs.js';
 import { percentile } from '../stats.js';
 import { delta, ready, SentCounter, serverCpuSeconds, snapshot, type Topology } from '../topology.js';
 
 export interface CycleResult {
   readonly lib: LibName;
+  readonly pattern: NamePattern;
   readonly inFlight: number;
   readonly cycles: number;
   readonly cyclesPerSec: number;
@@ -37,9 +39,13 @@ export interface CycleLoopResult {
   latencies: number[];
 }
 
+/** A name never used before in this process, for the `new` pattern. */
+let nameSeq = 0;
+
 /**
- * Runs `inFlight` loops of acquire+release, each on its own resource, until
- * `durationMs` has passed or `maxCycles` cycles were done, whichever is first.
+ * Runs `inFlight` loops of acquire+release, each on its own resource (with
+ * `pattern` `new`, a new name under it on every cycle), until `durationMs`
+ * has passed or `maxCycles` cycles were done, whichever is first.
  */
 export async function cycleLoop(
   adapter: LockAdapter,
@@ -48,6 +54,7 @@ export async function cycleLoop(
   durationMs: number,
   maxCycles: number,
   record: boolean,
+  pattern: NamePattern = 'reused',
 ): Promise<CycleLoopResult> {
   const latencies: number[] = [];
   let cycles = 0;
@@ -58,7 +65,8 @@ export async function cycleLoop(
       while (cycles < maxCycles && performance.now() < end) {
         cycles++;
         const t = performance.now();
-        const held = await adapter.acquire(resource, { mode: modeOf(lib) });
+        const name = pattern === 'new' ? `${resource}:${nameSeq++}` : resource;
+        const held = await adapter.acquire(name, { mode: modeOf(lib) });
         await held.release();
         if (record) latencies.push(performance.now() - t);
       }
@@ -70,6 +78,7 @@ export async function cycleLoop(
 /** One library's side of a run at one concurrency: its connection, adapter and running totals. */
 interface Contestant {
   readonly lib: LibName;
+  readonly pattern: NamePattern;
   readonly redis: ReturnType<Topology['client']>;
   readonly sent: SentCounter;
   readonly adapter: LockAdapter;
@@ -85,17 +94,17 @@ interface Contestant {
   sentCount: number;
 }
 
-async function enter(topology: Topology, config: BenchConfig, lib: LibName, inFlight: number, tag: string): Promise<Contestant> {
+async function enter(topology: Topology, config: BenchConfig, lib: LibName, pattern: NamePattern, inFlight: number, tag: string): Promise<Contestant> {
   const redis = topology.client();
   const sent = new SentCounter();
   sent.attach(redis);
   await ready(redis);
   const adapter = makeAdapter(lib, redis, config.fastRetryMs);
-  const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${inFlight}:${i}`);
+  const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${pattern}:${inFlight}:${i}`);
   adapter.measuring?.(true);
-  await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false);
+  await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false, pattern);
   adapter.measuring?.(false);
-  return { lib, redis, sent, adapter, resources, cycles: 0, elapsedMs: 0, latencies: [], clientCpuUs: 0, serverCpuS: 0, scriptCalls: 0, scriptUsec: 0, redirects: 0, sentCount: 0 };
+  return { lib, pattern, redis, sent, adapter, resources, cycles: 0, elapsedMs: 0, latencies: [], clientCpuUs: 0, serverCpuS: 0, scriptCalls: 0, scriptUsec: 0, redirects: 0, sentCount: 0 };
 }
 
 /** One timed slice of `c`'s cycles, added to its totals. */
@@ -106,7 +115,7 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant): Pr
   c.sent.reset();
   const cpuBefore = process.cpuUsage();
   c.adapter.measuring?.(true);
-  const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / u.slices, Math.ceil(u.maxCycles / u.slices), true);
+  const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / u.slices, Math.ceil(u.maxCycles / u.slices), true, c.pattern);
   c.adapter.measuring?.(false);
   const cpu = process.cpuUsage(cpuBefore);
   c.serverCpuS += (await serverCpuSeconds(topology)) - serverCpuBefore;
@@ -124,6 +133,7 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant): Pr
 function result(c: Contestant, inFlight: number): CycleResult {
   return {
     lib: c.lib,
+    pattern: c.pattern,
     inFlight,
     cycles: c.cycles,
     cyclesPerSec: (c.cycles * 1000) / c.elapsedMs,
@@ -150,7 +160,10 @@ export async function uncontendedRun(topology: Topology, config: BenchConfig, ta
   for (const inFlight of config.uncontended.inFlight) {
     const contestants: Contestant[] = [];
     try {
-      for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l))) contestants.push(await enter(topology, config, lib, inFlight, tag));
+      for (const pattern of config.uncontended.patterns) {
+        for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l))) contestants.push(await enter(topology, config, lib, pattern, inFlight, tag));
+      }
+      // Both name patterns in the same round-robin, so their ratios span the same wall time too.
       for (let k = 0; k < config.uncontended.slices; k++) for (const c of contestants) await slice(topology, config, c);
       out.push(...contestants.map((c) => result(c, inFlight)));
     } finally {
