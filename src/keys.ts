@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { CrossSlotError, InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError } from './errors.js';
 
 /** Longest resource name accepted, in UTF-8 bytes. */
 export const MAX_RESOURCE_BYTES = 4096;
@@ -93,37 +93,40 @@ export function validateResource(resource: unknown): string {
       { resource: resource.slice(0, 64) + '…' },
     );
   }
+  if (resource.charCodeAt(0) === 0x7d && hashTagOf(resource) === undefined) throw emptyTag(resource);
   return resource;
 }
 
 /**
- * The names of one lock, checked to share a slot before anything is sent, so
- * a bad layout is a clear error here and never a CROSSSLOT reply. (Built
- * around one hash tag, they always do: test/unit/keys.property.test.ts; the
- * check costs a few CRC16s per resource, since `lock()` reuses its locks.)
+ * A resource that starts with `}` and has no hash tag of its own would give
+ * its lock's names an empty hash tag (`rwlock:{}x}`). Redis hashes such a
+ * name whole, so the lock's names would land in different Cluster slots,
+ * while cluster-key-slot (which ioredis routes by) reads the tag up to the
+ * next `}`: refused on every topology, so a name works on one server exactly
+ * when it works on a Cluster.
+ */
+function emptyTag(resource: string): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'resource',
+    'starts with "}" and has no hash tag of its own, so its lock\'s Redis names would have an empty hash tag, ' +
+      'which Redis places in a different Cluster slot for each name; give it a hash tag, e.g. "{orders}" + resource',
+    { resource },
+  );
+}
+
+/**
+ * The names of one lock. The prefix has no braces, so all of them share the
+ * hash tag of `slotPart(resource)` and with it one Cluster slot, computed
+ * once from the tag by Redis's own rule (test/unit/keys.property.test.ts
+ * checks every name against a reference of Redis's keyHashSlot).
  */
 export function lockKeys(prefix: string, resource: string): LockKeys {
   const part = slotPart(resource);
+  const tag = hashTagOf(part);
+  if (tag === undefined) throw emptyTag(resource);
   const state = `${prefix}:${part}`;
-  const leases = `${prefix}#leases:${part}`;
-  const queue = `${prefix}#queue:${part}`;
-  return { state, leases, queue, channel: state, slot: assertSameSlot(resource, [state, leases, queue]) };
-}
-
-/** The common slot of `names`, or a {@link CrossSlotError} naming the culprits. */
-export function assertSameSlot(resource: string, names: readonly string[]): number {
-  const slot = calculateSlot(names[0]!);
-  for (const name of names) {
-    const other = calculateSlot(name);
-    if (other !== slot) {
-      throw new CrossSlotError(
-        `the names of lock "${resource}" hash to different Cluster slots ("${names[0]}" to ${slot}, ` +
-          `"${name}" to ${other}); give them a common hash tag such as {${resource}}`,
-        { resource },
-      );
-    }
-  }
-  return slot;
+  // The tag holds no "}", so cluster-key-slot hashes all of it, as Redis does.
+  return { state, leases: `${prefix}#leases:${part}`, queue: `${prefix}#queue:${part}`, channel: state, slot: calculateSlot(tag) };
 }
 
 /** A short description of a bad value for error messages. */

@@ -50,6 +50,7 @@ const BAD_NAMES: [string, string][] = [
   ['a newline', 'a\nb'],
   ['a DEL', '\u007f'],
   ['an escape sequence', '\u001b[31mred'],
+  ['a leading "}" and no hash tag (an empty tag: a different Cluster slot per lock name)', '}x'],
 ];
 
 /** Values no duration may be (the minimum is checked separately). */

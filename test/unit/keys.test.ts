@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { expect } from 'chai';
-import { CrossSlotError, InvalidArgumentError } from '../../src/errors.js';
-import { assertSameSlot, hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys.js';
 
 describe('key routing', () => {
   it('wraps a resource without a hash tag in braces', () => {
@@ -19,12 +19,12 @@ describe('key routing', () => {
     expect(keys.slot).to.equal(calculateSlot('user:{42}:profile')).and.to.equal(calculateSlot('42'));
   });
 
-  // Each awkward name: the tag Redis would hash, and the slot every name of its lock must share.
+  // Each awkward name: the tag Redis would hash, and the slot every name of its lock must share
+  // (a name that starts with "}" and has no tag of its own is refused: see below).
   const awkward: [string, string | undefined][] = [
     ['a{b}c', 'b'],
     ['{}', undefined],
     ['{', undefined],
-    ['}', undefined],
     ['}{x}', 'x'],
     ['{a}{b}', 'a'],
     ['{}{b}', undefined],
@@ -46,7 +46,7 @@ describe('key routing', () => {
   }
 
   it('gives distinct resources distinct keys, also when one looks like a derived name', () => {
-    const names = ['a', 'x{a}', 'x{a}:leases', '#leases:{a}', 'leases:{a}', '{}', '{}{}', '{', '}', '{}}', '}{'];
+    const names = ['a', 'x{a}', 'x{a}:leases', '#leases:{a}', 'leases:{a}', '{}', '{}{}', '{', '{}}', 'x}{'];
     const all = names.flatMap((n) => {
       const k = lockKeys('rwlock', n);
       return [k.state, k.leases, k.queue];
@@ -67,8 +67,13 @@ describe('key routing', () => {
     expect(slotPart('t{1}')).to.equal('t{1}');
   });
 
-  it('refuses names whose slots differ with a CrossSlotError naming them', () => {
-    expect(() => assertSameSlot('r', ['{a}x', '{b}x'])).to.throw(CrossSlotError, /different Cluster slots/);
+  it('refuses a resource whose lock names would have an empty hash tag, and takes it with a tag of its own', () => {
+    for (const resource of ['}x', '}', '}{}']) {
+      expect(() => validateResource(resource), resource).to.throw(InvalidArgumentError, /empty hash tag/);
+      expect(() => lockKeys('p', resource), resource).to.throw(InvalidArgumentError, /empty hash tag/);
+    }
+    expect(lockKeys('p', '{orders}}x').slot).to.equal(calculateSlot('orders'));
+    expect(lockKeys('p', 'x}').state).to.equal('p:{x}}');
   });
 
   describe('validation', () => {
