@@ -150,13 +150,20 @@ export class Deadlines {
     this.timerAt = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (let entry = this.head; entry !== undefined; ) {
-      const following = entry.next; // failing an entry unlinks it
+    const due: Pending<unknown>[] = [];
+    for (let entry = this.head; entry !== undefined; entry = entry.next) {
       // A timer may fire up to its 1 ms resolution early: count that as due.
-      if (entry.at <= now + 1) this.fail(entry, entry.errors.late());
+      if (entry.at <= now + 1) due.push(entry);
       else if (entry.at < next) next = entry.at;
-      entry = following;
     }
     if (next < Infinity) this.arm(next);
+    // After an event-loop stall, timers run before the I/O that came in meanwhile: let a reply
+    // that arrived in time settle its call first (setImmediate runs after the poll phase; not
+    // unref'd, or the poll phase could block until some other event).
+    if (due.length > 0) setImmediate(() => this.failLate(due));
+  }
+
+  private failLate(due: readonly Pending<unknown>[]): void {
+    for (const entry of due) if (!entry.settled) this.fail(entry, entry.errors.late());
   }
 }

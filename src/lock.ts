@@ -187,8 +187,8 @@ export class RWLock {
     };
     const started = performance.now();
     const deadline = started + waitMs;
-    // Whatever Redis or the network does, the acquire settles by then.
-    const bound = new AcquireBound(ctx, context, started, deadline + ctx.options.redisTimeoutMs + (replicaAck?.timeoutMs ?? 0), signal);
+    // Whatever Redis or the network does, the acquire settles by then: see acquireBoundMs.
+    const bound = new AcquireBound(ctx, context, started, started + acquireBoundMs(waitMs, ctx.options.redisTimeoutMs, replicaAck?.timeoutMs ?? 0), signal);
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
     let leftIntent = false;
     let attempts = 0;
@@ -262,6 +262,19 @@ export class RWLock {
   }
 }
 
+/** How far past `waitMs` an acquire may run while Redis does not answer its last call, in ms. */
+export const ACQUIRE_SLACK_MS = 250;
+
+/**
+ * How long an acquire may take, whatever Redis or the network does: `waitMs`
+ * plus a small slack for the call in flight at its end, but never less than
+ * `redisTimeoutMs`, so that a try (or a short wait) still gets one answer
+ * from a slow Redis; plus the replicas' acknowledgement timeout if asked for.
+ */
+export function acquireBoundMs(waitMs: number, redisTimeoutMs: number, replicaAckTimeoutMs: number): number {
+  return Math.max(waitMs + Math.min(ACQUIRE_SLACK_MS, redisTimeoutMs), redisTimeoutMs) + replicaAckTimeoutMs;
+}
+
 /** The hard bound of one acquire: its waits on Redis end by `at`, or as soon as `signal` aborts. */
 class AcquireBound implements BoundErrors {
   /** The last error this bound raised (each wait it ends gets a new one). */
@@ -288,7 +301,8 @@ class AcquireBound implements BoundErrors {
     const { resource, mode } = this.context;
     return (this.raised = new RedisUnavailableError(
       `acquiring the ${mode} lock on "${resource}" failed: Redis did not answer within ${Math.round(this.at - this.started)} ms ` +
-        '(waitMs + redisTimeoutMs); nothing is held, and a grant that comes later is given back; the operation may be retried',
+        `(waitMs + ${ACQUIRE_SLACK_MS} ms, at least redisTimeoutMs); nothing is held, and a grant that comes later is given back; ` +
+        'the operation may be retried',
       this.context,
     ));
   }

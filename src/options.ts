@@ -22,10 +22,11 @@ export interface LockClientOptions {
   waitMs?: number;
   /**
    * How long the library waits for Redis to answer one call, in ms: release,
-   * extend, renewal and inspect reject with `RedisUnavailableError` after it,
-   * and an acquire settles at most this long after its `waitMs` (plus the
-   * `replicaAck` timeout, when asked for), whatever Redis or the network does.
-   * A grant that arrives later is given back in the background. Default 1 000.
+   * extend, renewal and inspect reject with `RedisUnavailableError` after it.
+   * An acquire settles by `waitMs` + 250 ms, or by this when that is later
+   * (plus the `replicaAck` timeout, when asked for), whatever Redis or the
+   * network does. A grant that arrives later is given back in the
+   * background. Default 1 000.
    */
   redisTimeoutMs?: number;
   /**
