@@ -374,6 +374,14 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
   return proxy;
 }
 
+/** Where a client reaches a node through its proxy (an entry of {@link ClusterFaultProxy.natMap}). */
+export interface ProxiedAddress {
+  /** The proxy's loopback address. */
+  readonly host: string;
+  /** The proxy's port. */
+  readonly port: number;
+}
+
 /** Proxies in front of every node of a Cluster, sharing their faults; see {@link proxyCluster}. */
 export interface ClusterFaultProxy extends Omit<FaultProxy, 'host' | 'port' | 'accept' | 'refuse'> {
   /** What the proxies have seen and done so far, summed. */
@@ -381,7 +389,7 @@ export interface ClusterFaultProxy extends Omit<FaultProxy, 'host' | 'port' | 'a
   /** One proxy per node. */
   readonly proxies: readonly FaultProxy[];
   /** ioredis `natMap`: pass it with the Cluster's startup nodes so that every connection goes through a proxy. */
-  readonly natMap: Readonly<Record<string, { host: string; port: number }>>;
+  readonly natMap: Readonly<Record<string, ProxiedAddress>>;
 }
 
 /**
@@ -393,7 +401,7 @@ export interface ClusterFaultProxy extends Omit<FaultProxy, 'host' | 'port' | 'a
 export async function proxyCluster(cluster: RedisClusterHandle): Promise<ClusterFaultProxy> {
   const faults = new Faults();
   const proxies: FaultProxyImpl[] = [];
-  const natMap: Record<string, { host: string; port: number }> = {};
+  const natMap: Record<string, ProxiedAddress> = {};
   for (const node of cluster.nodes) {
     const proxy = new FaultProxyImpl({ host: LOOPBACK_HOST, port: node.port }, faults);
     await proxy.listen(0);

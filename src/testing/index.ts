@@ -57,4 +57,5 @@ export {
   type FaultProxy,
   type FaultProxyOptions,
   type FaultProxyStats,
+  type ProxiedAddress,
 } from './fault-proxy.js';
