@@ -3,6 +3,9 @@
  *
  * @module
  */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { UsageError } from '../cli/command.js';
+import { parseClusterNodes } from '../cli/connect.js';
 import type { Target } from './protocol.js';
 
 /** The demo's settings, from the command line. */
@@ -44,7 +47,8 @@ const OWN_OPTIONS = `  --duration <time>      how long to run: 10s (default), 15
 
 const CONNECTION_OPTIONS = `  --redis <url>          use this Redis server, e.g. redis://127.0.0.1:6379
   --cluster <host:port,...>
-                         use this Redis Cluster (one or more of its nodes)
+                         use this Redis Cluster (one or more of its nodes;
+                         a bare host means port 6379)
   --json                 print the summary as JSON on stdout
   -h, --help             show this help`;
 
@@ -75,9 +79,66 @@ ${CONNECTION_OPTIONS}
 ${STOPPING}
 `;
 
-/** A bad command line; the message says what is wrong. */
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
+/** The demo's own options, as `node:util` parseArgs takes them (the CLI adds its connection options and --json). */
+export const DEMO_OWN_OPTIONS = {
+  duration: { type: 'string' },
+  processes: { type: 'string' },
+  readers: { type: 'string' },
+  writers: { type: 'string' },
+  values: { type: 'string' },
+  parts: { type: 'string' },
+  'without-locks': { type: 'boolean' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+/** Every option of the demo run on its own (`npm run demo`): the same connection options as the CLI's. */
+const DEMO_OPTIONS = {
+  ...DEMO_OWN_OPTIONS,
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies NonNullable<ParseArgsConfig['options']>;
+
+/** What parseArgs made of a command line: the demo's options and the CLI's common ones. */
+export type DemoValues = { readonly [name: string]: string | boolean | (string | boolean)[] | undefined };
+
+/** Parses `argv` (without the `demo` command itself). @throws {@link UsageError} */
+export function parseDemoArgs(argv: readonly string[]): DemoOptions {
+  let values: DemoValues;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options: DEMO_OPTIONS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new UsageError((error as Error).message); // parseArgs says what is wrong (ERR_PARSE_ARGS_*)
+  }
+  return demoOptions(values);
+}
+
+/** The demo's settings from parsed options (the demo's own, `redis`, `cluster`, `json`, `help`). @throws {@link UsageError} */
+export function demoOptions(values: DemoValues): DemoOptions {
+  const text = (name: string): string | undefined => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
+  const flag = (name: string): boolean => values[name] === true;
+  const number = (name: string, fallback: number, min: number, max: number): number => {
+    const given = text(name);
+    return given === undefined ? fallback : count(`--${name}`, given, min, max);
+  };
+  const redis = text('redis');
+  const cluster = text('cluster');
+  if (redis !== undefined && cluster !== undefined) throw new UsageError('give --redis or --cluster, not both');
+  const duration = text('duration');
+  const options: DemoOptions = {
+    durationMs: duration === undefined ? DEFAULTS.durationMs : parseDuration(duration),
+    target: cluster !== undefined ? { kind: 'cluster', nodes: parseClusterNodes(cluster) } : redis !== undefined ? { kind: 'redis', url: parseRedisUrl(redis) } : undefined,
+    processes: number('processes', DEFAULTS.processes, 1, 32),
+    readers: number('readers', DEFAULTS.readers, 0, 100),
+    writers: number('writers', DEFAULTS.writers, 0, 100),
+    values: number('values', DEFAULTS.values, 1, 100),
+    parts: number('parts', DEFAULTS.parts, 2, 100),
+    withoutLocks: flag('without-locks'),
+    json: flag('json'),
+    help: flag('help'),
+  };
+  if (!options.help && options.readers + options.writers === 0) throw new UsageError('--readers and --writers cannot both be 0');
+  return options;
 }
 
 const DEFAULTS = {
@@ -88,70 +149,6 @@ const DEFAULTS = {
   values: 3,
   parts: 5,
 } as const;
-
-/** Parses `argv` (without the `demo` command itself). @throws {@link UsageError} */
-export function parseDemoArgs(argv: readonly string[]): DemoOptions {
-  const o: {
-    -readonly [K in keyof DemoOptions]: DemoOptions[K];
-  } = { ...DEFAULTS, target: undefined, withoutLocks: false, json: false, help: false };
-  const args = [...argv];
-  while (args.length > 0) {
-    const arg = args.shift()!;
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const name = eq > 0 ? arg.slice(0, eq) : arg;
-    const inline = eq > 0 ? arg.slice(eq + 1) : undefined;
-    const value = (): string => {
-      const v = inline ?? args.shift();
-      if (v === undefined || (inline === undefined && v.startsWith('--'))) throw new UsageError(`${name} needs a value`);
-      return v;
-    };
-    switch (name) {
-      case '-h':
-      case '--help':
-        o.help = true;
-        break;
-      case '--duration':
-        o.durationMs = parseDuration(value());
-        break;
-      case '--redis':
-        if (o.target) throw new UsageError('give either --redis or --cluster, once');
-        o.target = { kind: 'redis', url: parseRedisUrl(value()) };
-        break;
-      case '--cluster':
-        if (o.target) throw new UsageError('give either --redis or --cluster, once');
-        o.target = { kind: 'cluster', nodes: parseNodes(value()) };
-        break;
-      case '--processes':
-        o.processes = count(name, value(), 1, 32);
-        break;
-      case '--readers':
-        o.readers = count(name, value(), 0, 100);
-        break;
-      case '--writers':
-        o.writers = count(name, value(), 0, 100);
-        break;
-      case '--values':
-        o.values = count(name, value(), 1, 100);
-        break;
-      case '--parts':
-        o.parts = count(name, value(), 2, 100);
-        break;
-      case '--without-locks':
-        o.withoutLocks = true;
-        break;
-      case '--json':
-        o.json = true;
-        break;
-      default:
-        throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
-    }
-    if (inline !== undefined && !['--duration', '--redis', '--cluster', '--processes', '--readers', '--writers', '--values', '--parts'].includes(name)) {
-      throw new UsageError(`${name} takes no value`);
-    }
-  }
-  if (!o.help && o.readers + o.writers === 0) throw new UsageError('--readers and --writers cannot both be 0');
-  return o;
-}
 
 /** `10s`, `1500ms`, `2m`, or a bare number of seconds; from 100 ms to 24 h. */
 export function parseDuration(text: string): number {
@@ -174,24 +171,6 @@ function parseRedisUrl(text: string): string {
     throw new UsageError(`--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(text)}`);
   }
   return text;
-}
-
-/** `host:port,host:port`; IPv6 hosts in brackets (`[::1]:7000`). */
-function parseNodes(text: string): { host: string; port: number }[] {
-  const nodes = text
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '')
-    .map((spec) => {
-      const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d+)$/.exec(spec);
-      const port = Number(match?.[3]);
-      if (!match || !Number.isInteger(port) || port < 1 || port > 65_535) {
-        throw new UsageError(`--cluster: expected host:port[,host:port...], got ${JSON.stringify(spec)}`);
-      }
-      return { host: match[1] ?? match[2]!, port };
-    });
-  if (nodes.length === 0) throw new UsageError('--cluster: give at least one host:port');
-  return nodes;
 }
 
 function count(name: string, text: string, min: number, max: number): number {

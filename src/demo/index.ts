@@ -20,13 +20,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { LockClient, WAIT_BUCKETS_MS, type LockStats } from '../index.js';
 import { startRedisCluster, type RedisClusterHandle } from '../testing/index.js';
-import { DEMO_SYNOPSIS, DEMO_USAGE, parseDemoArgs, UsageError, type DemoOptions } from './args.js';
+import { UsageError } from '../cli/command.js';
+import { DEMO_SYNOPSIS, DEMO_USAGE, parseDemoArgs, type DemoOptions } from './args.js';
 import { cachedValueNames, checkValue, rebuildValue } from './cache-value.js';
 import { ProgressView, count, ms, secs } from './progress.js';
 import { emptyStats, mergeStats, WORKER_ENV, type Target, type WorkerConfig, type WorkerMessage, type WorkerStats } from './protocol.js';
 import { connect, runWorker } from './worker.js';
 
-export { DEMO_HELP, DEMO_SYNOPSIS, DEMO_USAGE } from './args.js';
+export { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SYNOPSIS, DEMO_USAGE, demoOptions } from './args.js';
 
 /** One line on what the demo does, for the CLI's list of commands. */
 export const DEMO_SUMMARY = 'run the cache-rebuild demo (embedded local Redis Cluster, or --redis/--cluster)';
@@ -81,15 +82,12 @@ export interface DemoSummary {
 }
 
 /**
- * Runs the demo with the given arguments (those after `demo`) and resolves to
- * the exit code; in a worker process (see the module comment), runs the worker.
+ * Runs the demo on its own (`npm run demo`) with the given arguments and
+ * resolves to the exit code; in a worker process (see the module comment),
+ * runs the worker.
  */
 export async function runDemo(argv: readonly string[]): Promise<number> {
-  const workerConfig = process.env[WORKER_ENV];
-  if (workerConfig !== undefined) {
-    await runWorker(JSON.parse(workerConfig) as WorkerConfig);
-    return 0;
-  }
+  if (process.env[WORKER_ENV] !== undefined) return runDemoWith(undefined);
   let options: DemoOptions;
   try {
     options = parseDemoArgs(argv);
@@ -102,6 +100,20 @@ export async function runDemo(argv: readonly string[]): Promise<number> {
     process.stdout.write(DEMO_USAGE);
     return 0;
   }
+  return runDemoWith(options);
+}
+
+/**
+ * Runs the demo with `options` (the CLI parses them itself) and resolves to
+ * the exit code; in a worker process, runs the worker instead.
+ */
+export async function runDemoWith(options: DemoOptions | undefined): Promise<number> {
+  const workerConfig = process.env[WORKER_ENV];
+  if (workerConfig !== undefined) {
+    await runWorker(JSON.parse(workerConfig) as WorkerConfig);
+    return 0;
+  }
+  if (options === undefined) throw new Error('runDemoWith: no options outside a worker process');
   return new Demo(options).run();
 }
 

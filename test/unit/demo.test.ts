@@ -1,7 +1,8 @@
 // The demo's pieces that need no server: its command line, and the check
 // that tells a whole cached value from a half-built one.
 import { expect } from 'chai';
-import { parseDemoArgs, parseDuration, UsageError } from '../../src/demo/args.js';
+import { UsageError } from '../../src/cli/command.js';
+import { parseDemoArgs, parseDuration } from '../../src/demo/args.js';
 import { cachedValueNames, checkValue, metaValue, partValue } from '../../src/demo/cache-value.js';
 import { mergeStats, emptyStats } from '../../src/demo/protocol.js';
 import calculateSlot from 'cluster-key-slot';
@@ -39,17 +40,20 @@ describe('demo: command line', () => {
         { host: '::1', port: 7001 },
       ],
     });
+    // The CLI's host syntax, with its parser: a bare host means port 6379.
+    expect(parseDemoArgs(['--cluster', '127.0.0.1']).target).to.deep.equal({ kind: 'cluster', nodes: [{ host: '127.0.0.1', port: 6379 }] });
     expect(usageError(['--redis', 'http://x'])).to.match(/redis:\/\/ or rediss:\/\//);
-    expect(usageError(['--cluster', '127.0.0.1'])).to.match(/host:port/);
     expect(usageError(['--cluster', '127.0.0.1:99999'])).to.match(/host:port/);
-    expect(usageError(['--redis', 'redis://a', '--cluster', 'b:1'])).to.match(/either --redis or --cluster/);
+    expect(usageError(['--redis', 'redis://a', '--cluster', 'b:1'])).to.match(/--redis or --cluster, not both/);
   });
 
   it('refuses unknown options, missing values, values on flags and out-of-range counts', () => {
-    expect(usageError(['--durration', '1s'])).to.match(/unknown option "--durration"/);
-    expect(usageError(['--duration'])).to.match(/--duration needs a value/);
-    expect(usageError(['--duration', '--json'])).to.match(/--duration needs a value/);
-    expect(usageError(['--json=yes'])).to.match(/--json takes no value/);
+    // node:util parseArgs' own messages.
+    expect(usageError(['--durration', '1s'])).to.match(/Unknown option '--durration'/);
+    expect(usageError(['--duration'])).to.match(/'--duration <value>' argument missing/);
+    expect(usageError(['--duration', '--json'])).to.match(/'--duration' argument is ambiguous/);
+    expect(usageError(['--json=yes'])).to.match(/'--json' does not take an argument/);
+    expect(usageError(['extra'])).to.match(/Unexpected argument 'extra'/);
     expect(usageError(['--processes', '0'])).to.match(/from 1 to 32/);
     expect(usageError(['--parts', '1'])).to.match(/from 2 to 100/);
     expect(usageError(['--readers', '0', '--writers', '0'])).to.match(/cannot both be 0/);
