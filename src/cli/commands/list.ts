@@ -1,7 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import type { LockInfo } from '../../backend.js';
 import { HashBackend } from '../../hash-backend.js';
-import { hashTagOf, validatePrefix, type LockKeys } from '../../keys.js';
+import { hashTagOf, lockKeys, validatePrefix, type LockKeys } from '../../keys.js';
+import { legacyTwinNames } from '../../legacy-keys.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';
@@ -86,13 +87,19 @@ export interface FoundLock {
 export async function findLocks(redis: RedisClient, prefix: string): Promise<FoundLock[]> {
   const hashKeys = await scanKeys(redis, `${globEscape(prefix)}:*`, 'hash');
   const legacyKeys = await scanKeys(redis, `${globEscape(`${prefix}#legacy:`)}*`, 'hash');
-  return [
-    ...hashKeys.map((state) => ({ layout: 'hash' as const, resource: resourceOf(state.slice(prefix.length + 1)), keys: keysOf(state, `${prefix}#leases:`, `${prefix}#queue:`, state.slice(prefix.length + 1)) })),
-    ...legacyKeys.map((state) => {
-      const read = state.slice(`${prefix}#legacy:`.length);
-      return { layout: 'legacy' as const, resource: read, keys: keysOf(state, `${prefix}#legacy-leases:`, `${prefix}#legacy-queue:`, read) };
-    }),
-  ];
+  const found: FoundLock[] = [];
+  for (const state of hashKeys) {
+    // The names are keys.ts's own; a hash it would not name so is not one of its locks.
+    const resource = resourceOf(state.slice(prefix.length + 1));
+    const keys = lockKeysOf(prefix, resource);
+    if (keys?.state === state) found.push({ layout: 'hash', resource, keys });
+  }
+  for (const state of legacyKeys) {
+    const read = state.slice(`${prefix}#legacy:`.length);
+    const twin = legacyTwinNames(prefix, read);
+    found.push({ layout: 'legacy', resource: read, keys: { ...twin, channel: twin.state, slot: calculateSlot(twin.state) } });
+  }
+  return found;
 }
 
 /** The longest lease left of a lock's holders, in ms; null when nobody holds it. */
@@ -129,6 +136,11 @@ export function resourceOf(part: string): string {
   return part;
 }
 
-function keysOf(state: string, leasesPrefix: string, queuePrefix: string, tail: string): LockKeys {
-  return { state, leases: `${leasesPrefix}${tail}`, queue: `${queuePrefix}${tail}`, channel: state, slot: calculateSlot(state) };
+/** `lockKeys`, or undefined for a resource the library refuses (a key it did not make). */
+function lockKeysOf(prefix: string, resource: string): LockKeys | undefined {
+  try {
+    return lockKeys(prefix, resource);
+  } catch {
+    return undefined;
+  }
 }
