@@ -5,6 +5,9 @@
  * - floor: ioredis `SET key token NX PX` plus an owner-checked release
  *   script (GET == token then DEL), the cheapest correct exclusive lock; a
  *   blocked floor waiter polls every `fastRetryMs`.
+ * - floor-spin: the same, polling in a tight loop with no sleep (the next
+ *   SET NX as soon as the last one answered): the fastest handoff a client
+ *   can get, at the price of dozens of commands per grant.
  * - semaphore / semaphore-fast: redis-semaphore `Mutex`, default settings
  *   (retryInterval 10 ms) and fastest retry (retryInterval 1 ms).
  * - redlock / redlock-fast: @sesamecare-oss/redlock on the one server (or
@@ -35,6 +38,7 @@ import type { RedisClient } from '../src/redis.js';
 
 export type LibName =
   | 'floor'
+  | 'floor-spin'
   | 'semaphore'
   | 'semaphore-fast'
   | 'redlock'
@@ -48,12 +52,13 @@ export type LibName =
   | 'ref-hash'
   | 'ref-hash-args';
 
-export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
+export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'floor-spin', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args'];
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
+  'floor-spin': 'floor, busy polling (no sleep)',
   semaphore: 'redis-semaphore Mutex',
   'semaphore-fast': 'redis-semaphore Mutex (retry 1 ms)',
   redlock: 'redlock',
@@ -133,8 +138,10 @@ function sleep(ms: number): Promise<void> {
 
 export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
   switch (lib) {
-    case 'floor': {
+    case 'floor':
+    case 'floor-spin': {
       redis.defineCommand('benchFloorRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+      const pause = lib === 'floor' ? fastRetryMs : 0;
       const client = redis as FloorClient;
       return {
         async acquire(resource, { signal }) {
@@ -147,7 +154,7 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
             }
             signal?.throwIfAborted();
             if (performance.now() > deadline) throw new Error(`floor: timed out waiting for ${key}`);
-            await sleep(fastRetryMs);
+            if (pause > 0) await sleep(pause);
           }
         },
         close: async () => undefined,

@@ -74,7 +74,7 @@ export function perRunRatios(
   }
   if (run.contended) {
     const get = (lib: string, variant: string) => run.contended!.find((m) => m.lib === lib && m.variant === variant);
-    for (const base of ['floor', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
+    for (const base of ['floor', 'floor-spin', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
       out[`baton.rwlock-write/${base}`] = ratio(get('rwlock-write', 'baton')?.handoffsPerSec, get(base, 'baton')?.handoffsPerSec);
       out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
       out[`race.rwlock-fair/${base}`] = ratio(get('rwlock-fair', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);

@@ -109,10 +109,16 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
             (ceilingRatio < 10 ? ': 10x cannot be reached with this hold time' : '');
       add(`b-baton-${peer}`, `baton handoffs/s vs ${peer === 'semaphore' ? 'redis-semaphore' : 'redlock'} (default settings)`, v, '>= 10', atLeast(v, 10), 'x', note);
     }
-    add('b-handoff-p50', 'baton handoff p50 (release reply to next grant)', baton?.handoffP50Ms ?? null, '<= 0.5', atMost(baton?.handoffP50Ms ?? null, 0.5), 'ms');
-    add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 3', atMost(baton?.handoffP99Ms ?? null, 3), 'ms');
+    // Issue 14: a handoff as fast as a client that polls in a tight loop, without its commands.
+    const spin = ratio('baton.rwlock-write/floor-spin');
+    const spinResult = r.contended.median.find((m) => m.lib === 'floor-spin' && m.variant === 'baton');
+    add('b-baton-spin', 'baton handoffs/s vs a busy-polling floor (no sleep)', spin, '>= 0.9', atLeast(spin, 0.9), 'x',
+      spinResult ? `busy-polling floor ${spinResult.handoffsPerSec.toFixed(0)}/s at ${spinResult.commandsPerGrant?.toFixed(1) ?? '?'} commands per grant` : undefined);
+    add('b-baton-commands', 'baton: commands sent per grant', baton?.commandsPerGrant ?? null, '<= 4', atMost(baton?.commandsPerGrant ?? null, 4), 'cmds');
+    add('b-handoff-p50', 'baton handoff p50 (release reply to next grant)', baton?.handoffP50Ms ?? null, '<= 0.2', atMost(baton?.handoffP50Ms ?? null, 0.2), 'ms');
+    add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 1', atMost(baton?.handoffP99Ms ?? null, 1), 'ms');
     const race = ratio('race.rwlock-write/floor');
-    add('b-race-floor', 'race grants/s vs floor', race, '>= 0.8', atLeast(race, 0.8));
+    add('b-race-floor', 'race grants/s vs floor', race, '>= 0.9', atLeast(race, 0.9));
     const cycles = ratio('race.rwlock-write.longestWaitCycles');
     const bound = RACE_WAIT_CYCLES_PER_WAITER * waiters;
     const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');
@@ -122,7 +128,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     const fair = r.contended.median.find((m) => m.lib === 'rwlock-fair' && m.variant === 'race');
     if (fair) {
       const fairRatio = ratio('race.rwlock-fair/floor');
-      add('b-race-floor-fair', 'race grants/s vs floor, with fair: true', fairRatio, '>= 0.8', atLeast(fairRatio, 0.8));
+      add('b-race-floor-fair', 'race grants/s vs floor, with fair: true', fairRatio, '>= 0.9', atLeast(fairRatio, 0.9));
       const fairCycles = ratio('race.rwlock-fair.longestWaitCycles');
       add('b-race-longest-fair', 'race longest wait in cycle times, with fair: true', fairCycles, `<= ${bound}`, atMost(fairCycles, bound), 'cycles',
         `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s`);
