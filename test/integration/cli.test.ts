@@ -10,6 +10,7 @@ import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from '../support/eventually.js';
 import { allKeys } from '../support/mixed-workers.js';
 import { targetOf } from '../support/targets.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
@@ -310,14 +311,20 @@ forEachTopology('CLI', (ctx) => {
       const oldDone = worker('old', 'stop-old');
       const bridgeDone = worker('bridge', 'stop-bridge');
       try {
-        await sleep(1_500); // both at work
-        const during = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
-        expect(during.code, during.stderr).to.equal(EXIT.LEGACY_ACTIVE);
-        const busy = JSON.parse(during.stdout);
-        expect(busy.verdict).to.equal('old-processes-active');
-        expect(busy.oldWrites).to.be.greaterThan(0);
-        expect(busy.libraryWrites).to.be.greaterThan(0);
-        expect(busy.keys.some((k: { old: boolean }) => k.old)).to.equal(true);
+        // Watch until one window saw both at work: on a loaded machine the workers take a while to
+        // start, and a bridge writer may wait out old readers for a TTL (docs/migration.md).
+        await eventually(
+          'a migrate-check watch that sees old and library writes',
+          async () => {
+            const during = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
+            expect(during.code, during.stderr).to.equal(EXIT.LEGACY_ACTIVE);
+            const busy = JSON.parse(during.stdout);
+            expect(busy.verdict).to.equal('old-processes-active');
+            expect(busy.keys.some((k: { old: boolean }) => k.old)).to.equal(true);
+            return busy.oldWrites > 0 && busy.libraryWrites > 0;
+          },
+          60_000,
+        );
 
         writeFileSync(join(dir, 'stop-old'), '');
         await oldDone;
@@ -325,12 +332,19 @@ forEachTopology('CLI', (ctx) => {
         // readers registry: the library cannot see an old release then), so bridge writers, and the readers queued
         // behind them, may wait that long: watch once it has passed. (With a 5 s TTL and no wait, a CI run saw none.)
         await sleep(OLD_TTL_S * 1000 + 200);
-        const after = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
-        expect(after.code, after.stdout).to.equal(0);
-        const quiet = JSON.parse(after.stdout);
-        expect(quiet).to.include({ verdict: 'no-old-processes-seen', oldWrites: 0, oldHolding: 0 });
-        expect(quiet.libraryWrites).to.be.greaterThan(0); // the bridge processes keep writing the legacy keys
-        expect(quiet.keys.every((k: { old: boolean }) => !k.old)).to.equal(true);
+        // Every watch from now on sees no old process; one sees the bridge processes keep writing the legacy keys.
+        await eventually(
+          'a migrate-check watch that sees library writes and no old process',
+          async () => {
+            const after = await cli(['migrate-check', '--watch-ms', '1500', '--interval-ms', '50', ...TAGGED, '--json', ...target(ctx)]);
+            expect(after.code, after.stdout).to.equal(0);
+            const quiet = JSON.parse(after.stdout);
+            expect(quiet).to.include({ verdict: 'no-old-processes-seen', oldWrites: 0, oldHolding: 0 });
+            expect(quiet.keys.every((k: { old: boolean }) => !k.old)).to.equal(true);
+            return quiet.libraryWrites > 0;
+          },
+          60_000,
+        );
       } finally {
         writeFileSync(join(dir, 'stop-old'), '');
         writeFileSync(join(dir, 'stop-bridge'), '');
