@@ -54,8 +54,8 @@ export interface HoldingsObserver {
 
 /**
  * The leases one client holds: it tracks their deadlines, renews the
- * auto-renewed ones in batches (one script call per Redis node per period,
- * whatever their number), and turns a missed deadline or a failed renewal
+ * auto-renewed ones in batches (one script call per 2,500 leases per Redis
+ * node per period; per slot in legacy and bridge mode on a Cluster), and turns a missed deadline or a failed renewal
  * into a loud loss: every affected lease's signal aborts.
  */
 export class Holdings implements LeaseHost {
@@ -256,7 +256,7 @@ export class Holdings implements LeaseHost {
     for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
   }
 
-  /** One renewal round: one script call per Redis node for every auto-renewed holding. Never rejects. */
+  /** One renewal round: every auto-renewed holding, in batches per Redis node (see the class comment). Never rejects. */
   renewNow(): Promise<void> {
     if (this.renewing) return Promise.resolve(); // a slow round must not overlap the next
     if (!traced(renewChannel)) return this.renewRound(undefined);
