@@ -246,6 +246,27 @@ forEachTopology('liveness', (ctx) => {
     await lease.release();
   });
 
+  it('keeps a waiting writer queued 2 × recheckMs + 100 ms past its last try, and drops it once it stops trying', async () => {
+    const locks = open();
+    const holder = await locks.lock('beat').acquireWrite();
+    const recheckMs = 1_000;
+    const own = ctx.client(); // its own connection, cut below as when its process dies
+    const waiter = new LockClient(own, { recheckMs });
+    const askedAt = performance.now();
+    const waiting = waiter.lock('beat').acquireWrite({ waitMs: 20_000 }).catch((error: unknown) => error);
+    await eventually('the writer to queue', async () => (await locks.inspect('beat')).queue.length === 1);
+    const [entry] = (await locks.inspect('beat')).queue;
+    const since = performance.now() - askedAt; // its last try was at most this long ago
+    expect(entry!.ttlMs).to.be.at.most(2 * recheckMs + 100).and.at.least(2 * recheckMs + 100 - since - 2);
+    // It dies: no more tries, no clean-up. Its place lapses at its deadline, server time.
+    own.disconnect();
+    const [left] = (await locks.inspect('beat')).queue;
+    await eventually('the dead waiter to drop out of the queue', async () => (await locks.inspect('beat')).queue.length === 0, left!.ttlMs + 2_000);
+    await waiting;
+    await waiter.close();
+    await holder.release();
+  });
+
   it('renews thousands of held leases with a few script calls per node per period', async function () {
     this.timeout(30_000);
     const locks = open({ leaseMs: 3_000 }); // renewed every second
