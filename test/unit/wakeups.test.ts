@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { Watch } from '../../src/wakeups.js';
+import type { RedisClient } from '../../src/redis.js';
+import { WakeupHub, Watch } from '../../src/wakeups.js';
 
 describe('Watch (waiter sleep)', () => {
   let clock: sinon.SinonFakeTimers;
@@ -66,5 +67,56 @@ describe('Watch (waiter sleep)', () => {
     await clock.tickAsync(0);
     expect(done).to.equal(true);
     expect(clock.countTimers()).to.equal(0);
+  });
+});
+
+describe('WakeupHub: one shared subscriber, channels kept 5 s after their last waiter', () => {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })));
+  afterEach(() => clock.restore());
+
+  /** A stand-in for an ioredis client: records what the hub asks of its subscriber connection. */
+  function fakeClient() {
+    const calls: string[] = [];
+    let duplicates = 0;
+    const subscriber = {
+      ssubscribe: async (channel: string) => void calls.push(`ssubscribe ${channel}`),
+      sunsubscribe: async (channel: string) => void calls.push(`sunsubscribe ${channel}`),
+      on: () => subscriber,
+      disconnect: () => void calls.push('disconnect'),
+    };
+    const client = { duplicate: () => (duplicates++, subscriber) } as unknown as RedisClient;
+    return { client, calls, duplicates: () => duplicates };
+  }
+
+  it('shares one connection and one subscription among the waiters of a lock', async () => {
+    const fake = fakeClient();
+    const hub = new WakeupHub(fake.client);
+    const watches = [await hub.watch('a', 100), await hub.watch('a', 100), await hub.watch('b', 100)];
+    expect(fake.duplicates()).to.equal(1);
+    expect(fake.calls).to.deep.equal(['ssubscribe a', 'ssubscribe b']);
+    for (const w of watches) w.close();
+    hub.close();
+  });
+
+  it('unsubscribes a channel exactly 5 s after its last waiter left, unless another came meanwhile', async () => {
+    const fake = fakeClient();
+    const hub = new WakeupHub(fake.client);
+    (await hub.watch('a', 100)).close();
+    await clock.tickAsync(4_999);
+    expect(fake.calls).to.deep.equal(['ssubscribe a']);
+    await clock.tickAsync(1);
+    expect(fake.calls).to.deep.equal(['ssubscribe a', 'sunsubscribe a']);
+
+    // A waiter within the 5 s keeps the subscription, and the next one does not subscribe again.
+    (await hub.watch('b', 100)).close();
+    await clock.tickAsync(4_000);
+    const again = await hub.watch('b', 100);
+    await clock.tickAsync(10_000);
+    expect(fake.calls.filter((c) => c.endsWith(' b'))).to.deep.equal(['ssubscribe b']);
+    again.close();
+    await clock.tickAsync(5_000);
+    expect(fake.calls.filter((c) => c.endsWith(' b'))).to.deep.equal(['ssubscribe b', 'sunsubscribe b']);
+    hub.close();
   });
 });
