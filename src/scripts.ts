@@ -46,11 +46,15 @@ export function defineScripts(client: RedisClient): void {
 }
 
 /**
- * How long a script call keeps trying while its slot migrates between
- * Cluster masters. ioredis follows ASK and MOVED and retries TRYAGAIN, but
- * gives up after `maxRedirections` (16 by default, about half a second of
- * TRYAGAIN), and while a slot migrates a script on a lock whose keys are
- * not all on one side gets TRYAGAIN until the migration ends.
+ * How long the library tries a script call again while its slot migrates
+ * between Cluster masters. ioredis follows ASK and MOVED and retries
+ * TRYAGAIN itself, but gives up after `maxRedirections` (16 by default,
+ * `retryDelayOnTryAgain` 100 ms apart: about 1.6 s of TRYAGAIN), and while
+ * a slot migrates a script on a lock whose keys are not all on one side gets
+ * TRYAGAIN until the migration ends. Each of the library's tries may take
+ * ioredis' 1.6 s, so a call keeps trying for up to about 4.6 s in all (less
+ * when the acquire's own bound, `waitMs` + 250 ms or `redisTimeoutMs`, ends
+ * it first).
  */
 export const MIGRATION_RETRY_MS = 3_000;
 
