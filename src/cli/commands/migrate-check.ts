@@ -226,7 +226,8 @@ function describeReport(r: MigrateReport): string {
     k.value === null ? '-' : k.value === '1' ? '1 (old)' : k.value,
     duration(k.ttlMs),
   ]);
-  const head = `watched ${r.patterns.join(', ')} for ${duration(r.watchedMs)} (${r.rounds} looks): ${r.keysSeen} legacy key(s) seen, ${r.keys.length} written or held by old processes\n`;
+  const byOld = r.keys.filter((k) => k.old).length;
+  const head = `watched ${r.patterns.join(', ')} for ${duration(r.watchedMs)} (${r.rounds} looks): ${r.keysSeen} legacy key(s) seen, ${r.keys.length} written or held, ${byOld} of them by old processes\n`;
   const body = rows.length > 0 ? table(['KEY', 'WHO', 'CREATED', 'REFRESHED', 'DELETED', 'OLD READERS', 'VALUE', 'TTL'], rows) + '\n' : '';
   const verdict =
     r.verdict === 'old-processes-active'
