@@ -169,6 +169,19 @@ describe('the demo', function () {
       expect(serverDirsOf(run.pid)).to.deep.equal([]);
       for (const port of embeddedPorts(summary)) expect(await isPortFree(port), `port ${port} free again`).to.equal(true);
     });
+
+    it('a second Ctrl-C forces the stop: workers killed, every server stopped, exit code 130', async () => {
+      const run = startDemo(['--duration', '60s', ...LIGHT]);
+      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
+      run.kill('SIGINT');
+      await eventually('the demo to say it stops', () => run.stderr().includes('SIGINT: stopping'), 10_000, 20);
+      run.kill('SIGINT');
+      const { code, stderr } = await run.exited;
+      expect(code, stderr).to.equal(130);
+      expect(stderr).to.include('SIGINT again: killing the workers and stopping the servers');
+      expect(serverProcessesOf(run.pid)).to.deep.equal([]);
+      expect(serverDirsOf(run.pid)).to.deep.equal([]);
+    });
   });
 
   forEachTopology('against servers given on the command line', (ctx) => {
@@ -189,6 +202,19 @@ describe('the demo', function () {
         expectCleanSummary(summary, stderr);
         expect(code, stderr).to.equal(0);
         expect(summary.processes).to.equal(3);
+        expect(await demoKeys(ctx)).to.deep.equal([]);
+      });
+    }
+
+    if (ctx.kind === 'standalone') {
+      it('stops cleanly on SIGTERM too, with exit code 143 (128 + 15)', async () => {
+        const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);
+        await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
+        run.kill('SIGTERM');
+        const { code, summary, stderr } = await run.exited;
+        expectCleanSummary(summary, stderr);
+        expect(code, stderr).to.equal(143);
+        expect(summary.stoppedBy).to.equal('SIGTERM');
         expect(await demoKeys(ctx)).to.deep.equal([]);
       });
     }
