@@ -49,7 +49,7 @@ export async function connect(url: string | undefined, clusterList: string | und
     let cause: Error | undefined;
     cluster.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
     try {
-      await cluster.connect();
+      await giveUpAfter(cluster.connect());
     } catch (error) {
       cluster.disconnect();
       throw new Error(`cannot connect to the Cluster at ${clusterList}: ${(error as Error).message}${detail(cause, error)}`);
@@ -62,12 +62,31 @@ export async function connect(url: string | undefined, clusterList: string | und
   let cause: Error | undefined;
   redis.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
   try {
-    await redis.connect();
+    await giveUpAfter(redis.connect());
   } catch (error) {
     redis.disconnect();
     throw new Error(`cannot connect to Redis at ${redact(target)}: ${(error as Error).message}${detail(cause, error)}`);
   }
   return redis;
+}
+
+/**
+ * `connecting`, or a rejection after CONNECT_TIMEOUT_MS in all: ioredis' own
+ * timeouts apply one after the other (the TCP connect, then the ready
+ * check's INFO), and a server that accepts and never answers took ~10 s.
+ */
+async function giveUpAfter(connecting: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      connecting,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)), CONNECT_TIMEOUT_MS);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The URL without its password, for messages. */

@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { once } from 'node:events';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { EXIT, type CliIO } from '../../src/cli/command.js';
+import { CONNECT_TIMEOUT_MS } from '../../src/cli/connect.js';
 import { main } from '../../src/cli/main.js';
 import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
@@ -100,6 +103,26 @@ describe('CLI without a server', function () {
     expect(run.code).to.equal(EXIT.FAILED);
     expect(run.stderr).to.match(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:1/);
     expect(JSON.parse(run.stdout).error.message).to.match(/cannot connect/);
+  });
+
+  it(`gives up after ${CONNECT_TIMEOUT_MS / 1000} s on a server that accepts the connection and never answers`, async () => {
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket.on('error', () => undefined))).listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    try {
+      // In-process, so the time is the CLI's own, not node's start-up.
+      let stderr = '';
+      const io: CliIO = { interactive: false, out: () => undefined, err: (text) => void (stderr += text), ask: async () => '' };
+      const started = performance.now();
+      const code = await main(['list', '--redis', `redis://127.0.0.1:${(silent.address() as AddressInfo).port}`], io);
+      const ms = performance.now() - started;
+      expect(code).to.equal(EXIT.FAILED);
+      expect(stderr).to.match(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+: no answer within 5 s/);
+      expect(ms, 'time to give up').to.be.at.least(CONNECT_TIMEOUT_MS - 50).and.below(CONNECT_TIMEOUT_MS + 1_500);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
   });
 
   it('does not print the password of a --redis URL', async () => {
