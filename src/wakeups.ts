@@ -1,8 +1,11 @@
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import { isCluster, type RedisClient } from './redis.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
 const LINGER_MS = 5_000;
+/** Pause before subscribing again where a lost subscription's slot lives now (its waiters re-check meanwhile). */
+const RESUBSCRIBE_AFTER_MS = 100;
 
 /**
  * One waiter's view of a lock's wake-up channel. `woken` turns true on every
@@ -66,14 +69,14 @@ export interface WakeupObserver {
 }
 
 /**
- * Shares one subscriber connection (on a Cluster, one per master, through
- * ioredis' sharded subscribers) among every waiter of one LockClient, and
- * fans each release message out to the waiters of that lock. In `redlock`
- * mode it has one subscriber per node, and a release on any node wakes.
+ * Shares one subscriber connection (on a Cluster, one per master whose locks
+ * have waiters) among every waiter of one LockClient, and fans each release
+ * message out to the waiters of that lock. In `redlock` mode it has one
+ * subscriber per node, and a release on any node wakes.
  */
 export class WakeupHub {
   private readonly clients: readonly RedisClient[];
-  private readonly subscribers: (Redis | Cluster | undefined)[];
+  private readonly subscribers: (Subscriber | undefined)[];
   private readonly watchers = new Map<string, Set<Watch>>();
   /** Per channel, the subscription on each client; undefined where it is not (yet) made. */
   private readonly subscribed = new Map<string, (Promise<void> | undefined)[]>();
@@ -104,22 +107,7 @@ export class WakeupHub {
 
     let subscriptions = this.subscribed.get(channel);
     if (!subscriptions) this.subscribed.set(channel, (subscriptions = this.clients.map(() => undefined)));
-    const list = subscriptions;
-    const pending = list.map((made, i) => {
-      if (made) return made;
-      const subscribing: Promise<void> = this.connection(i)
-        .ssubscribe(channel)
-        .then(
-          () => undefined,
-          (error: unknown) => {
-            if (list[i] === subscribing) list[i] = undefined; // the next waiter tries again
-            this.observer?.error(error as Error);
-            throw error;
-          },
-        );
-      list[i] = subscribing;
-      return subscribing;
-    });
+    const pending = subscriptions.map((made, i) => made ?? this.subscribe(channel, i));
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
     let timer: NodeJS.Timeout | undefined;
     const confirmed = await Promise.race([
@@ -139,9 +127,42 @@ export class WakeupHub {
     for (const set of this.watchers.values()) for (const w of set) w.notify();
     this.watchers.clear();
     this.subscribers.forEach((sub, i) => {
-      sub?.disconnect();
+      sub?.close();
       this.subscribers[i] = undefined;
     });
+  }
+
+  /** Subscribes `channel` on client `i`; a failure is reported, and the next waiter (or a re-subscription) tries again. */
+  private subscribe(channel: string, i: number): Promise<void> {
+    const list = this.subscribed.get(channel)!;
+    const subscribing: Promise<void> = this.connection(i)
+      .subscribe(channel)
+      .catch((error: unknown) => {
+        if (list[i] === subscribing) list[i] = undefined;
+        this.observer?.error(error as Error);
+        throw error;
+      });
+    list[i] = subscribing;
+    return subscribing;
+  }
+
+  /**
+   * The subscriptions of `channels` on client `i` were lost (their slot moved,
+   * or the connection gave up): forget them, and subscribe again where they
+   * live now for those that still have waiters, who re-check meanwhile.
+   */
+  private lost(i: number, channels: readonly string[]): void {
+    for (const channel of channels) {
+      const list = this.subscribed.get(channel);
+      if (list) list[i] = undefined;
+    }
+    // After the client's slot map is refreshed; a subscription refused again comes back here.
+    setTimeout(() => {
+      for (const channel of channels) {
+        const list = this.subscribed.get(channel);
+        if (list && list[i] === undefined && this.watchers.has(channel)) this.subscribe(channel, i).catch(() => undefined);
+      }
+    }, RESUBSCRIBE_AFTER_MS).unref();
   }
 
   private unwatch(channel: string, watch: Watch): void {
@@ -152,28 +173,136 @@ export class WakeupHub {
       this.lingering.delete(channel);
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
-      for (const sub of this.subscribers) sub?.sunsubscribe(channel).catch(() => undefined);
+      for (const sub of this.subscribers) sub?.unsubscribe(channel);
     }, LINGER_MS);
     timer.unref();
     this.lingering.set(channel, timer);
   }
 
-  private connection(i: number): Redis | Cluster {
+  private connection(i: number): Subscriber {
     let sub = this.subscribers[i];
     if (!sub) {
       const client = this.clients[i]!;
-      sub = isCluster(client)
-        ? client.duplicate(undefined, { shardedSubscribers: true })
-        : client.duplicate({ lazyConnect: false });
-      sub.on('smessage', (channel: string, message: string) => {
-        this.observer?.message();
-        for (const w of this.watchers.get(channel) ?? []) w.notify(message);
-      });
-      // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
-      sub.on('error', (error: Error) => this.observer?.error(error));
+      const events: SubscriberEvents = {
+        message: (channel, message) => {
+          this.observer?.message();
+          for (const w of this.watchers.get(channel) ?? []) w.notify(message);
+        },
+        // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
+        error: (error) => this.observer?.error(error),
+        lost: (channels) => this.lost(i, channels),
+      };
+      sub = isCluster(client) ? new ClusterSubscriber(client, events) : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
       this.subscribers[i] = sub;
     }
     return sub;
+  }
+}
+
+interface SubscriberEvents {
+  message(channel: string, message: string): void;
+  error(error: Error): void;
+  /** Subscriptions that ended without being asked to (a slot moved, a connection gave up). */
+  lost(channels: readonly string[]): void;
+}
+
+/** Where one client's wake-up subscriptions are made. */
+interface Subscriber {
+  subscribe(channel: string): Promise<void>;
+  unsubscribe(channel: string): void;
+  close(): void;
+}
+
+/** One server: one subscriber connection, which ioredis reconnects and resubscribes. */
+class ServerSubscriber implements Subscriber {
+  constructor(
+    private readonly connection: Redis,
+    events: SubscriberEvents,
+  ) {
+    connection.on('smessage', events.message);
+    connection.on('error', events.error);
+  }
+
+  async subscribe(channel: string): Promise<void> {
+    await this.connection.ssubscribe(channel);
+  }
+
+  unsubscribe(channel: string): void {
+    this.connection.sunsubscribe(channel).catch(() => undefined);
+  }
+
+  close(): void {
+    this.connection.disconnect();
+  }
+}
+
+/**
+ * A Cluster: one plain connection to each master whose locks have waiters,
+ * made from the Cluster client's own connection to that master (same
+ * address, credentials, TLS), for the channels of the slots it serves. A
+ * second Cluster client would open a connection to every node (READONLY to
+ * each replica) and one more for CLUSTER INFO. When a channel's slot moves
+ * (ioredis emits `moved`) or a connection gives up, its channels are handed
+ * back to the hub, which subscribes them again where they live now.
+ */
+class ClusterSubscriber implements Subscriber {
+  private readonly byNode = new Map<string, { connection: Redis; channels: Set<string> }>();
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly events: SubscriberEvents,
+  ) {}
+
+  async subscribe(channel: string): Promise<void> {
+    const node = this.nodeFor(channel);
+    node.channels.add(channel);
+    await node.connection.ssubscribe(channel);
+  }
+
+  unsubscribe(channel: string): void {
+    for (const [key, node] of this.byNode) {
+      if (!node.channels.delete(channel)) continue;
+      if (node.channels.size > 0) node.connection.sunsubscribe(channel).catch(() => undefined);
+      else this.drop(key); // its last channel: no connection kept for nothing
+    }
+  }
+
+  close(): void {
+    for (const key of [...this.byNode.keys()]) this.drop(key);
+  }
+
+  private nodeFor(channel: string): { connection: Redis; channels: Set<string> } {
+    const key = this.cluster.slots[calculateSlot(channel)]?.[0];
+    const master = key === undefined ? undefined : this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+    if (key === undefined || !master) {
+      this.cluster.refreshSlotsCache();
+      throw new Error(`no master known yet for the slot of wake-up channel "${channel}"; waiters re-check meanwhile`);
+    }
+    let node = this.byNode.get(key);
+    if (!node) {
+      const connection = master.duplicate({ lazyConnect: false, readOnly: false, retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)) });
+      node = { connection, channels: new Set() };
+      const lost = () => {
+        if (this.byNode.get(key)?.connection !== connection) return;
+        const channels = [...this.byNode.get(key)!.channels];
+        this.drop(key);
+        this.cluster.refreshSlotsCache(); // where do they live now?
+        this.events.lost(channels);
+      };
+      connection.on('smessage', this.events.message);
+      connection.on('error', this.events.error);
+      connection.on('moved', lost); // a channel's slot left this node (MOVED, or the server's sunsubscribe)
+      connection.on('end', lost); // it gave up reconnecting
+      this.byNode.set(key, node);
+    }
+    return node;
+  }
+
+  private drop(key: string): void {
+    const node = this.byNode.get(key);
+    if (!node) return;
+    this.byNode.delete(key);
+    node.connection.disconnect();
   }
 }
 
