@@ -201,6 +201,21 @@ forEachTopology('liveness', (ctx) => {
     }
   });
 
+  it('lets no writer that was not waiting pass a waiting one, not even the one that just released', async () => {
+    const releaser = open();
+    const newcomer = open();
+    const held = await releaser.lock('order').acquireWrite({ owner: 'releaser' });
+    const waiter = open().lock('order').acquireWrite({ owner: 'waiter', waitMs: 10_000 });
+    await eventually('the writer to wait', async () => (await releaser.inspect('order')).queue.length === 1);
+    await held.release();
+    // Right after the release, before or after the waiter's grant: both must be refused.
+    expect(await releaser.lock('order').tryAcquireWrite({ owner: 'releaser' }), 'the releaser again').to.equal(null);
+    expect(await newcomer.lock('order').tryAcquireWrite({ owner: 'newcomer' }), 'a newcomer').to.equal(null);
+    const lease = await waiter;
+    expect(lease.token).to.equal('waiter');
+    await lease.release();
+  });
+
   it('grants waiting writers in arrival order with fair: true', async () => {
     const locks = open({ fair: true });
     const holder = await locks.lock('fifo').acquireWrite();
