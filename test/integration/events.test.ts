@@ -7,7 +7,6 @@ import { expect } from 'chai';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
-  LockClient,
   RedisUnavailableError,
   type ContentionInfo,
   type Lease,
@@ -17,6 +16,7 @@ import {
 import { isCluster, type RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { suiteLockClients } from '../support/lock-clients.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
@@ -26,20 +26,8 @@ function histogramTotal(stats: LockStats): number {
 }
 
 forEachTopology('LockClient events and stats', (ctx) => {
-  let redis: RedisClient;
-  const clients: LockClient[] = [];
-  const open = (options?: LockClientOptions, on: RedisClient = redis) => {
-    const locks = new LockClient(on, { recheckMs: 50, ...options });
-    clients.push(locks);
-    return locks;
-  };
-
-  beforeEach(() => {
-    redis = ctx.client();
-  });
-  afterEach(async () => {
-    for (const locks of clients.splice(0)) await locks.close();
-  });
+  const clients = suiteLockClients(ctx, { recheckMs: 50 });
+  const open = (options?: LockClientOptions, on?: RedisClient) => clients.open(options, on);
 
   it('counts grants and releases, and emits acquired and released with their times', async () => {
     const locks = open();
@@ -77,7 +65,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
     const waiting = waiter.lock('ev:wait').acquireRead({ waitMs: 8_000 });
     await eventually('the reader to be refused', () => contended.length === 1);
     const channel = waiter.lock('ev:wait').keys.channel;
-    await eventually('the reader to subscribe to its wake-ups', async () => (await subscribers(redis, channel)) === 1);
+    await eventually('the reader to subscribe to its wake-ups', async () => (await subscribers(clients.redis, channel)) === 1);
     const releasedAt = performance.now();
     await held.release();
     const lease = await waiting; // its re-check would come after 8 s
@@ -128,7 +116,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
     locks.on('renewalFailed', (error, leases) => failures.push([error, leases]));
     const lease = await locks.lock('ev:renew').acquireWrite();
     const before = locks.stats().renewalFailures;
-    for (const node of await masters(redis)) await node.call('CLIENT', 'PAUSE', '900', 'ALL');
+    for (const node of await masters(clients.redis)) await node.call('CLIENT', 'PAUSE', '900', 'ALL');
     await eventually('a failed renewal round', () => failures.length >= 1, 5_000);
     expect(failures[0]![0]).to.be.instanceOf(RedisUnavailableError);
     expect(failures[0]![1]).to.include(lease);
@@ -145,7 +133,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
     const boom = new Error('boom');
     const error = await rejection(
       locks.withWrite('ev:bg', async () => {
-        for (const node of await masters(redis)) await node.call('CLIENT', 'PAUSE', '500', 'ALL');
+        for (const node of await masters(clients.redis)) await node.call('CLIENT', 'PAUSE', '500', 'ALL');
         throw boom;
       }),
     );
@@ -157,7 +145,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
 
   it('reports a subscription Redis refuses as subscriberError, and the waiter falls back to re-checks', async () => {
     const user = `rwlock-test-${process.pid}`;
-    const nodes = isCluster(redis) ? await allNodes(redis) : [redis];
+    const nodes = isCluster(clients.redis) ? await allNodes(clients.redis) : [clients.redis];
     // A user that may do everything but SSUBSCRIBE (on every node: a Cluster does not share ACLs).
     for (const node of nodes) await node.call('ACL', 'SETUSER', user, 'on', 'nopass', '~*', '&*', '+@all', '-ssubscribe');
     try {

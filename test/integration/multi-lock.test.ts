@@ -16,9 +16,9 @@ import {
   LockLostError,
   type Lease,
 } from '../../src/index.js';
-import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { suiteLockClients } from '../support/lock-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 import { targetOf } from '../support/targets.js';
@@ -48,19 +48,8 @@ function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise
 }
 
 forEachTopology('several locks at once', (ctx) => {
-  let redis: RedisClient;
-  const clients: LockClient[] = [];
-  const open = () => {
-    const locks = new LockClient(redis, { recheckMs: 50 });
-    clients.push(locks);
-    return locks;
-  };
-  beforeEach(() => {
-    redis = ctx.client();
-  });
-  afterEach(async () => {
-    for (const locks of clients.splice(0)) await locks.close();
-  });
+  const clients = suiteLockClients(ctx, { recheckMs: 50 });
+  const open = () => clients.open();
 
   it('takes every lock in the canonical order whatever the order asked, and returns the leases in the order asked', async () => {
     const locks = open();
@@ -82,7 +71,7 @@ forEachTopology('several locks at once', (ctx) => {
     expect((await locks.inspect('acct:1')).readers).to.have.length(1);
     await group.release();
     expect(group.held).to.equal(false);
-    expect(await totalKeys(redis)).to.equal(0);
+    expect(await totalKeys(clients.redis)).to.equal(0);
   });
 
   it('refuses an empty set, a bad mode, and the same lock twice, before sending anything', async () => {
@@ -92,7 +81,7 @@ forEachTopology('several locks at once', (ctx) => {
     const twice = await rejection(locks.acquireAll([{ resource: 'x', mode: 'read' }, { resource: '{x}', mode: 'write' }]));
     expect(twice).to.be.instanceOf(InvalidArgumentError);
     expect(twice.message).to.include('same lock');
-    expect(await totalKeys(redis)).to.equal(0);
+    expect(await totalKeys(clients.redis)).to.equal(0);
   });
 
   it('bounds the whole set by waitMs, and releases what it took when the rest cannot be had', async () => {
@@ -148,7 +137,7 @@ forEachTopology('several locks at once', (ctx) => {
       },
     );
     expect(result).to.equal(42);
-    expect(await totalKeys(redis)).to.equal(0);
+    expect(await totalKeys(clients.redis)).to.equal(0);
     const short = await locks.acquireAll([{ resource: 'doc:1', mode: 'read' }, { resource: 'doc:2', mode: 'read' }], { leaseMs: 200 });
     await eventually('the group signal to abort as its leases run out', () => short.signal.aborted);
     expect(short.signal.reason).to.be.instanceOf(LockLostError);
@@ -198,7 +187,7 @@ forEachTopology('several locks at once', (ctx) => {
     expect(results.reduce((n, r) => n + r.waits, 0), 'contended acquisitions').to.be.greaterThan(0);
     expect(longest, 'longest wait for one lock, ms').to.be.below(10_000);
     // Each transfer moved one unit: the counters sum to zero, and no update was lost.
-    const sum = (await Promise.all(['a', 'b', 'c'].map((r) => redis.get(`data:{${r}}`)))).reduce((n, v) => n + Number(v ?? 0), 0);
+    const sum = (await Promise.all(['a', 'b', 'c'].map((r) => clients.redis.get(`data:{${r}}`)))).reduce((n, v) => n + Number(v ?? 0), 0);
     expect(sum).to.equal(0);
     console.log(`      ${operations} transfers in 4 processes, longest wait ${Math.round(longest)} ms, 0 violations, 0 timeouts`);
   });
