@@ -52,7 +52,7 @@ export function defineScripts(client: RedisClient): void {
  * `retryDelayOnTryAgain` 100 ms apart: about 1.6 s of TRYAGAIN), and while
  * a slot migrates a script on a lock whose keys are not all on one side gets
  * TRYAGAIN until the migration ends. Each of the library's tries may take
- * ioredis' 1.6 s, so a call keeps trying for up to about 4.6 s in all (less
+ * ioredis' 1.6 s, so a call keeps trying for 3 to about 4.6 s in all (less
  * when the acquire's own bound, `waitMs` + 250 ms or `redisTimeoutMs`, ends
  * it first).
  */

@@ -1,0 +1,82 @@
+/**
+ * Live resharding of Cluster slots, as `redis-cli --cluster reshard` does
+ * it, for the tests that meet a migration half-way.
+ *
+ * @module
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import type { RedisClusterNode } from '../../src/testing/index.js';
+
+/** Connections to `nodes`, by port, and their node ids; disconnect them when done. */
+export async function slotAdmin(nodes: readonly RedisClusterNode[]): Promise<{ conns: Map<number, Redis>; idOf(port: number): Promise<string>; close(): void }> {
+  const conns = new Map<number, Redis>(nodes.map((n) => [n.port, new Redis(n.port, n.host, { lazyConnect: false, maxRetriesPerRequest: 1 })]));
+  return {
+    conns,
+    idOf: async (port) => String(await conns.get(port)!.call('CLUSTER', 'MYID')),
+    close: () => conns.forEach((c) => c.disconnect()),
+  };
+}
+
+/**
+ * IMPORTING on the target, MIGRATING on the source: from now on a script
+ * whose keys are not all on one side gets TRYAGAIN until {@link endMigration}.
+ */
+export async function beginMigration(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[]): Promise<void> {
+  const admin = await slotAdmin(all);
+  try {
+    await admin.conns.get(target.port)!.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', await admin.idOf(source.port));
+    await admin.conns.get(source.port)!.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', await admin.idOf(target.port));
+  } finally {
+    admin.close();
+  }
+}
+
+/** MIGRATEs `keys` from the source to the target (mid-migration). */
+export async function migrateKeys(source: RedisClusterNode, target: RedisClusterNode, keys: readonly string[]): Promise<void> {
+  const src = new Redis(source.port, source.host, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  try {
+    await src.call('MIGRATE', target.host, target.port, '', 0, 5_000, 'KEYS', ...keys);
+  } finally {
+    src.disconnect();
+  }
+}
+
+/** SETSLOT NODE on the target, the source and every other master: the slot is the target's. */
+export async function endMigration(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[]): Promise<void> {
+  const admin = await slotAdmin(all);
+  try {
+    const targetId = await admin.idOf(target.port);
+    await admin.conns.get(target.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    await admin.conns.get(source.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    for (const [port, conn] of admin.conns) if (port !== source.port && port !== target.port) await conn.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+  } finally {
+    admin.close();
+  }
+}
+
+/**
+ * Live resharding of one slot: begin, MIGRATE its keys in small batches
+ * (with pauses, so that clients meet the migration half-way), end.
+ */
+export async function migrateSlot(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[], batchSize = 2, pauseMs = 100) {
+  await beginMigration(slot, source, target, all);
+  await sleep(pauseMs); // clients meet the slot half-open before any key moved too
+  const src = new Redis(source.port, source.host, { lazyConnect: false, maxRetriesPerRequest: 1 });
+  let keys = 0;
+  let batches = 0;
+  try {
+    for (let round = 0; round < 1_000; round++) {
+      const batch = (await src.call('CLUSTER', 'GETKEYSINSLOT', slot, batchSize)) as string[];
+      if (batch.length === 0) break;
+      await migrateKeys(source, target, batch);
+      keys += batch.length;
+      batches++;
+      await sleep(pauseMs);
+    }
+  } finally {
+    src.disconnect();
+  }
+  await endMigration(slot, source, target, all);
+  return { keys, batches };
+}
