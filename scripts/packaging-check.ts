@@ -155,9 +155,12 @@ try {
     'dist/cjs/testing/index.js',
     'dist/cjs/testing/index.d.ts',
     'scripts/ensure-redis.sh',
+    'LICENSE',
+    'CHANGELOG.md',
   ];
   const missing = required.filter((p) => !paths.includes(p));
-  const stray = paths.filter((p) => /^(src|test|bench|examples|docs)\//.test(p));
+  // No source maps without their sources, and no Lua text in the declarations.
+  const stray = paths.filter((p) => /^(src|test|bench|examples|docs)\//.test(p) || p.endsWith('.map'));
   if (missing.length > 0 || stray.length > 0) {
     throw new Error(`the tarball is wrong: missing ${JSON.stringify(missing)}, should not hold ${JSON.stringify(stray.slice(0, 10))}`);
   }
@@ -197,6 +200,17 @@ try {
   );
   step('tsc (NodeNext): the types of both the import and the require condition');
   await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app);
+  // Older setups (many NestJS apps) resolve like Node 10, without "exports": typesVersions finds redis-rwlock/testing.
+  writeFileSync(path.join(app, 'check-node10.ts'), CJS_TYPES);
+  writeFileSync(
+    path.join(app, 'tsconfig.node10.json'),
+    JSON.stringify({
+      compilerOptions: { module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, noEmit: true, types: ['node'], esModuleInterop: true },
+      files: ['check-node10.ts'],
+    }),
+  );
+  step('tsc (moduleResolution Node10): redis-rwlock and redis-rwlock/testing resolve, typed');
+  await run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], app);
   step('OK: the packed package works from a fresh project, in ESM and CJS, with its types');
 } catch (error) {
   failed = true;
