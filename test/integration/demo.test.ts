@@ -55,6 +55,18 @@ function startDemo(args: readonly string[], { cli = false } = {}): DemoRun {
   return { pid: child.pid!, stderr: () => stderr, exited, kill: (signal) => child.kill(signal) };
 }
 
+/**
+ * Waits until a progress line shows reads served and a rebuild done: a stop before that would leave the summary's
+ * "the workers did something" checks nothing to see (the first progress line can still say "reads 0").
+ */
+async function workersAtWork(run: DemoRun): Promise<void> {
+  const atWork = (): boolean =>
+    [...run.stderr().matchAll(/^\[ +\d+\.\d s\] reads ([\d,]+), rebuilds ([\d,]+),/gm)].some(
+      (m) => m[1] !== '0' && m[2] !== '0',
+    );
+  await eventually('a progress line with reads and rebuilds done', atWork, 60_000, 50);
+}
+
 /** Temp dirs of redis-server processes started by `pid` (the harness names them `redis-rwlock-<pid>-*`). */
 function serverDirsOf(pid: number): string[] {
   return readdirSync(os.tmpdir())
@@ -155,9 +167,8 @@ describe('the demo', function () {
 
     it('stops cleanly on SIGINT: every lock released, every server stopped, exit code 130', async () => {
       const run = startDemo(['--duration', '60s', ...LIGHT]);
-      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
+      await workersAtWork(run);
       expect(serverProcessesOf(run.pid)).to.have.length(6);
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
       run.kill('SIGINT');
       const { code, summary, stderr } = await run.exited;
       expectCleanSummary(summary, stderr);
@@ -172,7 +183,7 @@ describe('the demo', function () {
 
     it('a second Ctrl-C forces the stop: workers killed, every server stopped, exit code 130', async () => {
       const run = startDemo(['--duration', '60s', ...LIGHT]);
-      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
+      await workersAtWork(run);
       run.kill('SIGINT');
       await eventually('the demo to say it stops', () => run.stderr().includes('SIGINT: stopping'), 10_000, 20);
       run.kill('SIGINT');
@@ -209,7 +220,7 @@ describe('the demo', function () {
     if (ctx.kind === 'standalone') {
       it('stops cleanly on SIGTERM too, with exit code 143 (128 + 15)', async () => {
         const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);
-        await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
+        await workersAtWork(run);
         run.kill('SIGTERM');
         const { code, summary, stderr } = await run.exited;
         expectCleanSummary(summary, stderr);
@@ -221,8 +232,7 @@ describe('the demo', function () {
 
     it('releases every lock when stopped by SIGINT', async () => {
       const run = startDemo([...targetArgs(ctx), '--duration', '60s', ...LIGHT]);
-      await eventually('the workers to run', () => /^\[ +\d+\.\d s\] reads/m.test(run.stderr()), 60_000, 50);
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await workersAtWork(run);
       run.kill('SIGINT');
       const { code, summary, stderr } = await run.exited;
       expectCleanSummary(summary, stderr);
