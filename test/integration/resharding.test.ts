@@ -45,7 +45,9 @@ forEachTopology('a lock whose slot is mid-migration', (ctx) => {
       const error = await rejection(third.lock('mid-migration').acquireWrite({ waitMs: 20_000 }));
       const ms = performance.now() - started;
       expect(error).to.be.instanceOf(RedisUnavailableError);
-      expect(error.message).to.match(/TRYAGAIN/);
+      // The refusal that ended it: TRYAGAIN, or ioredis out of redirections (under load its last try can meet
+      // the importing target's MOVED while it follows the slot).
+      expect(error.message, error.message).to.match(/TRYAGAIN|Too many Cluster redirections/);
       // Not ioredis' own retries alone (about 1.1 s measured here, at most 1.6 s): the library's 3 s
       // of tries, the last of which ioredis retries too (measured: 3.95 and 4.25 s).
       expect(ms).to.be.at.least(MIGRATION_RETRY_MS).and.below(MIGRATION_RETRY_MS + 2 * IOREDIS_TRYAGAIN_MS + 1_500);
