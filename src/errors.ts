@@ -1,6 +1,7 @@
 /**
  * Every error the library throws is an {@link RWLockError}; each subclass says
- * what happened and, in its message, what to do about it.
+ * what happened and, in its message, what to do about it, and carries a stable
+ * {@link RWLockErrorCode} in `code` for code that cannot rely on `instanceof`.
  */
 
 /** The mode of a hold, as stored in Redis. */
@@ -18,8 +19,30 @@ export interface RWLockErrorContext {
   cause?: unknown;
 }
 
+/**
+ * The `code` of each error class: stable across releases, and the same whether
+ * the package was loaded with `import` or `require`.
+ */
+export type RWLockErrorCode =
+  | 'RWLOCK_ERROR'
+  | 'RWLOCK_INVALID_ARGUMENT'
+  | 'RWLOCK_CROSS_SLOT'
+  | 'RWLOCK_ACQUIRE_TIMEOUT'
+  | 'RWLOCK_ACQUIRE_ABORTED'
+  | 'RWLOCK_UPGRADE_CONFLICT'
+  | 'RWLOCK_NOT_HELD'
+  | 'RWLOCK_LOCK_LOST'
+  | 'RWLOCK_CLIENT_CLOSED'
+  | 'RWLOCK_REDIS_UNAVAILABLE'
+  | 'RWLOCK_NO_QUORUM'
+  | 'RWLOCK_REPLICA_ACK'
+  | 'RWLOCK_STALE_FENCE'
+  | 'RWLOCK_UNSUPPORTED_SERVER';
+
 /** Base class of every error thrown by redis-rwlock. */
 export class RWLockError extends Error {
+  /** What kind of error this is; see {@link RWLockErrorCode}. */
+  readonly code: RWLockErrorCode = 'RWLOCK_ERROR';
   /** The resource name passed to `lock()`, when the error concerns one lock. */
   readonly resource: string | undefined;
   /** The mode of the acquisition or lease concerned, if any. */
@@ -39,6 +62,7 @@ export class RWLockError extends Error {
 
 /** A bad argument or option; nothing was sent to Redis. */
 export class InvalidArgumentError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_INVALID_ARGUMENT';
   /** The name of the offending argument or option. */
   readonly argument: string;
 
@@ -49,10 +73,13 @@ export class InvalidArgumentError extends RWLockError {
 }
 
 /** The keys or channel of one lock would land in different Cluster slots. */
-export class CrossSlotError extends RWLockError {}
+export class CrossSlotError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_CROSS_SLOT';
+}
 
 /** An acquisition did not succeed within `waitMs`. */
 export class AcquireTimeoutError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_ACQUIRE_TIMEOUT';
   /** How long the acquisition waited, in ms. */
   readonly waitMs: number;
 
@@ -67,30 +94,51 @@ export class AcquireTimeoutError extends RWLockError {
 }
 
 /** An acquisition was aborted through its AbortSignal; `cause` is the signal's reason. */
-export class AcquireAbortedError extends RWLockError {}
+export class AcquireAbortedError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_ACQUIRE_ABORTED';
+}
 
 /**
  * A reader asked to upgrade to write while another reader of the same lock was
  * already waiting to upgrade. Waiting would deadlock both, so this one fails at
  * once: release the read lease and acquire write afresh.
  */
-export class UpgradeConflictError extends RWLockError {}
+export class UpgradeConflictError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_UPGRADE_CONFLICT';
+}
 
 /** The lease is not held (released already, expired, or never held by this owner). */
-export class LockNotHeldError extends RWLockError {}
+export class LockNotHeldError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_NOT_HELD';
+}
 
 /** The lock was lost: it expired or was taken over before it was released. */
-export class LockLostError extends RWLockError {}
+export class LockLostError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_LOCK_LOST';
+}
 
 /** The {@link LockClient} (or the Redis client under it) was closed. */
-export class ClientClosedError extends RWLockError {}
+export class ClientClosedError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_CLIENT_CLOSED';
+}
 
 /**
  * Redis could not be reached, or answered with an error, so the outcome of the
  * operation is unknown; `cause` holds the ioredis error. An acquire that fails
  * this way has already tried to release whatever it may have taken.
  */
-export class RedisUnavailableError extends RWLockError {}
+export class RedisUnavailableError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_REDIS_UNAVAILABLE';
+}
+
+/**
+ * The Redis server lacks what the library needs: Redis 7.0 or later, or a
+ * compatible server (such as Valkey 7.2 or later) with `SPUBLISH` and script
+ * flags. Found by the first operation on each client; nothing was changed.
+ */
+export class UnsupportedServerError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_UNSUPPORTED_SERVER';
+}
 
 /** What one node of a `redlock` client did in one operation; see {@link QuorumError}. */
 export interface NodeOutcome {
@@ -115,6 +163,7 @@ export interface NodeOutcome {
  * it may have taken.
  */
 export class QuorumError extends RedisUnavailableError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_NO_QUORUM';
   /** Nodes that must agree: a majority of them. */
   readonly quorum: number;
   /** Every node's outcome, in the order of the LockClient's clients. */
@@ -139,6 +188,7 @@ export class QuorumError extends RedisUnavailableError {
  * again. A failover now could have lost the grant.
  */
 export class ReplicaAckError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_REPLICA_ACK';
   /** Replicas asked for. */
   readonly replicas: number;
   /** Replicas that acknowledged within `timeoutMs`. */
@@ -165,6 +215,7 @@ export class ReplicaAckError extends RWLockError {
  * it wrote. Do not retry the write with the same lease.
  */
 export class StaleFenceError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_STALE_FENCE';
   /** The key the write was refused for. */
   readonly key: string;
   /** The refused write's fence. */

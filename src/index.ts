@@ -56,6 +56,8 @@ export {
   QuorumError,
   ReplicaAckError,
   StaleFenceError,
+  UnsupportedServerError,
+  type RWLockErrorCode,
   type NodeOutcome,
   type LockMode,
   type RWLockErrorContext,

@@ -1,0 +1,51 @@
+// Every error class the package exports has a stable, distinct `code`, set on
+// each instance, and the README's errors table gives each class its code.
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import * as api from '../../src/index.js';
+
+const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+/** The exported error classes: RWLockError and everything that extends it. */
+const errorClasses = Object.entries(api).filter(
+  (entry): entry is [string, typeof api.RWLockError] =>
+    typeof entry[1] === 'function' && (entry[1] === api.RWLockError || entry[1].prototype instanceof api.RWLockError),
+);
+
+/** An instance made with the arguments each constructor takes. */
+function instanceOf(name: string, Class: typeof api.RWLockError): api.RWLockError {
+  switch (name) {
+    case 'InvalidArgumentError':
+      return new api.InvalidArgumentError('waitMs', 'must be a number');
+    case 'AcquireTimeoutError':
+      return new api.AcquireTimeoutError(10, 'held', { resource: 'r', mode: 'write' });
+    case 'QuorumError':
+      return new api.QuorumError('acquiring', 2, []);
+    case 'ReplicaAckError':
+      return new api.ReplicaAckError(1, 0, 50, { resource: 'r', mode: 'write' });
+    case 'StaleFenceError':
+      return new api.StaleFenceError('k', 1, 2);
+    default:
+      return new Class('message');
+  }
+}
+
+describe('error codes', () => {
+  it('every exported error class has its own code, on every instance', () => {
+    expect(errorClasses.length).to.be.greaterThan(10);
+    const codes = errorClasses.map(([name, Class]) => {
+      const error = instanceOf(name, Class);
+      expect(error.name, name).to.equal(name);
+      expect(error.code, name).to.match(/^RWLOCK_[A-Z_]+$/);
+      return error.code;
+    });
+    expect(new Set(codes).size).to.equal(codes.length);
+  });
+
+  it('the README errors table gives each subclass with its code', () => {
+    for (const [name, Class] of errorClasses) {
+      if (Class === api.RWLockError) continue;
+      expect(README, name).to.include(`| \`${name}\` | \`${instanceOf(name, Class).code}\` |`);
+    }
+  });
+});
