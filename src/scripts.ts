@@ -1,4 +1,5 @@
 import { LUA_SOURCES } from './lua/scripts.generated.js';
+import { UnsupportedServerError } from './errors.js';
 import { isCluster, type RedisClient } from './redis.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
@@ -71,10 +72,46 @@ const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. La
  * (On one server the call's own promise is returned: no wrapper on the hot path.)
  */
 export function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
+  const check = serverChecks.get(client);
+  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args));
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
   const first = invoke.apply(client, args);
   if (!isCluster(client)) return first;
   return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args, error));
+}
+
+/** Each client's server check: `true` once passed, its promise while it runs or after it failed for good. */
+const serverChecks = new WeakMap<RedisClient, true | Promise<void>>();
+
+/**
+ * Checks, once per client before its first script, that the server has what
+ * the scripts need: `SPUBLISH` (Redis 7.0, which also brought script flags).
+ * On an older server the first acquire would be granted and its release
+ * fail, leaving the lock held for a lease, so nothing runs until this passes.
+ * A server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
+ * tell, and the scripts run: their own errors then say what failed.
+ */
+function checkServer(client: RedisClient): Promise<void> {
+  const check = (client.call('COMMAND', 'INFO', 'SPUBLISH') as Promise<unknown>).then(
+    (reply) => {
+      if (Array.isArray(reply) && reply[0] == null) {
+        throw new UnsupportedServerError(
+          'the Redis server has no SPUBLISH command (COMMAND INFO SPUBLISH answered nothing); redis-rwlock needs Redis 7.0 ' +
+            'or later, or a compatible server (Valkey 7.2 or later) with SPUBLISH and script flags: upgrade the server',
+        );
+      }
+      serverChecks.set(client, true);
+    },
+    (error: unknown) => {
+      if ((error as { name?: unknown }).name !== 'ReplyError') {
+        serverChecks.delete(client); // not answered: check again on the next call
+        throw error;
+      }
+      serverChecks.set(client, true);
+    },
+  );
+  serverChecks.set(client, check);
+  return check;
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
