@@ -2,15 +2,18 @@
 // project, as a user gets it.
 //
 // 1. `npm run build`, then `npm pack` into a temp dir; the tarball must hold
-//    the ESM and CJS builds with their types, and no sources or tests.
+//    the ESM and CJS builds with their types, and no sources or tests, and
+//    `attw` (@arethetypeswrong/cli) must find no problem in it.
 // 2. A new project in a temp dir: `npm install <tarball> ioredis @types/node`
-//    (with --prefer-offline: the npm cache serves what it can).
+//    (with --prefer-offline: the npm cache serves what it can). A second one
+//    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too.
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
 //    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
 //    (the package's bin); and type-check a consumer file of each kind with
 //    `tsc` (module NodeNext), so the `types` of both conditions of the
-//    exports map are right.
+//    exports map are right, and one under Node10 resolution. The ESM consumer
+//    also requires the package and checks that the classes are the same.
 //
 // Flags: --no-build (use dist/ as it is), --keep (keep the temp dir).
 // Slow (a build, an install, two clusters): CI runs it apart from `npm test`.
@@ -56,8 +59,14 @@ const mode = await locks.withRead('orders:{1}', (l) => l.mode);
 assert.equal(mode, 'read');
 assert.ok(new LockNotHeldError('x') instanceof RWLockError);
 
-// The CJS copy of the helper, loaded into the same process, shares the registry of servers.
+// One class identity: what require() gives is what import gave, so instanceof holds across the two.
 const require = createRequire(import.meta.url);
+const required = require('redis-rwlock');
+assert.equal(required.LockClient, LockClient);
+assert.ok(new required.LockNotHeldError('x') instanceof RWLockError);
+assert.equal(new LockNotHeldError('x').code, 'RWLOCK_NOT_HELD');
+
+// The CJS copy of the helper, loaded into the same process, shares the registry of servers.
 assert.equal(require('redis-rwlock/testing').runningServers().length, 6);
 const version = require('redis-rwlock/package.json').version;
 
@@ -127,6 +136,35 @@ export async function check(): Promise<boolean> {
 }
 `;
 
+/**
+ * An application on ioredis 5 (a peer dependency: the package uses the
+ * application's ioredis, not a copy of its own): typed and run, on one server.
+ */
+const IOREDIS5_CONSUMER = `
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { LockClient, LockNotHeldError } from 'redis-rwlock';
+import { startRedisServer } from 'redis-rwlock/testing';
+
+const server = await startRedisServer();
+const redis: Redis = new Redis({ host: '127.0.0.1', port: server.port });
+const locks = new LockClient(redis);
+const writer = await locks.lock('orders:{5}').acquireWrite();
+assert.equal((await locks.inspect('orders:{5}')).mode, 'write');
+assert.equal(await locks.lock('orders:{5}').tryAcquireRead({ owner: 'other' }), null);
+await writer.release();
+const error = await writer.release().then(() => undefined, (e: unknown) => e);
+assert.equal(error, undefined); // a second release is a no-op
+await locks.withRead('orders:{5}', (lease) => assert.ok(lease.held));
+assert.equal(await redis.dbsize(), 0);
+await locks.close();
+redis.disconnect();
+await server.stop();
+const { version } = JSON.parse(readFileSync('node_modules/ioredis/package.json', 'utf8')) as { version: string };
+console.log(JSON.stringify({ ioredis: version, ok: true, notHeldCode: new LockNotHeldError('x').code }));
+`;
+
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
 let failed = false;
 try {
@@ -165,6 +203,9 @@ try {
     throw new Error(`the tarball is wrong: missing ${JSON.stringify(missing)}, should not hold ${JSON.stringify(stray.slice(0, 10))}`);
   }
   step(`${filename}: ${files.length} files, ${(size / 1024).toFixed(0)} kB packed`);
+  // @arethetypeswrong/cli: every entry resolves, typed, under node10, node16 (import and require) and bundlers.
+  step('attw: are the types wrong? (exits non-zero on any problem)');
+  console.log((await run(path.join(ROOT, 'node_modules/.bin/attw'), [tarball, '--format', 'table-flipped', '--no-color'], ROOT)).trimEnd().replace(/^/gm, '        '));
 
   const app = path.join(tmp, 'app');
   mkdirSync(app);
@@ -211,7 +252,26 @@ try {
   );
   step('tsc (moduleResolution Node10): redis-rwlock and redis-rwlock/testing resolve, typed');
   await run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], app);
-  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types');
+
+  const app5 = path.join(tmp, 'app-ioredis5');
+  mkdirSync(app5);
+  writeFileSync(path.join(app5, 'package.json'), JSON.stringify({ name: 'rwlock-ioredis5', version: '1.0.0', private: true, type: 'module' }, null, 2));
+  step(`npm install ${filename} ioredis@^5 (a project on ioredis 5, the peer dependency's older major)`);
+  await run('npm', ['install', tarball, 'ioredis@^5', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app5);
+  writeFileSync(path.join(app5, 'app.mts'), IOREDIS5_CONSUMER);
+  writeFileSync(
+    path.join(app5, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, outDir: 'out', types: ['node'] },
+      files: ['app.mts'],
+    }),
+  );
+  step('tsc, then node: new LockClient(an ioredis 5 Redis) type-checks, locks and releases');
+  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app5);
+  console.log(`        ${(await run('node', ['out/app.mjs'], app5, 60_000)).trim()}`);
+  const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
+  if (copies.length !== 1) throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
+  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5');
 } catch (error) {
   failed = true;
   console.error(error instanceof Error ? error.message : error);
