@@ -12,6 +12,7 @@ import {
   type RWLockError,
   type RWLockErrorContext,
 } from './errors.js';
+import { forceReleaseOn, lockFootprint, type ForcedRelease } from './force-release.js';
 import { Holdings } from './holdings.js';
 import { Deadlines } from './deadlines.js';
 import { createBackend } from './modes.js';
@@ -289,6 +290,33 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** The current state of `resource`'s lock, read atomically. */
   inspect(resource: string): Promise<LockInfo> {
     return this.lock(resource).inspect();
+  }
+
+  /**
+   * An operator's tool, for a lock whose holder died and whose lease is too
+   * long to wait out: deletes every key of `resource`'s lock whoever holds
+   * it (in legacy and bridge mode the legacy keys too), in one script, and
+   * wakes its waiters. What `redis-rwlock release --force` does.
+   *
+   * Hazards: holders are not told. A LockClient finds its lease lost at its
+   * next renewal (`LockLostError`, its `signal` aborts) and until then may
+   * act as if it held the lock, so a live holder and the next one overlap;
+   * fencing tokens (see `fencedSet`) are what refuses the stale one's
+   * writes. Old two-key processes are not told at all. Use it on a lock
+   * whose holder you know is gone. Repeating it deletes nothing more.
+   * Settles within `redisTimeoutMs` (rejects with `RedisUnavailableError`).
+   */
+  async forceRelease(resource: string): Promise<ForcedRelease> {
+    const lock = this.lock(resource);
+    const context = { resource };
+    const { names, channels } = lockFootprint(lock.keys, this.options.prefix);
+    try {
+      const deleting = Promise.all(this.clients.map((client) => forceReleaseOn(client, names, channels)));
+      const deleted = await this.ctx.deadlines.within(deleting, this.options.redisTimeoutMs, 'force-releasing', context);
+      return { resource, deleted: [...new Set(deleted.flat())] };
+    } catch (error) {
+      throw redisFailure(`force-releasing the lock on "${resource}"`, error, context);
+    }
   }
 
   /**

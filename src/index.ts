@@ -24,6 +24,7 @@ export { LockClient, type LockClientEvents } from './client.js';
 export { RWLock } from './lock.js';
 export { Lease } from './lease.js';
 export { LeaseGroup, type LockRequest } from './lease-group.js';
+export type { ForcedRelease } from './force-release.js';
 export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from './backend.js';
 export type { LockClientOptions, LockClientMode, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
 export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';

@@ -12,6 +12,7 @@ const NUMBER_OF_KEYS = {
   abandon: 3,
   fencedSet: 2,
   fencedGet: 2,
+  forceRelease: undefined,
   legacyAcquireRead: 6,
   legacyAcquireWrite: 6,
   legacyRelease: 6,

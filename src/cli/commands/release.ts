@@ -1,4 +1,4 @@
-import { isLegacyLockKeys, legacyTwinNames } from '../../legacy-keys.js';
+import { lockFootprint } from '../../force-release.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';
 import { json } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';
@@ -43,17 +43,9 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
     const locks = lockClientFor(redis, ctx.values);
     try {
       const lock = locks.lock(resource);
-      const keys = lock.keys;
-      const names = [keys.state, keys.leases, keys.queue];
-      const channels = [keys.channel];
-      if (isLegacyLockKeys(keys)) {
-        const twin = legacyTwinNames(locks.options.prefix, keys.read);
-        names.push(keys.read, keys.write, keys.readers, twin.state, twin.leases, twin.queue);
-        channels.push(twin.state);
-      }
-      const unique = [...new Set(names)];
-      const exists = await Promise.all(unique.map((k) => redis.exists(k)));
-      const present = unique.filter((_, i) => exists[i] === 1);
+      const { names } = lockFootprint(lock.keys, locks.options.prefix);
+      const exists = await Promise.all(names.map((k) => redis.exists(k)));
+      const present = names.filter((_, i) => exists[i] === 1);
       const info = await lock.inspect();
       if (present.length === 0) {
         if (ctx.json) ctx.io.out(json({ resource, layout, released: false, deleted: [] }));
@@ -65,21 +57,19 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
           ctx.io.err(`redis-rwlock release: not on a terminal, so there is nobody to confirm; pass --yes to release "${resource}"\n`);
           return EXIT.CANCELLED;
         }
-        ctx.io.out(describeLock(info, layout, keys.slot) + '\n\n');
+        ctx.io.out(describeLock(info, layout, lock.keys.slot) + '\n\n');
         const answer = await ctx.io.ask(`Delete ${present.length} key(s) of lock "${resource}" (${present.join(', ')})? Its holders will lose it. [y/N] `);
         if (!/^y(es)?$/i.test(answer.trim())) {
           ctx.io.out('not released\n');
           return EXIT.CANCELLED;
         }
       }
-      // All of one lock's names share a slot (checked by lock() on a Cluster), so one DEL removes them together.
-      await redis.del(...present);
-      for (const channel of [...new Set(channels)]) await redis.spublish(channel, 'release');
+      const { deleted } = await locks.forceRelease(resource);
       if (ctx.json) {
-        ctx.io.out(json({ resource, layout, released: true, deleted: present, before: info }));
+        ctx.io.out(json({ resource, layout, released: true, deleted, before: info }));
       } else {
         ctx.io.out(
-          `released "${resource}": deleted ${present.join(', ')} and woke its waiters` +
+          `released "${resource}": deleted ${deleted.join(', ') || 'nothing (its keys had gone meanwhile)'} and woke its waiters` +
             (info.mode === 'free' ? '\n' : `; its ${info.mode === 'write' ? 'writer' : 'readers'} will find the lock lost at their next renewal\n`),
         );
       }

@@ -1,0 +1,19 @@
+--[[
+  An operator's force-release: delete every key of one lock, whoever holds
+  it, and wake its waiters so they try again at once. Holders are not told;
+  they find the lock lost at their next renewal. Running it twice deletes
+  nothing more (and wakes the waiters again, which is harmless).
+
+  KEYS      every key of the lock (one Cluster slot)
+  ARGV      the channels to wake: the lock's, and in legacy/bridge mode its twin's
+
+  Reply: the names of the keys that existed and were deleted
+]]
+local deleted = {}
+for _, key in ipairs(KEYS) do
+  if redis.call('DEL', key) == 1 then deleted[#deleted + 1] = key end
+end
+for _, channel in ipairs(ARGV) do
+  redis.call('SPUBLISH', channel, 'release')
+end
+return deleted

@@ -1,0 +1,79 @@
+/**
+ * `locks.forceRelease(resource)`: the operator's tool. It deletes every key
+ * of the lock whoever holds it, wakes the waiters (not their next poll), the
+ * holder finds its lease lost at its next renewal, repeating it is harmless,
+ * and bad input changes nothing. On both topologies, in hash and legacy mode.
+ */
+import { once } from 'node:events';
+import { expect } from 'chai';
+import { InvalidArgumentError, LockLostError } from '../../src/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { suiteLockClients } from '../support/lock-clients.js';
+import { allKeys } from '../support/mixed-workers.js';
+import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { totalKeys } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
+
+forEachTopology('forceRelease', (ctx) => {
+  const clients = suiteLockClients(ctx);
+
+  it('deletes the held lock, wakes its waiter at once, and the holder loses its lease at its next renewal', async () => {
+    const holder = clients.open({ leaseMs: 1_500 });
+    const waiting = clients.open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up, not a poll
+    const operator = clients.open();
+    const lease = await holder.lock('job:{1}').acquireWrite();
+    const waiter = waiting.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
+    await eventually('the writer queued', async () => {
+      const info = await operator.inspect('job:{1}');
+      return info.waitingWriter !== null || info.queue.length > 0;
+    });
+    const lost = once(holder, 'lost');
+
+    const result = await operator.forceRelease('job:{1}');
+    expect(result.resource).to.equal('job:{1}');
+    expect([...result.deleted].sort()).to.include.members([operator.lock('job:{1}').keys.state]);
+
+    const next = await waiter;
+    expect(next.held).to.equal(true);
+    const [error] = (await lost) as [LockLostError];
+    expect(error).to.be.instanceOf(LockLostError);
+    expect(lease.held).to.equal(false);
+    expect(lease.signal.aborted).to.equal(true);
+    await next.release();
+    expect(await totalKeys(clients.redis)).to.equal(0);
+  });
+
+  it('deletes readers too; done twice, the second deletes nothing and changes nothing', async () => {
+    const readers = clients.open();
+    const operator = clients.open();
+    await readers.lock('doc:{2}').acquireRead({ owner: 'a' });
+    await readers.lock('doc:{2}').acquireRead({ owner: 'b' });
+    expect((await operator.forceRelease('doc:{2}')).deleted.length).to.be.greaterThan(0);
+    expect(await totalKeys(clients.redis)).to.equal(0);
+    expect(await operator.forceRelease('doc:{2}')).to.deep.equal({ resource: 'doc:{2}', deleted: [] });
+    expect(await totalKeys(clients.redis)).to.equal(0);
+  });
+
+  it('refuses bad input with InvalidArgumentError and touches nothing', async () => {
+    const locks = clients.open();
+    const lease = await locks.lock('kept:{3}').acquireWrite();
+    const before = await allKeys(clients.redis);
+    for (const bad of ['', 42 as unknown as string, 'x'.repeat(100_000)]) {
+      expect(await rejection(locks.forceRelease(bad))).to.be.instanceOf(InvalidArgumentError);
+    }
+    expect(await allKeys(clients.redis)).to.deep.equal(before);
+    expect(lease.held).to.equal(true);
+  });
+
+  it('in legacy mode, also deletes the legacy keys, an old process\'s included', async () => {
+    const locks = clients.open({ mode: 'legacy', legacyKeys: taggedLegacyKeys });
+    const keys = taggedLegacyKeys('report');
+    const old = new OldLocker(clients.redis, keys.read, keys.write);
+    expect(await old.tryWrite()).to.equal(true);
+    const result = await locks.forceRelease('report');
+    expect(result.deleted).to.include(keys.write);
+    expect(await totalKeys(clients.redis)).to.equal(0);
+    expect(await locks.lock('report').tryAcquireWrite()).to.not.equal(null);
+  });
+});
