@@ -28,6 +28,8 @@ export interface CliIO {
   readonly interactive: boolean;
   /** Asks one question on the terminal and resolves with the answer line. */
   ask(question: string): Promise<string>;
+  /** Asks for a secret on the terminal without echoing it (`--ask-pass`). */
+  askSecret?(question: string): Promise<string>;
   /**
    * The size of the terminal `out` writes to; undefined when it is not a
    * terminal (a pipe, a file). Commands that redraw (`top`) redraw only then.
@@ -50,6 +52,8 @@ export interface CommandContext {
   readonly io: CliIO;
   /** `--json` was given: print one JSON document on stdout and nothing else there. */
   readonly json: boolean;
+  /** Where `redis()` connects, for messages (no password). */
+  target(): Promise<string>;
   /**
    * The Redis server or Cluster given by `--redis`/`--cluster`, connected on
    * first use (a command that needs no Redis never connects) and closed by

@@ -1,6 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from '../redis.js';
-import { UsageError } from './command.js';
+import { UsageError, type CliIO, type ParsedValues } from './command.js';
 
 /** Where `--redis` points when neither it nor `--cluster` is given. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -25,49 +26,171 @@ export function parseClusterNodes(list: string): { host: string; port: number }[
   return nodes;
 }
 
+/** The connection options every command takes. */
+export const CONNECTION_OPTIONS = {
+  redis: { type: 'string' },
+  cluster: { type: 'string' },
+  user: { type: 'string' },
+  'ask-pass': { type: 'boolean' },
+  tls: { type: 'boolean' },
+  'tls-ca': { type: 'string' },
+  'tls-cert': { type: 'string' },
+  'tls-key': { type: 'string' },
+  insecure: { type: 'boolean' },
+} as const;
+
+/** Their `--help` text. */
+export const CONNECTION_HELP = `  --redis <url>         a Redis server, redis[s]://[user@]host:port[/db]
+                        (default: $REDIS_URL, else ${DEFAULT_REDIS_URL})
+  --cluster <nodes>     a Redis Cluster: host:port[,host:port...] (any of its nodes)
+  --user <name>         the ACL user (default: the URL's, else "default")
+  --ask-pass            ask for the password on the terminal; otherwise it is
+                        read from $REDIS_PASSWORD (or $REDISCLI_AUTH, as redis-cli)
+  --tls                 connect over TLS (implied by rediss:// and the --tls-* options)
+  --tls-ca <file>       trust the server certificates this CA (PEM) signed
+  --tls-cert <file>     a client certificate (PEM), with --tls-key
+  --tls-key <file>      its private key (PEM)
+  --insecure            do not check the server's certificate (warns; tests only)`;
+
+/** TLS settings as text (PEM), so that the demo can hand them to its workers as JSON. */
+export interface PemTls {
+  ca?: string;
+  cert?: string;
+  key?: string;
+  rejectUnauthorized?: boolean;
+}
+
+/** Who connects, and how: what both the CLI and the demo's workers pass to ioredis. */
+export interface ConnectionAuth {
+  readonly username?: string | undefined;
+  readonly password?: string | undefined;
+  readonly tls?: PemTls | undefined;
+}
+
+/** Where and how to connect, from the command line and the environment. */
+export interface Connection extends ConnectionAuth {
+  /** The server's URL, without user or password (those are in the other fields). */
+  readonly url?: string | undefined;
+  readonly cluster?: { host: string; port: number }[] | undefined;
+  /** The target for messages: no password. */
+  readonly display: string;
+}
+
+/** ioredis options for `auth`; with TLS, the Cluster options that go with it. */
+export function authOptions(auth: ConnectionAuth): {
+  redis: { username?: string; password?: string; tls?: PemTls };
+  cluster: { dnsLookup?: (address: string, callback: (error: null, address: string) => void) => void };
+} {
+  return {
+    redis: {
+      ...(auth.username !== undefined ? { username: auth.username } : {}),
+      ...(auth.password !== undefined ? { password: auth.password } : {}),
+      ...(auth.tls !== undefined ? { tls: auth.tls } : {}),
+    },
+    // Over TLS, connect to the addresses the Cluster announces as they are (the certificate names them).
+    cluster: auth.tls !== undefined ? { dnsLookup: (address, callback) => callback(null, address) } : {},
+  };
+}
+
 /**
- * Connects to the server given by `--redis` (a redis:// or rediss:// URL) or
- * the Cluster given by `--cluster`, failing fast instead of retrying forever:
- * an operator tool should say "cannot connect" and exit.
+ * Resolves the connection options: `--redis` (else `$REDIS_URL`) or
+ * `--cluster`; the user from `--user` or the URL; the password from the
+ * terminal (`--ask-pass`), `$REDIS_PASSWORD` or `$REDISCLI_AUTH`, or the URL
+ * (with a warning: argv is visible to every user of the machine); TLS from
+ * `rediss://`, `--tls` and the certificate files. Throws {@link UsageError}
+ * for a bad combination or an unreadable file.
  */
-export async function connect(url: string | undefined, clusterList: string | undefined): Promise<RedisClient> {
-  if (url !== undefined && clusterList !== undefined) throw new UsageError('give --redis or --cluster, not both');
+export async function connectionFrom(values: ParsedValues, env: NodeJS.ProcessEnv, io: CliIO): Promise<Connection> {
+  const text = (name: string) => values[name] as string | undefined;
+  const clusterList = text('cluster');
+  if (text('redis') !== undefined && clusterList !== undefined) throw new UsageError('give --redis or --cluster, not both');
+  const url = clusterList === undefined ? (text('redis') ?? (env['REDIS_URL'] || DEFAULT_REDIS_URL)) : undefined;
+  let parsedUrl: URL | undefined;
+  if (url !== undefined) {
+    if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: "${redact(url)}" is not a redis:// or rediss:// URL`);
+    try {
+      parsedUrl = new URL(url);
+    } catch {
+      throw new UsageError(`--redis: "${redact(url)}" is not a URL`);
+    }
+  }
+  let password: string | undefined;
+  if (values['ask-pass'] === true) {
+    if (!io.interactive || !io.askSecret) throw new UsageError('--ask-pass needs a terminal; set REDIS_PASSWORD instead');
+    password = await io.askSecret('Redis password: ');
+  } else {
+    password = env['REDIS_PASSWORD'] || env['REDISCLI_AUTH'] || undefined;
+  }
+  if (parsedUrl?.password) {
+    io.err('redis-rwlock: warning: a password in --redis is visible to every user of this machine (ps); set REDIS_PASSWORD instead\n');
+    password ??= decodeURIComponent(parsedUrl.password);
+  }
+  const username = text('user') ?? (parsedUrl?.username ? decodeURIComponent(parsedUrl.username) : undefined);
+  const files = { ca: text('tls-ca'), cert: text('tls-cert'), key: text('tls-key') };
+  if ((files.cert === undefined) !== (files.key === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+  const wantsTls = parsedUrl?.protocol === 'rediss:' || values['tls'] === true || Object.values(files).some((f) => f !== undefined) || values['insecure'] === true;
+  let tls: PemTls | undefined;
+  if (wantsTls) {
+    tls = {};
+    for (const [field, file] of Object.entries(files)) {
+      if (file === undefined) continue;
+      try {
+        tls[field as keyof typeof files] = readFileSync(file, 'utf8');
+      } catch (error) {
+        throw new UsageError(`--tls-${field}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      }
+    }
+    if (values['insecure'] === true) {
+      io.err("redis-rwlock: warning: --insecure: the server's certificate is not checked, so anyone on the path can read and change what is sent\n");
+      tls.rejectUnauthorized = false;
+    }
+  }
+  const cluster = clusterList === undefined ? undefined : parseClusterNodes(clusterList);
+  const display = (clusterList !== undefined ? `cluster ${clusterList}` : redact(url!)) + (tls && parsedUrl?.protocol !== 'rediss:' ? ' (TLS)' : '');
+  return { url: parsedUrl ? withoutAuth(parsedUrl) : undefined, cluster, username, password, tls, display };
+}
+
+/** The URL with no user or password in it: those are passed as options. */
+function withoutAuth(url: URL): string {
+  const copy = new URL(url.href);
+  copy.username = '';
+  copy.password = '';
+  return copy.href;
+}
+
+/**
+ * Connects to the server or Cluster of `connection`, failing fast instead of
+ * retrying forever: an operator tool should say "cannot connect" and exit.
+ */
+export async function connect(connection: Connection): Promise<RedisClient> {
+  const auth = authOptions(connection);
   const common = {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT_MS,
     commandTimeout: CONNECT_TIMEOUT_MS,
     maxRetriesPerRequest: 1,
     retryStrategy: () => null,
+    ...auth.redis,
   };
-  if (clusterList !== undefined) {
-    const cluster = new Cluster(parseClusterNodes(clusterList), {
-      lazyConnect: true,
-      clusterRetryStrategy: () => null,
-      redisOptions: common,
-      slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-    });
-    let cause: Error | undefined;
-    cluster.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
-    try {
-      await giveUpAfter(cluster.connect());
-    } catch (error) {
-      cluster.disconnect();
-      throw new Error(`cannot connect to the Cluster at ${clusterList}: ${(error as Error).message}${detail(cause, error)}`);
-    }
-    return cluster;
-  }
-  const target = url ?? DEFAULT_REDIS_URL;
-  if (!/^rediss?:\/\//.test(target)) throw new UsageError(`--redis: "${target}" is not a redis:// or rediss:// URL`);
-  const redis = new Redis(target, common);
+  const client: RedisClient = connection.cluster
+    ? new Cluster(connection.cluster, {
+        lazyConnect: true,
+        clusterRetryStrategy: () => null,
+        redisOptions: common,
+        slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
+        ...auth.cluster,
+      })
+    : new Redis(connection.url!, common);
   let cause: Error | undefined;
-  redis.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
+  client.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
   try {
-    await giveUpAfter(redis.connect());
+    await giveUpAfter(client.connect());
   } catch (error) {
-    redis.disconnect();
-    throw new Error(`cannot connect to Redis at ${redact(target)}: ${(error as Error).message}${detail(cause, error)}`);
+    client.disconnect();
+    const what = connection.cluster ? `the Cluster at ${connection.display.replace(/^cluster /, '')}` : `Redis at ${connection.display}`;
+    throw new Error(`cannot connect to ${what}: ${(error as Error).message}${detail(cause, error)}`);
   }
-  return redis;
+  return client;
 }
 
 /**
@@ -89,9 +212,9 @@ async function giveUpAfter(connecting: Promise<void>): Promise<void> {
   }
 }
 
-/** The URL without its password, for messages. */
+/** The URL without its password, for messages (any scheme: a wrong one is shown too). */
 export function redact(url: string): string {
-  return url.replace(/^(rediss?:\/\/)([^@/]*)@/, (_, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? auth.split(':')[0] + ':***' : '***'}@`);
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i, (_, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? auth.split(':')[0] + ':***' : '***'}@`);
 }
 
 function detail(cause: Error | undefined, error: unknown): string {

@@ -1,22 +1,20 @@
-import { createInterface } from 'node:readline/promises';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { RWLockError } from '../errors.js';
 import type { RedisClient } from '../redis.js';
 import { EXIT, UsageError, type CliCommand, type CliIO, type CommandContext } from './command.js';
 import { COMMANDS } from './commands/index.js';
-import { connect, DEFAULT_REDIS_URL } from './connect.js';
+import { processIO } from './process-io.js';
+import { connect, connectionFrom, CONNECTION_HELP, CONNECTION_OPTIONS, type Connection } from './connect.js';
 
 /** Options every command takes. */
 const COMMON_OPTIONS = {
-  redis: { type: 'string' },
-  cluster: { type: 'string' },
+  ...CONNECTION_OPTIONS,
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
 
 const COMMON_HELP = `Connection and output (every command):
-  --redis <url>         a Redis server, redis://[user:password@]host:port[/db] (default ${DEFAULT_REDIS_URL})
-  --cluster <nodes>     a Redis Cluster: host:port[,host:port...] (any of its nodes)
+${CONNECTION_HELP}
   --json                print one JSON document instead of tables
   -h, --help            this help`;
 
@@ -54,57 +52,8 @@ ${COMMON_HELP}
 `;
 }
 
-/** The process's terminal. */
-export const processIO: CliIO = {
-  out: (text) => void process.stdout.write(text),
-  err: (text) => void process.stderr.write(text),
-  get interactive() {
-    return Boolean(process.stdin.isTTY && process.stdout.isTTY);
-  },
-  async ask(question) {
-    const rl = createInterface({ input: process.stdin, output: process.stdout });
-    try {
-      return await rl.question(question);
-    } finally {
-      rl.close();
-    }
-  },
-  get screen() {
-    return process.stdout.isTTY ? { columns: process.stdout.columns || 80, rows: process.stdout.rows || 24 } : undefined;
-  },
-  interrupts() {
-    const controller = new AbortController();
-    const stop = () => controller.abort();
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    // On a terminal, keys come one by one (raw mode): q quits, and so does Ctrl-C (raw mode sends no SIGINT).
-    const keys = process.stdin.isTTY && process.stdout.isTTY;
-    const onKey = (data: Buffer) => {
-      const key = data.toString();
-      if (key === 'q' || key === 'Q' || key === '\u0003') stop();
-    };
-    if (keys) {
-      process.stdin.setRawMode(true);
-      process.stdin.on('data', onKey);
-      process.stdin.resume();
-    }
-    return {
-      signal: controller.signal,
-      dispose() {
-        process.off('SIGINT', stop);
-        process.off('SIGTERM', stop);
-        if (keys) {
-          process.stdin.off('data', onKey);
-          process.stdin.setRawMode(false);
-          process.stdin.pause();
-        }
-      },
-    };
-  },
-};
-
 /** Runs the CLI on `argv` (without node and the script) and resolves with the exit code. */
-export async function main(argv: readonly string[], io: CliIO = processIO): Promise<number> {
+export async function main(argv: readonly string[], io: CliIO = processIO, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     const target = name === 'help' ? COMMANDS.find((c) => c.name === rest[0]) : undefined;
@@ -137,12 +86,15 @@ export async function main(argv: readonly string[], io: CliIO = processIO): Prom
   }
 
   let client: RedisClient | undefined;
+  let connection: Promise<Connection> | undefined;
+  const connectionOf = () => (connection ??= connectionFrom(parsed.values, env, io));
   const ctx: CommandContext = {
     values: parsed.values,
     positionals: parsed.positionals,
     io,
     json: parsed.values['json'] === true,
-    redis: async () => (client ??= await connect(parsed.values['redis'] as string | undefined, parsed.values['cluster'] as string | undefined)),
+    target: async () => (await connectionOf()).display,
+    redis: async () => (client ??= await connect(await connectionOf())),
   };
   try {
     return await command.run(ctx);

@@ -4,8 +4,9 @@
  * @module
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError } from '../cli/command.js';
-import { parseClusterNodes } from '../cli/connect.js';
+import { UsageError, type CliIO } from '../cli/command.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFrom } from '../cli/connect.js';
+import { processIO } from '../cli/process-io.js';
 import type { Target } from './protocol.js';
 
 /** The demo's settings, from the command line. */
@@ -45,12 +46,9 @@ const OWN_OPTIONS = `  --duration <time>      how long to run: 10s (default), 15
   --parts <n>            steps (keys) per rebuild (default 5)
   --without-locks        run without locks, to see half-built reads caught`;
 
-const CONNECTION_OPTIONS = `  --redis <url>          use this Redis server, e.g. redis://127.0.0.1:6379
-  --cluster <host:port,...>
-                         use this Redis Cluster (one or more of its nodes;
-                         a bare host means port 6379)
-  --json                 print the summary as JSON on stdout
-  -h, --help             show this help`;
+const CONNECTION_AND_OUTPUT = `${CONNECTION_HELP}
+  --json                print the summary as JSON on stdout
+  -h, --help            show this help`;
 
 const STOPPING = `Ctrl-C (or SIGTERM) stops the demo early: the workers finish what they hold,
 release every lock, and the embedded servers are stopped (exit code 130, or
@@ -74,7 +72,10 @@ ${DESCRIPTION}
 
 Options:
 ${OWN_OPTIONS}
-${CONNECTION_OPTIONS}
+
+Connection (the default server does not apply: without --redis or --cluster
+the demo starts its own Cluster) and output:
+${CONNECTION_AND_OUTPUT}
 
 ${STOPPING}
 `;
@@ -93,8 +94,7 @@ export const DEMO_OWN_OPTIONS = {
 /** Every option of the demo run on its own (`npm run demo`): the same connection options as the CLI's. */
 const DEMO_OPTIONS = {
   ...DEMO_OWN_OPTIONS,
-  redis: { type: 'string' },
-  cluster: { type: 'string' },
+  ...CONNECTION_OPTIONS,
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies NonNullable<ParseArgsConfig['options']>;
@@ -102,32 +102,32 @@ const DEMO_OPTIONS = {
 /** What parseArgs made of a command line: the demo's options and the CLI's common ones. */
 export type DemoValues = { readonly [name: string]: string | boolean | (string | boolean)[] | undefined };
 
-/** Parses `argv` (without the `demo` command itself). @throws {@link UsageError} */
-export function parseDemoArgs(argv: readonly string[]): DemoOptions {
+/**
+ * Parses `argv` (without the `demo` command itself); the password comes from
+ * `env` or a question on `io`'s terminal, as for the CLI. @throws {@link UsageError}
+ */
+export function parseDemoArgs(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, io: CliIO = processIO): Promise<DemoOptions> {
   let values: DemoValues;
   try {
     ({ values } = parseArgs({ args: [...argv], options: DEMO_OPTIONS, strict: true, allowPositionals: false }));
   } catch (error) {
     throw new UsageError((error as Error).message); // parseArgs says what is wrong (ERR_PARSE_ARGS_*)
   }
-  return demoOptions(values);
+  return demoOptions(values, env, io);
 }
 
-/** The demo's settings from parsed options (the demo's own, `redis`, `cluster`, `json`, `help`). @throws {@link UsageError} */
-export function demoOptions(values: DemoValues): DemoOptions {
+/** The demo's settings from parsed options (the demo's own, the connection options, `json`, `help`). @throws {@link UsageError} */
+export async function demoOptions(values: DemoValues, env: NodeJS.ProcessEnv, io: CliIO): Promise<DemoOptions> {
   const text = (name: string): string | undefined => (typeof values[name] === 'string' ? (values[name] as string) : undefined);
   const flag = (name: string): boolean => values[name] === true;
   const number = (name: string, fallback: number, min: number, max: number): number => {
     const given = text(name);
     return given === undefined ? fallback : count(`--${name}`, given, min, max);
   };
-  const redis = text('redis');
-  const cluster = text('cluster');
-  if (redis !== undefined && cluster !== undefined) throw new UsageError('give --redis or --cluster, not both');
   const duration = text('duration');
   const options: DemoOptions = {
     durationMs: duration === undefined ? DEFAULTS.durationMs : parseDuration(duration),
-    target: cluster !== undefined ? { kind: 'cluster', nodes: parseClusterNodes(cluster) } : redis !== undefined ? { kind: 'redis', url: parseRedisUrl(redis) } : undefined,
+    target: await targetOf(values, env, io),
     processes: number('processes', DEFAULTS.processes, 1, 32),
     readers: number('readers', DEFAULTS.readers, 0, 100),
     writers: number('writers', DEFAULTS.writers, 0, 100),
@@ -160,21 +160,23 @@ export function parseDuration(text: string): number {
   return ms;
 }
 
-function parseRedisUrl(text: string): string {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    throw new UsageError(`--redis: expected a URL such as redis://127.0.0.1:6379, got ${JSON.stringify(text)}`);
-  }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') {
-    throw new UsageError(`--redis: expected a redis:// or rediss:// URL, got ${JSON.stringify(text)}`);
-  }
-  return text;
-}
-
 function count(name: string, text: string, min: number, max: number): number {
   const n = Number(text);
   if (!/^\d+$/.test(text) || n < min || n > max) throw new UsageError(`${name}: must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`);
   return n;
+}
+
+/**
+ * The user's servers, with the CLI's connection options and their rules;
+ * undefined for the embedded Cluster, which takes none of them.
+ */
+async function targetOf(values: DemoValues, env: NodeJS.ProcessEnv, io: CliIO): Promise<Target | undefined> {
+  if (values['redis'] === undefined && values['cluster'] === undefined) {
+    const given = Object.keys(CONNECTION_OPTIONS).filter((name) => values[name] !== undefined);
+    if (given.length > 0) throw new UsageError(`--${given[0]} is for --redis or --cluster; without them the demo starts its own Cluster`);
+    return undefined;
+  }
+  const { url, cluster, username, password, tls } = await connectionFrom(values as Parameters<typeof connectionFrom>[0], env, io);
+  const auth = { ...(username !== undefined && { username }), ...(password !== undefined && { password }), ...(tls !== undefined && { tls }) };
+  return cluster !== undefined ? { kind: 'cluster', nodes: cluster, ...auth } : { kind: 'redis', url: url!, ...auth };
 }

@@ -90,7 +90,7 @@ export async function runDemo(argv: readonly string[]): Promise<number> {
   if (process.env[WORKER_ENV] !== undefined) return runDemoWith(undefined);
   let options: DemoOptions;
   try {
-    options = parseDemoArgs(argv);
+    options = await parseDemoArgs(argv);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`redis-rwlock demo: ${error.message}\nUsage: ${DEMO_SYNOPSIS}\nRun "redis-rwlock demo --help" for the options.\n`);
@@ -188,7 +188,6 @@ class Demo {
     const redis = (this.#redis = connect(target));
     redis.on('error', () => undefined); // reported by the calls that fail
     await withTimeout(redis.ping(), CONNECT_TIMEOUT_MS, `cannot reach Redis at ${describeTarget(target)}`);
-    await checkServerVersion(redis);
     const locks = (this.#locks = new LockClient(redis, { prefix: DEMO_PREFIX }));
 
     const values = Array.from({ length: o.values }, (_, i) => cachedValueNames(i + 1, o.parts));
@@ -449,13 +448,6 @@ async function checkRedisServerBinary(): Promise<void> {
       '  Debian/Ubuntu: sudo apt-get install redis-server   macOS: brew install redis\n' +
       '  Or set REDIS_SERVER_BIN and REDIS_CLI_BIN, or run against your own servers with --redis URL or --cluster host:port,...',
   );
-}
-
-/** Fails clearly on a server older than 7 (sharded pub/sub, script flags). */
-async function checkServerVersion(redis: Redis | Cluster): Promise<void> {
-  const info = await redis.info('server');
-  const version = /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown';
-  if (!(Number(version.split('.')[0]) >= 7)) throw new Error(`Redis ${version} is too old: redis-rwlock needs Redis 7 or newer`);
 }
 
 async function withTimeout<T>(promise: Promise<T>, timeoutMs: number, message: string): Promise<T> {

@@ -7,12 +7,15 @@
  * @module
  */
 
+import type { ConnectionAuth } from '../cli/connect.js';
 import type { LockStats } from '../observability/telemetry.js';
 
-/** Where the demo's Redis is. */
-export type Target =
+/** Where the demo's Redis is, and who connects how (the password travels in {@link WORKER_ENV}, never in argv). */
+export type Target = (
   | { readonly kind: 'redis'; readonly url: string }
-  | { readonly kind: 'cluster'; readonly nodes: readonly { readonly host: string; readonly port: number }[] };
+  | { readonly kind: 'cluster'; readonly nodes: readonly { readonly host: string; readonly port: number }[] }
+) &
+  ConnectionAuth;
 
 /** Environment variable that turns a process running `runDemo` into a worker; holds its {@link WorkerConfig} as JSON. */
 export const WORKER_ENV = 'RWLOCK_DEMO_WORKER';

@@ -8,6 +8,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
+import { authOptions } from '../cli/connect.js';
 import { AcquireAbortedError, AcquireTimeoutError, LockClient, type Lease } from '../index.js';
 import { checkValue, rebuildValue } from './cache-value.js';
 import { emptyStats, type PrimaryMessage, type Target, type WorkerConfig, type WorkerMessage } from './protocol.js';
@@ -21,13 +22,16 @@ const MAX_NOTES = 5;
 
 /** Connects to the demo's Redis, failing requests fast rather than queueing them forever. */
 export function connect(target: Target): Redis | Cluster {
+  const auth = authOptions(target);
+  const redisOptions = { connectTimeout: 5_000, maxRetriesPerRequest: 3, ...auth.redis };
   if (target.kind === 'cluster') {
     return new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })), {
       scaleReads: 'master', // the guarded data is read where the lock is: never from a lagging replica
-      redisOptions: { connectTimeout: 5_000, maxRetriesPerRequest: 3 },
+      redisOptions,
+      ...auth.cluster,
     });
   }
-  return new Redis(target.url, { connectTimeout: 5_000, maxRetriesPerRequest: 3 });
+  return new Redis(target.url, redisOptions);
 }
 
 /** Runs a worker until the coordinating process says stop (or goes away). */

@@ -9,11 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import type { Cluster, Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import type { DemoSummary } from '../../src/demo/index.js';
-import { isPortFree } from '../../src/testing/index.js';
+import { findFreePort, isPortFree, startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { makeCertificates, type TestCertificates } from '../support/tls.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DEMO = path.join(ROOT, 'src/demo/main.ts');
@@ -30,11 +31,12 @@ interface DemoRun {
 }
 
 /** Runs the demo on its own (`npm run demo`), or through the CLI (`redis-rwlock demo`) with `{ cli: true }`. */
-function startDemo(args: readonly string[], { cli = false } = {}): DemoRun {
+function startDemo(args: readonly string[], { cli = false, env = {} as Record<string, string> } = {}): DemoRun {
   const entry = cli ? [CLI, 'demo'] : [DEMO];
   const child = spawn(process.execPath, ['--import', 'tsx', ...entry, '--json', ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
   });
   let stdout = '';
   let stderr = '';
@@ -249,6 +251,38 @@ describe('the demo', function () {
       expect(summary!.halfBuilt).to.be.greaterThan(0);
       expect(summary!.notes.join('\n')).to.match(/half-built read of cache:\{report-\d\}: meta says version \d+, parts are versions/);
       expect(stderr).to.include('readers saw half-built values (expected: --without-locks)');
+    });
+  });
+
+  describe('over TLS, as an ACL user limited to its prefix', () => {
+    const PASSWORD = 'demo-pw-51c2';
+    let server: RedisServerHandle;
+    let certs: TestCertificates;
+    let tlsPort: number;
+    before(async () => {
+      certs = makeCertificates();
+      tlsPort = await findFreePort();
+      server = await startRedisServer({ args: certs.serverArgs(tlsPort) });
+      const admin = new Redis({ host: '127.0.0.1', port: server.port });
+      await admin.call('ACL', 'SETUSER', 'demo', 'on', `>${PASSWORD}`, '~rwlock-demo*', '&rwlock-demo*', '+@all');
+      admin.disconnect();
+    });
+    after(async () => {
+      await server.stop();
+      certs.remove();
+    });
+
+    it('runs with rediss://, --tls-ca, --user and $REDIS_PASSWORD, passes its checks, and never shows the password', async () => {
+      const url = `rediss://127.0.0.1:${tlsPort}`;
+      const run = startDemo(['--redis', url, '--tls-ca', certs.ca, '--user', 'demo', '--duration', '2s', ...LIGHT], { cli: true, env: { REDIS_PASSWORD: PASSWORD } });
+      const { code, summary, stdout, stderr } = await run.exited;
+      expectCleanSummary(summary, stderr);
+      expect(code, stderr).to.equal(0);
+      expect(summary.redis).to.include(url);
+      expect(stdout + stderr).to.not.include(PASSWORD);
+      const admin = new Redis({ host: '127.0.0.1', port: server.port });
+      expect(await admin.keys('rwlock-demo:{*')).to.deep.equal([]); // no lock left
+      admin.disconnect();
     });
   });
 });

@@ -7,9 +7,14 @@ import { cachedValueNames, checkValue, metaValue, partValue } from '../../src/de
 import { mergeStats, emptyStats } from '../../src/demo/protocol.js';
 import calculateSlot from 'cluster-key-slot';
 
-function usageError(argv: string[]): string {
+/** No Redis variables, and a terminal that nobody answers. */
+const ENV = {};
+const IO = { out: () => undefined, err: () => undefined, interactive: false, ask: async () => '' };
+const parse = (argv: string[]) => parseDemoArgs(argv, ENV, IO);
+
+async function usageError(argv: string[]): Promise<string> {
   try {
-    parseDemoArgs(argv);
+    await parse(argv);
   } catch (error) {
     expect(error).to.be.instanceOf(UsageError);
     return (error as Error).message;
@@ -18,8 +23,8 @@ function usageError(argv: string[]): string {
 }
 
 describe('demo: command line', () => {
-  it('has defaults: 10 s on an embedded cluster, 4 processes of 6 readers and 1 rebuild writer', () => {
-    expect(parseDemoArgs([])).to.deep.include({ durationMs: 10_000, target: undefined, processes: 4, readers: 6, writers: 1, values: 3, parts: 5, withoutLocks: false, json: false });
+  it('has defaults: 10 s on an embedded cluster, 4 processes of 6 readers and 1 rebuild writer', async () => {
+    expect(await parse([])).to.deep.include({ durationMs: 10_000, target: undefined, processes: 4, readers: 6, writers: 1, values: 3, parts: 5, withoutLocks: false, json: false });
   });
 
   it('reads durations in ms, s, m, h and bare seconds, from 100 ms to 24 h', () => {
@@ -31,9 +36,9 @@ describe('demo: command line', () => {
     for (const bad of ['', 'soon', '-1s', '10 s', '50ms', '25h']) expect(() => parseDuration(bad), bad).to.throw(UsageError);
   });
 
-  it('takes --redis URLs and --cluster node lists, one of them, in both --opt value and --opt=value forms', () => {
-    expect(parseDemoArgs(['--redis', 'redis://127.0.0.1:6380']).target).to.deep.equal({ kind: 'redis', url: 'redis://127.0.0.1:6380' });
-    expect(parseDemoArgs(['--cluster=127.0.0.1:7000,[::1]:7001']).target).to.deep.equal({
+  it('takes --redis URLs and --cluster node lists, one of them, in both --opt value and --opt=value forms', async () => {
+    expect((await parse(['--redis', 'redis://127.0.0.1:6380'])).target).to.deep.equal({ kind: 'redis', url: 'redis://127.0.0.1:6380' });
+    expect((await parse(['--cluster=127.0.0.1:7000,[::1]:7001'])).target).to.deep.equal({
       kind: 'cluster',
       nodes: [
         { host: '127.0.0.1', port: 7000 },
@@ -41,22 +46,36 @@ describe('demo: command line', () => {
       ],
     });
     // The CLI's host syntax, with its parser: a bare host means port 6379.
-    expect(parseDemoArgs(['--cluster', '127.0.0.1']).target).to.deep.equal({ kind: 'cluster', nodes: [{ host: '127.0.0.1', port: 6379 }] });
-    expect(usageError(['--redis', 'http://x'])).to.match(/redis:\/\/ or rediss:\/\//);
-    expect(usageError(['--cluster', '127.0.0.1:99999'])).to.match(/host:port/);
-    expect(usageError(['--redis', 'redis://a', '--cluster', 'b:1'])).to.match(/--redis or --cluster, not both/);
+    expect((await parse(['--cluster', '127.0.0.1'])).target).to.deep.equal({ kind: 'cluster', nodes: [{ host: '127.0.0.1', port: 6379 }] });
+    expect(await usageError(['--redis', 'http://x'])).to.match(/redis:\/\/ or rediss:\/\//);
+    expect(await usageError(['--cluster', '127.0.0.1:99999'])).to.match(/host:port/);
+    expect(await usageError(['--redis', 'redis://a', '--cluster', 'b:1'])).to.match(/--redis or --cluster, not both/);
   });
 
-  it('refuses unknown options, missing values, values on flags and out-of-range counts', () => {
+  it('takes the CLI\'s user, password and TLS options for --redis or --cluster, and the password from the environment only', async () => {
+    const target = (await parseDemoArgs(['--cluster', '127.0.0.1:7000', '--user', 'demo', '--insecure'], { REDIS_PASSWORD: 'pw' }, IO)).target;
+    expect(target).to.deep.equal({
+      kind: 'cluster',
+      nodes: [{ host: '127.0.0.1', port: 7000 }],
+      username: 'demo',
+      password: 'pw',
+      tls: { rejectUnauthorized: false },
+    });
+    expect((await parse(['--redis', 'rediss://127.0.0.1:6390'])).target).to.deep.equal({ kind: 'redis', url: 'rediss://127.0.0.1:6390', tls: {} });
+    expect(await usageError(['--tls'])).to.match(/--tls is for --redis or --cluster; without them the demo starts its own Cluster/);
+    expect(await usageError(['--redis', 'redis://a', '--ask-pass'])).to.match(/--ask-pass needs a terminal/);
+  });
+
+  it('refuses unknown options, missing values, values on flags and out-of-range counts', async () => {
     // node:util parseArgs' own messages.
-    expect(usageError(['--durration', '1s'])).to.match(/Unknown option '--durration'/);
-    expect(usageError(['--duration'])).to.match(/'--duration <value>' argument missing/);
-    expect(usageError(['--duration', '--json'])).to.match(/'--duration' argument is ambiguous/);
-    expect(usageError(['--json=yes'])).to.match(/'--json' does not take an argument/);
-    expect(usageError(['extra'])).to.match(/Unexpected argument 'extra'/);
-    expect(usageError(['--processes', '0'])).to.match(/from 1 to 32/);
-    expect(usageError(['--parts', '1'])).to.match(/from 2 to 100/);
-    expect(usageError(['--readers', '0', '--writers', '0'])).to.match(/cannot both be 0/);
+    expect(await usageError(['--durration', '1s'])).to.match(/Unknown option '--durration'/);
+    expect(await usageError(['--duration'])).to.match(/'--duration <value>' argument missing/);
+    expect(await usageError(['--duration', '--json'])).to.match(/'--duration' argument is ambiguous/);
+    expect(await usageError(['--json=yes'])).to.match(/'--json' does not take an argument/);
+    expect(await usageError(['extra'])).to.match(/Unexpected argument 'extra'/);
+    expect(await usageError(['--processes', '0'])).to.match(/from 1 to 32/);
+    expect(await usageError(['--parts', '1'])).to.match(/from 2 to 100/);
+    expect(await usageError(['--readers', '0', '--writers', '0'])).to.match(/cannot both be 0/);
   });
 });
 

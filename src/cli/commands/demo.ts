@@ -16,7 +16,7 @@ export const demo: CliCommand = {
   help: DEMO_HELP,
   options: DEMO_OWN_OPTIONS,
   positionals: { min: 0, max: 0, names: '' },
-  run(ctx) {
-    return runDemoWith(demoOptions(ctx.values));
+  async run(ctx) {
+    return runDemoWith(await demoOptions(ctx.values, process.env, ctx.io));
   },
 };

@@ -3,8 +3,7 @@ import type { LockInfo } from '../../backend.js';
 import { HashBackend } from '../../hash-backend.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
-import { EXIT, UsageError, type CliCommand, type CommandContext } from '../command.js';
-import { DEFAULT_REDIS_URL, redact } from '../connect.js';
+import { EXIT, UsageError, type CliCommand } from '../command.js';
 import { duration, table } from '../format.js';
 import { findLocks, limitOf, longestLease, prefixOf, type FoundLock } from './list.js';
 
@@ -76,6 +75,7 @@ Exit codes: 0 quit or done, 1 failed, 2 bad command line.`,
     const iterations = ctx.values['iterations'] === undefined ? Infinity : whole(ctx.values['iterations'] as string, 'iterations', 1, 1);
     const limit = limitOf(ctx.values['limit'] as string | undefined);
     const redis = await ctx.redis();
+    const target = await ctx.target();
     const screen = ctx.json ? undefined : ctx.io.screen;
     const interrupts = ctx.io.interrupts?.();
     const signal = interrupts?.signal;
@@ -87,8 +87,8 @@ Exit codes: 0 quit or done, 1 failed, 2 bad command line.`,
         const snapshot = await untilAborted(looking, signal);
         if (snapshot === undefined) break;
         if (ctx.json) ctx.io.out(JSON.stringify(snapshot) + '\n');
-        else if (screen) ctx.io.out(CLEAR + frame(snapshot, header(ctx, prefix, intervalMs, true), ctx.io.screen ?? screen));
-        else ctx.io.out(frame(snapshot, header(ctx, prefix, intervalMs, false)) + '\n');
+        else if (screen) ctx.io.out(CLEAR + frame(snapshot, header(target, prefix, intervalMs, true), ctx.io.screen ?? screen));
+        else ctx.io.out(frame(snapshot, header(target, prefix, intervalMs, false)) + '\n');
       }
     } finally {
       if (screen) ctx.io.out(SHOW_CURSOR);
@@ -128,9 +128,7 @@ function byContention(a: TopLock, b: TopLock): number {
   return b.waitingWriters - a.waitingWriters || (b.ageMs ?? -1) - (a.ageMs ?? -1) || (a.resource < b.resource ? -1 : a.resource > b.resource ? 1 : 0);
 }
 
-function header(ctx: CommandContext, prefix: string, intervalMs: number, live: boolean): string {
-  const cluster = ctx.values['cluster'] as string | undefined;
-  const target = cluster !== undefined ? `cluster ${cluster}` : redact((ctx.values['redis'] as string | undefined) ?? DEFAULT_REDIS_URL);
+function header(target: string, prefix: string, intervalMs: number, live: boolean): string {
   // The target last: a long Cluster node list is what a narrow terminal cuts.
   return `redis-rwlock top${live ? ' (q or Ctrl-C quits)' : ''}  every ${duration(intervalMs)}  prefix "${prefix}"  ${target}`;
 }
