@@ -37,7 +37,8 @@ export type RWLockErrorCode =
   | 'RWLOCK_NO_QUORUM'
   | 'RWLOCK_REPLICA_ACK'
   | 'RWLOCK_STALE_FENCE'
-  | 'RWLOCK_UNSUPPORTED_SERVER';
+  | 'RWLOCK_UNSUPPORTED_SERVER'
+  | 'RWLOCK_NO_PERMISSION';
 
 /** Base class of every error thrown by redis-rwlock. */
 export class RWLockError extends Error {
@@ -138,6 +139,25 @@ export class RedisUnavailableError extends RWLockError {
  */
 export class UnsupportedServerError extends RWLockError {
   override readonly code: RWLockErrorCode = 'RWLOCK_UNSUPPORTED_SERVER';
+}
+
+/**
+ * The server's ACL refused the operation (`NOPERM`): the Redis user the
+ * client logs in as may not run a command the library needs, or touch the
+ * lock's keys or channel (a prefix outside its patterns). Retrying does not
+ * help; grant what `permission` names (docs/operations.md gives the rule).
+ * Like every {@link RedisUnavailableError}, an acquire that fails this way
+ * has tried to give back whatever it may have taken.
+ */
+export class NoPermissionError extends RedisUnavailableError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_NO_PERMISSION';
+  /** What is missing, as far as the server said: `command spublish`, `keys`, `channels`, or `unknown`. */
+  readonly permission: string;
+
+  constructor(message: string, permission: string, context: RWLockErrorContext = {}) {
+    super(message, context);
+    this.permission = permission;
+  }
 }
 
 /** What one node of a `redlock` client did in one operation; see {@link QuorumError}. */

@@ -58,6 +58,7 @@ export {
   ReplicaAckError,
   StaleFenceError,
   UnsupportedServerError,
+  NoPermissionError,
   type RWLockErrorCode,
   type NodeOutcome,
   type LockMode,

@@ -1,5 +1,7 @@
+import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { ClientClosedError, RedisUnavailableError, RWLockError, type RWLockErrorContext } from './errors.js';
+import { ClientClosedError, NoPermissionError, RedisUnavailableError, RWLockError, type RWLockErrorContext } from './errors.js';
+import { LUA_SOURCES } from './lua/scripts.generated.js';
 
 /** The ioredis clients a {@link LockClient} runs on. */
 export type RedisClient = Redis | Cluster;
@@ -41,5 +43,45 @@ export function redisFailure(what: string, cause: unknown, context: RWLockErrorC
       cause,
     });
   }
+  const permission = missingPermission(message);
+  if (permission !== undefined) {
+    const grant = permission.startsWith('command ')
+      ? `+${permission.slice('command '.length)}`
+      : permission === 'unknown'
+        ? 'the permissions the library needs'
+        : `access to the lock's ${permission === 'keys' ? 'keys (~<prefix>:* ~<prefix>#*)' : 'channel (&<prefix>:*)'}`;
+    return new NoPermissionError(
+      `${what} was refused by the server's ACL (${message}); grant the Redis user ${grant} ` +
+        '(docs/operations.md, "Redis ACL", gives the whole rule); retrying will not help',
+      permission,
+      { ...context, cause },
+    );
+  }
   return new RedisUnavailableError(`${what} failed: ${message}; the operation may be retried`, { ...context, cause });
+}
+
+/**
+ * What an ACL refusal says is missing: `command <name>`, `keys`,
+ * `channels`, or `unknown`; undefined when `message` is no ACL refusal.
+ * Inside a script Redis 7.0 names no command ("The user executing the
+ * script can't run this command ... script: <sha>, on @user_script:<line>"),
+ * so the line of the library's script names it.
+ */
+export function missingPermission(message: string): string | undefined {
+  const inScript = /user executing the script can't|ACL failure in script/.test(message);
+  if (!inScript && !message.startsWith('NOPERM')) return undefined;
+  const command = /permissions to run the '([^']+)' command/.exec(message)?.[1];
+  if (command !== undefined) return `command ${command.toLowerCase()}`;
+  if (/\bkeys?\b/.test(message)) return 'keys';
+  if (/\bchannels?\b/.test(message)) return 'channels'; // "can't publish to the channel mentioned in the command"
+  const at = /script: ([0-9a-f]{40}), on @user_script:(\d+)/.exec(message);
+  const line = at && scriptsBySha().get(at[1]!)?.split('\n')[Number(at[2]) - 1];
+  const called = line && /\b(?:rcall|redis\.p?call)\('([A-Za-z]+)'/.exec(line)?.[1];
+  return called ? `command ${called.toLowerCase()}` : 'unknown';
+}
+
+let shas: Map<string, string> | undefined;
+/** The library's scripts by their SHA-1, as Redis names them in errors. */
+function scriptsBySha(): Map<string, string> {
+  return (shas ??= new Map(Object.values(LUA_SOURCES).map((source) => [createHash('sha1').update(source).digest('hex'), source])));
 }

@@ -23,6 +23,8 @@ function instanceOf(name: string, Class: typeof api.RWLockError): api.RWLockErro
       return new api.QuorumError('acquiring', 2, []);
     case 'ReplicaAckError':
       return new api.ReplicaAckError(1, 0, 50, { resource: 'r', mode: 'write' });
+    case 'NoPermissionError':
+      return new api.NoPermissionError('refused', 'keys');
     case 'StaleFenceError':
       return new api.StaleFenceError('k', 1, 2);
     default:
