@@ -22,6 +22,16 @@ export function duration(ms: number | null | undefined): string {
   return `${Math.floor(s / 3_600)}h${String(Math.floor((s % 3_600) / 60)).padStart(2, '0')}m`;
 }
 
+/**
+ * An owner token as human-readable output shows it: its first 11 characters
+ * and `…` when longer than 12. A token is what releases a hold, so a
+ * terminal, a log or a screen share shows only enough to tell holders apart;
+ * `--json` gives it whole, for scripts.
+ */
+export function shortToken(token: string): string {
+  return token.length > 12 ? `${token.slice(0, 11)}…` : token;
+}
+
 /** Key-value lines, keys padded to one width. */
 export function fields(pairs: readonly (readonly [string, string])[]): string {
   const width = Math.max(...pairs.map(([k]) => k.length));

@@ -167,6 +167,7 @@ forEachTopology('CLI top', (ctx) => {
     const next = await Promise.race(waiting.slice(0, 2));
     await eventually('a refresh with the new holder', () => new RegExp(`^hot\\s+write\\s+writer\\s+\\S+\\s+1\\s+`, 'm').test(top.stdout.slice(seen)), 20_000);
     expect(next.resource).to.equal('hot');
+    expect(top.stdout).to.not.include(next.token).and.to.not.include(hot.token); // shown shortened, whole only with --json
     top.child.kill('SIGINT');
     expect(await top.exited, top.stderr).to.equal(0);
     expect(top.stderr).to.equal('');

@@ -1,6 +1,6 @@
 import type { LockInfo } from '../../backend.js';
 import { EXIT, type CliCommand } from '../command.js';
-import { duration, fields, json, table } from '../format.js';
+import { duration, fields, json, shortToken, table } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';
 
 export const inspect: CliCommand = {
@@ -44,16 +44,16 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
       ['layout', `${layout} (key ${info.key}, slot ${slot})`],
       ['mode', info.mode],
       ['fence', info.fence === null ? '-' : String(info.fence)],
-      ['waiting writer', info.waitingWriter ? `${info.waitingWriter.owner} (keeps waiting ${duration(info.waitingWriter.ttlMs)})` : '-'],
+      ['waiting writer', info.waitingWriter ? `${shortToken(info.waitingWriter.owner)} (keeps waiting ${duration(info.waitingWriter.ttlMs)})` : '-'],
     ]),
   ];
   const holders = [
-    ...(info.writer ? [['writer', info.writer.owner, String(info.writer.holds), duration(info.writer.ttlMs)]] : []),
-    ...info.readers.map((r) => ['reader', r.owner, String(r.holds), duration(r.ttlMs)]),
+    ...(info.writer ? [['writer', shortToken(info.writer.owner), String(info.writer.holds), duration(info.writer.ttlMs)]] : []),
+    ...info.readers.map((r) => ['reader', shortToken(r.owner), String(r.holds), duration(r.ttlMs)]),
   ];
   parts.push(holders.length > 0 ? table(['ROLE', 'OWNER', 'HOLDS', 'LEASE LEFT'], holders) : 'no holders');
   if (info.queue.length > 0) {
-    parts.push(table(['QUEUED WRITER', 'KEEPS WAITING'], info.queue.map((w) => [w.owner, duration(w.ttlMs)])));
+    parts.push(table(['QUEUED WRITER', 'KEEPS WAITING'], info.queue.map((w) => [shortToken(w.owner), duration(w.ttlMs)])));
   }
   if (info.legacy) {
     const l = info.legacy;
@@ -61,8 +61,8 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
       table(
         ['LEGACY KEY', 'VALUE', 'TTL', 'HELD BY'],
         [
-          [l.read.key, l.read.value ?? '-', duration(l.read.ttlMs), l.read.value === null ? '-' : l.oldReadersTtlMs > 0 ? (l.readers.length > 0 ? 'old processes and the library' : 'old processes') : 'the library'],
-          [l.write.key, l.write.value ?? '-', duration(l.write.ttlMs), l.write.value === null ? '-' : l.oldWriter ? 'an old process' : 'the library'],
+          [l.read.key, l.read.value === null ? '-' : shortToken(l.read.value), duration(l.read.ttlMs), l.read.value === null ? '-' : l.oldReadersTtlMs > 0 ? (l.readers.length > 0 ? 'old processes and the library' : 'old processes') : 'the library'],
+          [l.write.key, l.write.value === null ? '-' : shortToken(l.write.value), duration(l.write.ttlMs), l.write.value === null ? '-' : l.oldWriter ? 'an old process' : 'the library'],
         ],
       ),
     );

@@ -6,7 +6,7 @@ import { legacyTwinNames } from '../../legacy-keys.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';
-import { duration, json, table } from '../format.js';
+import { duration, json, shortToken, table } from '../format.js';
 import { globEscape, scanKeys } from '../scan.js';
 
 const DEFAULT_LIMIT = 1000;
@@ -60,7 +60,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const rows = locks.map(({ layout, resource, info }) => [
       layout === 'legacy' ? `${resource} (legacy read key)` : resource,
       info.mode,
-      info.writer ? `${info.writer.owner} x${info.writer.holds}` : '-',
+      info.writer ? `${shortToken(info.writer.owner)} x${info.writer.holds}` : '-',
       String(info.readers.length),
       duration(longestLease(info)),
       String(info.queue.length + (info.waitingWriter && !info.queue.some((q) => q.owner === info.waitingWriter!.owner) ? 1 : 0)),

@@ -4,7 +4,7 @@ import { HashBackend } from '../../hash-backend.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';
-import { duration, table } from '../format.js';
+import { duration, shortToken, table } from '../format.js';
 import { findLocks, limitOf, longestLease, prefixOf, type FoundLock } from './list.js';
 
 const DEFAULT_INTERVAL_MS = 1_000;
@@ -173,7 +173,7 @@ function holders(l: TopLock): string {
 function waitingWriter(l: TopLock): string {
   const w = l.waitingWriter;
   if (!w) return '-';
-  const owner = w.owner.length > 12 ? `${w.owner.slice(0, 11)}…` : w.owner;
+  const owner = shortToken(w.owner);
   return l.readers.some((r) => r.owner === w.owner) ? `${owner} (upgrade)` : owner;
 }
 
