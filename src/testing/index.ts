@@ -28,6 +28,7 @@ export {
   DEFAULT_STOP_TIMEOUT_MS,
   RedisServerStartError,
   startRedisServer,
+  type AclUser,
   type FlushOptions,
   type RedisServerHandle,
   type RedisServerOptions,
@@ -39,6 +40,8 @@ export {
   DEFAULT_FAILOVER_TIMEOUT_MS,
   startRedisCluster,
   type ClusterRole,
+  type ClusterTls,
+  type NodeAddress,
   type FailoverOptions,
   type FailoverResult,
   type ManualFailoverOptions,
@@ -47,6 +50,7 @@ export {
   type RedisClusterOptions,
   type WaitForClusterOkOptions,
 } from './redis-cluster.js';
+export { makeTestCertificates, type TestCertificates, type TlsEndpoint } from './tls.js';
 export { startRedisMasters, type RedisMastersHandle, type RedisMastersOptions } from './redis-masters.js';
 export {
   proxyCluster,

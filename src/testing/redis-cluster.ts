@@ -6,18 +6,25 @@
  * @module
  */
 import { execFile } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
 import { sleep, withAdminConnection, parseInfo } from './admin.js';
 import { LOOPBACK_HOST } from './ports.js';
+import { TEMP_DIR_PREFIX } from './registry.js';
 import {
   DEFAULT_START_TIMEOUT_MS,
   launchRedisServer,
   RedisServerProcess,
+  type AclUser,
   type FlushOptions,
   type RedisServerHandle,
   type RedisServerOptions,
   type ServerInit,
 } from './redis-server.js';
+import { makeTestCertificates, type TestCertificates } from './tls.js';
 
 /** Number of hash slots in a Redis Cluster. */
 export const CLUSTER_SLOTS = 16_384;
@@ -63,6 +70,17 @@ export interface RedisClusterOptions {
   /** Extra `redis-server` arguments for every node (appended last). */
   args?: readonly string[];
   /**
+   * Every node also listens with TLS on a second port, and the cluster bus
+   * and replication use TLS; one CA and certificate, made for the run by
+   * `openssl`, serve every node. A client that connects over TLS is told
+   * the nodes' TLS ports, a plain one (the harness) the plain ports. See
+   * {@link RedisClusterHandle.tls}.
+   * @defaultValue false
+   */
+  tls?: boolean;
+  /** ACL users on every node, besides `default` (see {@link RedisServerOptions.users}). */
+  users?: readonly AclUser[];
+  /**
    * The `redis-server` binary.
    * @defaultValue `process.env.REDIS_SERVER_BIN`, else `redis-server` on PATH
    */
@@ -83,6 +101,20 @@ export interface RedisClusterOptions {
    * @defaultValue 5000
    */
   stopTimeoutMs?: number;
+}
+
+/** A Cluster's TLS side (`tls: true`): the certificates, and where each node listens with TLS. */
+export interface ClusterTls extends TestCertificates {
+  /** `{ host, port }` of every node's TLS port, for `new Cluster([...tls.startupNodes], { redisOptions: { tls: { ca: tls.ca } } })`. */
+  readonly startupNodes: readonly NodeAddress[];
+}
+
+/** Where a node listens. */
+export interface NodeAddress {
+  /** Always `'127.0.0.1'`. */
+  readonly host: string;
+  /** The port. */
+  readonly port: number;
 }
 
 /** A node's role in the cluster. */
@@ -163,6 +195,11 @@ export interface ManualFailoverOptions extends FailoverOptions {
 export interface RedisClusterHandle extends AsyncDisposable {
   /** Every node, in the order given to `redis-cli --cluster create` (masters first at creation). */
   readonly nodes: readonly RedisClusterNode[];
+  /**
+   * With `tls: true`: the certificates, and every node's TLS address for
+   * `new Cluster(tls.startupNodes, { redisOptions: { tls: { ca: tls.ca } } })`.
+   */
+  readonly tls: ClusterTls | undefined;
   /** `{ host, port }` of every node, for `new Cluster(startupNodes, ...)`. */
   readonly startupNodes: readonly {
     /** Always `'127.0.0.1'`. */
@@ -322,6 +359,8 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   const deadline = Date.now() + startTimeoutMs;
   const serverOptions: RedisServerOptions = {
     startTimeoutMs: Math.min(startTimeoutMs, DEFAULT_START_TIMEOUT_MS),
+    ...(options.tls === true && { tls: true }),
+    ...(options.users !== undefined && { users: options.users }),
     ...(options.args !== undefined && { args: options.args }),
     ...(options.bin !== undefined && { bin: options.bin }),
     ...(options.stopTimeoutMs !== undefined && { stopTimeoutMs: options.stopTimeoutMs }),
@@ -338,9 +377,16 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   ];
 
   const total = masters * (1 + replicasPerMaster);
+  // One CA and certificate for every node, in a dir of the cluster's own (removed by stop()).
+  const certificatesDir = options.tls ? await mkdtemp(path.join(os.tmpdir(), `${TEMP_DIR_PREFIX}${process.pid}-tls-`)) : undefined;
+  const certificates = certificatesDir === undefined ? undefined : makeTestCertificates(certificatesDir);
   const launched = await Promise.allSettled(
     Array.from({ length: total }, () =>
-      launchRedisServer(serverOptions, { busPort: true, harnessArgs }, (init) => new ClusterNodeProcess(init)),
+      launchRedisServer(
+        serverOptions,
+        { busPort: true, harnessArgs, clusterNode: true, ...(certificates && { certificates }) },
+        (init) => new ClusterNodeProcess(init),
+      ),
     ),
   );
   const nodes = launched.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
@@ -353,7 +399,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       ['--cluster', 'create', ...nodes.map((n) => `${LOOPBACK_HOST}:${n.port}`), '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'],
       Math.max(1_000, deadline - Date.now()),
     );
-    const cluster = new RedisClusterImpl(nodes, nodeTimeoutMs);
+    const cluster = new RedisClusterImpl(nodes, nodeTimeoutMs, certificates, certificatesDir);
     // A first write on every master gives the replicas a non-zero replication
     // offset; until then CLUSTER SLOTS does not advertise them to clients
     // (repl-ping-replica-period 1 does the same within a second if a replica
@@ -363,6 +409,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     return cluster;
   } catch (err) {
     await Promise.all(nodes.map((n) => n.stop()));
+    if (certificatesDir !== undefined) rmSync(certificatesDir, { recursive: true, force: true });
     throw err;
   }
 }
@@ -434,13 +481,17 @@ class RedisClusterImpl implements RedisClusterHandle {
   readonly nodes: readonly ClusterNodeProcess[];
   readonly startupNodes: readonly { readonly host: string; readonly port: number }[];
   readonly nodeTimeoutMs: number;
+  readonly tls: ClusterTls | undefined;
+  readonly #certificatesDir: string | undefined;
   readonly #clients = new Set<Cluster>();
   #stopping: Promise<void> | undefined;
 
-  constructor(nodes: readonly ClusterNodeProcess[], nodeTimeoutMs: number) {
+  constructor(nodes: readonly ClusterNodeProcess[], nodeTimeoutMs: number, certificates?: TestCertificates, certificatesDir?: string) {
     this.nodes = nodes;
     this.startupNodes = nodes.map((n) => Object.freeze({ host: LOOPBACK_HOST, port: n.port }));
     this.nodeTimeoutMs = nodeTimeoutMs;
+    this.tls = certificates && { ...certificates, startupNodes: nodes.map((n) => Object.freeze({ host: LOOPBACK_HOST, port: n.tls!.port })) };
+    this.#certificatesDir = certificatesDir;
   }
 
   client(options: ClusterOptions = {}): Cluster {
@@ -478,6 +529,7 @@ class RedisClusterImpl implements RedisClusterHandle {
       for (const client of this.#clients) client.disconnect();
       this.#clients.clear();
       await Promise.all(this.nodes.map((n) => n.stop()));
+      if (this.#certificatesDir !== undefined) rmSync(this.#certificatesDir, { recursive: true, force: true });
     })();
     return this.#stopping;
   }

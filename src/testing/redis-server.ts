@@ -17,6 +17,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { adminCommand, sleep, withAdminConnection } from './admin.js';
 import { findFreePort, LOOPBACK_HOST, releasePort, reservePort } from './ports.js';
 import { OWNER_FILE, reapStaleServersOnce, TEMP_DIR_PREFIX, track, untrack, type TrackedServer } from './registry.js';
+import { makeTestCertificates, tlsServerArgs, type TestCertificates, type TlsEndpoint } from './tls.js';
 
 /** Default time allowed for a server to answer PING after it was spawned. */
 export const DEFAULT_START_TIMEOUT_MS = 10_000;
@@ -50,6 +51,19 @@ export interface RedisServerOptions {
    */
   bin?: string;
   /**
+   * Also listen with TLS, on a second port ({@link RedisServerHandle.tls}),
+   * with a CA and certificate made for this server by `openssl` in its temp
+   * dir. The plain port stays open: the harness and `client()` use it.
+   * @defaultValue false
+   */
+  tls?: boolean;
+  /**
+   * ACL users besides `default` (which stays passwordless, for the harness):
+   * written to an ACL file in the server's temp dir, so no password is in
+   * the server's command line, and kept across restarts.
+   */
+  users?: readonly AclUser[];
+  /**
    * How long to wait for the server to answer PING with PONG.
    * @defaultValue 10000
    */
@@ -60,6 +74,16 @@ export interface RedisServerOptions {
    * @defaultValue 5000
    */
   stopTimeoutMs?: number;
+}
+
+/** An ACL user of a test server, e.g. `{ name: 'app', password: 'pw', rules: ['~app:*', '&app:*', '+@all'] }`. */
+export interface AclUser {
+  /** The user name. */
+  readonly name: string;
+  /** Its password (written to the ACL file, never to the command line). */
+  readonly password: string;
+  /** ACL rules after `on >password`, as `ACL SETUSER` takes them. */
+  readonly rules: readonly string[];
 }
 
 /** Options for the `flush()` method of the handles. */
@@ -86,6 +110,8 @@ export interface RedisServerHandle extends AsyncDisposable {
   readonly pid: number;
   /** `redis://127.0.0.1:<port>`. */
   readonly url: string;
+  /** With `tls: true`: the TLS port, its `rediss://` URL and the certificates (give clients `tls: { ca }`). */
+  readonly tls: TlsEndpoint | undefined;
   /** The server's private temp dir (its `--dir`); removed by {@link RedisServerHandle.stop}. */
   readonly dir: string;
   /** True while the process is running (false after kill or stop). */
@@ -184,6 +210,10 @@ export interface LaunchSpec {
   readonly busPort: boolean;
   /** Arguments added after the common ones, before the user's `args`. */
   readonly harnessArgs: readonly string[] | ((port: number) => readonly string[]);
+  /** With `tls`: certificates shared by several servers (a Cluster's nodes); else each server makes its own. */
+  readonly certificates?: TestCertificates;
+  /** A Cluster node: its bus and replication use TLS too. */
+  readonly clusterNode?: boolean;
 }
 
 /** Everything a {@link RedisServerProcess} is built from. @internal */
@@ -194,6 +224,7 @@ export interface ServerInit {
   readonly args: readonly string[];
   readonly startTimeoutMs: number;
   readonly stopTimeoutMs: number;
+  readonly tls?: TlsEndpoint | undefined;
 }
 
 /**
@@ -222,13 +253,28 @@ export async function launchRedisServer<T extends RedisServerProcess>(
     }
     const dir = await mkdtemp(path.join(os.tmpdir(), `${TEMP_DIR_PREFIX}${process.pid}-`));
     const harnessArgs = typeof spec.harnessArgs === 'function' ? spec.harnessArgs(port) : spec.harnessArgs;
+    const extraArgs: string[] = [];
+    let tls: TlsEndpoint | undefined;
+    if (options.tls) {
+      const tlsPort = await findFreePort();
+      const certificates = spec.certificates ?? makeTestCertificates(path.join(dir, 'tls'));
+      tls = { ...certificates, port: tlsPort, url: `rediss://${LOOPBACK_HOST}:${tlsPort}` };
+      extraArgs.push(...tlsServerArgs(tlsPort, certificates, spec.clusterNode === true));
+    }
+    if (options.users && options.users.length > 0) {
+      // The default user stays as it is (on, nopass, everything), for the harness.
+      const lines = ['user default on nopass ~* &* +@all', ...options.users.map((u) => `user ${u.name} on >${u.password} ${u.rules.join(' ')}`)];
+      writeFileSync(path.join(dir, 'users.acl'), lines.join('\n') + '\n', { mode: 0o600 });
+      extraArgs.push('--aclfile', path.join(dir, 'users.acl'));
+    }
     const server = create({
       port,
       dir,
       bin,
-      args: [...baseArgs(port, dir), ...harnessArgs, ...(options.args ?? [])],
+      args: [...baseArgs(port, dir), ...harnessArgs, ...extraArgs, ...(options.args ?? [])],
       startTimeoutMs: options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS,
       stopTimeoutMs: options.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS,
+      tls,
     });
     try {
       await server.boot();
@@ -265,6 +311,7 @@ export class RedisServerProcess implements RedisServerHandle {
   readonly port: number;
   readonly dir: string;
   readonly url: string;
+  readonly tls: TlsEndpoint | undefined;
   readonly #bin: string;
   readonly #args: readonly string[];
   readonly #startTimeoutMs: number;
@@ -282,6 +329,7 @@ export class RedisServerProcess implements RedisServerHandle {
     this.port = init.port;
     this.dir = init.dir;
     this.url = `redis://${LOOPBACK_HOST}:${init.port}`;
+    this.tls = init.tls;
     this.#bin = init.bin;
     this.#args = init.args;
     this.#startTimeoutMs = init.startTimeoutMs;
@@ -384,6 +432,7 @@ export class RedisServerProcess implements RedisServerHandle {
       rmSync(this.dir, { recursive: true, force: true });
       untrack(this.#tracked);
       releasePort(this.port);
+      if (this.tls) releasePort(this.tls.port);
     })();
     return this.#stopping;
   }

@@ -12,8 +12,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { EXIT } from '../../src/cli/command.js';
 import { LockClient } from '../../src/index.js';
-import { findFreePort, startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
-import { makeCertificates, type TestCertificates } from '../support/tls.js';
+import { startRedisServer, type RedisServerHandle, type TlsEndpoint } from '../../src/testing/index.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
 const PASSWORD = 'pw-7f3a-secret';
@@ -41,15 +40,15 @@ function cli(args: readonly string[], env: Record<string, string> = {}): Promise
 describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function () {
   this.timeout(60_000);
   let server: RedisServerHandle;
-  let certs: TestCertificates;
+  let certs: TlsEndpoint;
   let tlsPort: number;
   let plain: string;
   let holder: { redis: Redis; locks: LockClient };
 
   before(async () => {
-    certs = makeCertificates();
-    tlsPort = await findFreePort();
-    server = await startRedisServer({ args: certs.serverArgs(tlsPort) });
+    server = await startRedisServer({ tls: true });
+    certs = server.tls!;
+    tlsPort = certs.port;
     plain = `redis://127.0.0.1:${server.port}`;
     const admin = new Redis({ host: '127.0.0.1', port: server.port });
     await admin.call('ACL', 'SETUSER', 'operator', 'on', `>${PASSWORD}`, '~rwlock*', '&rwlock*', '+@all');
@@ -61,7 +60,6 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
     await holder.locks.close();
     holder.redis.disconnect();
     await server.stop();
-    certs.remove();
   });
 
   const noSecret = (run: Run) => expect(run.out).to.not.include(PASSWORD);
@@ -94,7 +92,7 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
 
   it('connects over TLS to a server whose certificate the --tls-ca signed, and refuses an unknown one', async () => {
     const url = `rediss://127.0.0.1:${tlsPort}`;
-    const trusted = await cli(['inspect', 'job:{1}', '--redis', url, '--tls-ca', certs.ca, '--user', 'operator', '--json'], { REDIS_PASSWORD: PASSWORD });
+    const trusted = await cli(['inspect', 'job:{1}', '--redis', url, '--tls-ca', certs.caFile, '--user', 'operator', '--json'], { REDIS_PASSWORD: PASSWORD });
     expect(trusted.code, trusted.out).to.equal(EXIT.OK);
     expect(JSON.parse(trusted.out).mode).to.equal('write');
 
@@ -102,7 +100,7 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
     expect(unknown.code).to.equal(EXIT.FAILED);
     expect(unknown.out).to.match(/certificate/i);
 
-    const withClientCert = await cli(['list', '--redis', url, '--tls-ca', certs.ca, '--tls-cert', certs.cert, '--tls-key', certs.key]);
+    const withClientCert = await cli(['list', '--redis', url, '--tls-ca', certs.caFile, '--tls-cert', certs.certFile, '--tls-key', certs.keyFile]);
     expect(withClientCert.code, withClientCert.out).to.equal(EXIT.OK);
   });
 

@@ -11,10 +11,9 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis, type Cluster } from 'ioredis';
 import type { DemoSummary } from '../../src/demo/index.js';
-import { findFreePort, isPortFree, startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
+import { isPortFree, startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
-import { makeCertificates, type TestCertificates } from '../support/tls.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const DEMO = path.join(ROOT, 'src/demo/main.ts');
@@ -257,24 +256,14 @@ describe('the demo', function () {
   describe('over TLS, as an ACL user limited to its prefix', () => {
     const PASSWORD = 'demo-pw-51c2';
     let server: RedisServerHandle;
-    let certs: TestCertificates;
-    let tlsPort: number;
     before(async () => {
-      certs = makeCertificates();
-      tlsPort = await findFreePort();
-      server = await startRedisServer({ args: certs.serverArgs(tlsPort) });
-      const admin = new Redis({ host: '127.0.0.1', port: server.port });
-      await admin.call('ACL', 'SETUSER', 'demo', 'on', `>${PASSWORD}`, '~rwlock-demo*', '&rwlock-demo*', '+@all');
-      admin.disconnect();
+      server = await startRedisServer({ tls: true, users: [{ name: 'demo', password: PASSWORD, rules: ['~rwlock-demo*', '&rwlock-demo*', '+@all'] }] });
     });
-    after(async () => {
-      await server.stop();
-      certs.remove();
-    });
+    after(() => server.stop());
 
     it('runs with rediss://, --tls-ca, --user and $REDIS_PASSWORD, passes its checks, and never shows the password', async () => {
-      const url = `rediss://127.0.0.1:${tlsPort}`;
-      const run = startDemo(['--redis', url, '--tls-ca', certs.ca, '--user', 'demo', '--duration', '2s', ...LIGHT], { cli: true, env: { REDIS_PASSWORD: PASSWORD } });
+      const url = server.tls!.url;
+      const run = startDemo(['--redis', url, '--tls-ca', server.tls!.caFile, '--user', 'demo', '--duration', '2s', ...LIGHT], { cli: true, env: { REDIS_PASSWORD: PASSWORD } });
       const { code, summary, stdout, stderr } = await run.exited;
       expectCleanSummary(summary, stderr);
       expect(code, stderr).to.equal(0);

@@ -140,6 +140,30 @@ describe('redis-rwlock/testing', function () {
       await server.stop(); // idempotent
     });
 
+    it('with tls and users: a TLS port with a CA made for it, ACL users kept across restarts, no password in argv', async () => {
+      const server = await startRedisServer({ tls: true, users: [{ name: 'app', password: 'pw-9d1e', rules: ['~app:*', '+@all'] }] });
+      try {
+        const tls = server.tls!;
+        expect(tls.port).to.not.equal(server.port);
+        expect(tls.url).to.equal(`rediss://127.0.0.1:${tls.port}`);
+        expect(tls.ca).to.match(/^-----BEGIN CERTIFICATE-----/);
+        const connect = () => new Redis({ host: '127.0.0.1', port: tls.port, tls: { ca: tls.ca }, username: 'app', password: 'pw-9d1e' });
+        const client = connect();
+        expect(await client.set('app:1', 'v')).to.equal('OK');
+        expect(await client.set('other:1', 'v').catch((e: Error) => e.message)).to.match(/NOPERM/);
+        client.disconnect();
+        expect(readFileSync(`/proc/${server.pid}/cmdline`, 'utf8')).to.not.include('pw-9d1e');
+        await server.restart();
+        const again = connect();
+        expect(await again.ping()).to.equal('PONG');
+        again.disconnect();
+        expect(await server.client().ping()).to.equal('PONG'); // the harness' plain port, default user
+      } finally {
+        await server.stop();
+      }
+      expect(existsSync(server.dir)).to.equal(false);
+    });
+
     it('restarts on the same port with a new process, and an existing client reconnects', async () => {
       await using server = await startRedisServer();
       const client = server.client();

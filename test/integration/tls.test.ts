@@ -1,0 +1,145 @@
+/**
+ * The library over TLS, as an ACL user: a standalone server and a Cluster
+ * started by the testing helper with `tls: true` (certificates made for the
+ * run) and the documented ACL rule as a user; the core of the library
+ * (acquire, wait and be woken, extend, renewal, inspect, release,
+ * force-release, fenced writes) through TLS connections only, and a client
+ * that does not trust the CA refused.
+ */
+import { readFileSync } from 'node:fs';
+import { expect } from 'chai';
+import { Cluster, Redis } from 'ioredis';
+import { fencedGet, fencedSet, LockClient, RedisUnavailableError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { startRedisCluster, startRedisServer, type AclUser, type RedisClusterHandle, type RedisServerHandle } from '../../src/testing/index.js';
+import { eventually } from '../support/eventually.js';
+import { rejection } from '../support/rejection.js';
+
+/** The LockClient user of docs/operations.md, with the guarded data's keys added (the application's own). */
+function documentedUser(): AclUser {
+  const line = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('ACL SETUSER app '))!;
+  const [, , name, on, password, ...rules] = line.split(/\s+/);
+  expect(on).to.equal('on');
+  return { name: name!, password: password!.slice(1), rules: [...rules, '~data:*'] };
+}
+
+interface TlsTopology {
+  readonly kind: 'standalone' | 'cluster';
+  /** A client of the ACL user, over TLS only. */
+  client(options?: { trustCa?: boolean }): RedisClient;
+  /** Connections the server saw over TLS (INFO stats), summed over the nodes. */
+  stop(): Promise<void>;
+}
+
+async function standaloneTls(user: AclUser): Promise<TlsTopology & { server: RedisServerHandle }> {
+  const server = await startRedisServer({ tls: true, users: [user] });
+  const tls = server.tls!;
+  const clients: RedisClient[] = [];
+  return {
+    kind: 'standalone',
+    server,
+    client: ({ trustCa = true } = {}) => {
+      const client = new Redis({
+        host: '127.0.0.1',
+        port: tls.port,
+        username: user.name,
+        password: user.password,
+        tls: trustCa ? { ca: tls.ca } : {},
+        maxRetriesPerRequest: 1,
+        retryStrategy: trustCa ? undefined : () => null,
+      });
+      client.on('error', () => undefined);
+      clients.push(client);
+      return client;
+    },
+    stop: async () => {
+      for (const client of clients) client.disconnect();
+      await server.stop();
+    },
+  };
+}
+
+async function clusterTls(user: AclUser): Promise<TlsTopology & { cluster: RedisClusterHandle }> {
+  const cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 0, tls: true, users: [user] });
+  const tls = cluster.tls!;
+  const clients: RedisClient[] = [];
+  return {
+    kind: 'cluster',
+    cluster,
+    client: ({ trustCa = true } = {}) => {
+      const client = new Cluster(
+        tls.startupNodes.map((n) => ({ host: n.host, port: n.port })),
+        {
+          redisOptions: { username: user.name, password: user.password, tls: trustCa ? { ca: tls.ca } : {} },
+          clusterRetryStrategy: trustCa ? undefined : () => null,
+        },
+      );
+      client.on('error', () => undefined);
+      clients.push(client);
+      return client;
+    },
+    stop: async () => {
+      for (const client of clients) client.disconnect();
+      await cluster.stop();
+    },
+  };
+}
+
+for (const make of [standaloneTls, clusterTls]) {
+  describe(`over TLS as an ACL user [${make === standaloneTls ? 'standalone' : 'cluster'}]`, function () {
+    this.timeout(60_000);
+    const user = documentedUser();
+    let topology: TlsTopology;
+    const opened: LockClient[] = [];
+    before(async () => {
+      topology = await make(user);
+    });
+    after(async () => {
+      for (const locks of opened) await locks.close();
+      await topology.stop();
+    });
+    const open = (options?: ConstructorParameters<typeof LockClient>[1]) => {
+      const locks = new LockClient(topology.client(), options);
+      opened.push(locks);
+      return locks;
+    };
+
+    it('acquires, waits and is woken, renews, extends, inspects, releases and force-releases', async () => {
+      const locks = open({ leaseMs: 600 });
+      const other = open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up, over the TLS subscriber
+      const lease = await locks.lock('job:{1}').acquireWrite();
+      const waiter = other.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
+      await eventually('the writer queued', async () => (await locks.inspect('job:{1}')).queue.length > 0);
+      await eventually('renewals past the first lease', () => locks.stats().renewals >= 2, 5_000);
+      await lease.extend(5_000);
+      expect((await locks.inspect('job:{1}')).writer?.owner).to.equal(lease.token);
+      await lease.release();
+      const next = await waiter;
+      expect(next.held).to.equal(true);
+      expect((await other.forceRelease('job:{1}')).deleted.length).to.be.greaterThan(0);
+      expect((await locks.inspect('job:{1}')).mode).to.equal('free');
+      expect(locks.stats().subscriberErrors + other.stats().subscriberErrors).to.equal(0);
+    });
+
+    it('writes and reads with fences', async () => {
+      const locks = open();
+      const redis = topology.client();
+      await locks.withWrite('data:{7}', (lease) => fencedSet(redis, 'data:{7}', 'v1', lease));
+      const value = await locks.withRead('data:{7}', (lease) => fencedGet(redis, 'data:{7}', lease));
+      expect(value).to.equal('v1');
+    });
+
+    it('refuses a server whose certificate it cannot check: RedisUnavailableError, nothing held', async () => {
+      const locks = new LockClient(topology.client({ trustCa: false }), { redisTimeoutMs: 1_000 });
+      try {
+        const error = await rejection(locks.lock('job:{2}').acquireWrite({ waitMs: 500 }));
+        expect(error).to.be.instanceOf(RedisUnavailableError);
+      } finally {
+        await locks.close();
+      }
+      expect((await open().inspect('job:{2}')).mode).to.equal('free');
+    });
+  });
+}
