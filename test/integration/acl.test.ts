@@ -13,6 +13,7 @@ import { expect } from 'chai';
 import { EXIT } from '../../src/cli/command.js';
 import { LockClient, NoPermissionError, type LockClientOptions } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
+import { startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
@@ -112,15 +113,17 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     await waiter;
   });
 
-  it('in legacy mode, with the legacy keys added, works next to the library as documented', async () => {
-    await setUser(ctx, app, ['~{*}:read', '~{*}:write', '&rwlock#*']);
-    const locks = open(clientAs(ctx, 'app', passwordOf(app)), { mode: 'legacy', legacyKeys: taggedLegacyKeys });
-    const writer = await locks.lock('report').acquireWrite();
-    expect(await locks.lock('report').tryAcquireRead({ owner: 'reader' })).to.equal(null);
-    await writer.release();
-    await (await locks.lock('report').acquireRead()).release();
-    expect(await totalKeys(ctx.client())).to.equal(0);
-  });
+  for (const mode of ['legacy', 'bridge'] as const) {
+    it(`in ${mode} mode, with the legacy keys and channel added, works as documented`, async () => {
+      await setUser(ctx, app, ['~{*}:read', '~{*}:write', '&rwlock#*']);
+      const locks = open(clientAs(ctx, 'app', passwordOf(app)), { mode, legacyKeys: taggedLegacyKeys });
+      const writer = await locks.lock('report').acquireWrite();
+      expect(await locks.lock('report').tryAcquireRead({ owner: 'reader' })).to.equal(null);
+      await writer.release();
+      await (await locks.lock('report').acquireRead()).release();
+      expect(await totalKeys(ctx.client())).to.equal(0);
+    });
+  }
 
   describe('operators', () => {
     const ops = documentedRule('ops');
@@ -164,5 +167,27 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
       expect(run.code, run.out).to.equal(EXIT.OK);
       expect((await holder.inspect('job:{5}')).mode).to.equal('free');
     });
+  });
+});
+
+describe('least privilege: redlock mode under the documented ACL', function () {
+  this.timeout(30_000);
+  const app = documentedRule('app');
+  const user = { name: 'app', password: passwordOf(app), rules: app.slice(app.indexOf(`>${passwordOf(app)}`) + 1) };
+
+  it('takes, waits for and releases a lock on 3 masters, each with the same rule and nothing more', async () => {
+    await using masters = await startRedisMasters(3, { users: [user] });
+    const clients = masters.clients({ username: user.name, password: user.password });
+    const locks = new LockClient(clients, { mode: 'redlock' });
+    const other = new LockClient(masters.clients({ username: user.name, password: user.password }), { mode: 'redlock' });
+    try {
+      const lease = await locks.lock('job:{1}').acquireWrite();
+      const waiter = other.lock('job:{1}').acquireWrite({ waitMs: 5_000 });
+      await lease.release();
+      await (await waiter).release();
+      expect((await locks.inspect('job:{1}')).mode).to.equal('free');
+    } finally {
+      await Promise.all([locks.close(), other.close()]);
+    }
   });
 });
