@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { LockBackend, LockInfo } from './backend.js';
+import type { LockBackend, LockInfo } from './backends/backend.js';
 import { Cleanups } from './cleanups.js';
 import {
   AcquireTimeoutError,
@@ -15,8 +15,8 @@ import {
 import { forceReleaseOn, lockFootprint, type ForcedRelease } from './force-release.js';
 import { Holdings } from './holdings.js';
 import { Deadlines } from './deadlines.js';
-import { createBackend } from './modes.js';
-import { validatePrefix } from './keys.js';
+import { createBackend } from './backends/index.js';
+import { validatePrefix } from './keys/keys.js';
 import type { Lease } from './lease.js';
 import { LeaseGroup, lossOf, type LockRequest } from './lease-group.js';
 import { RWLock, type LockContext } from './lock.js';
@@ -31,7 +31,7 @@ import {
 import { runAsOwner } from './owner-context.js';
 import { Telemetry, type ContentionInfo, type LockStats } from './observability/telemetry.js';
 import { isClosed, isUsableClient, redisFailure, type RedisClient } from './redis.js';
-import { redlockClients } from './redlock-backend.js';
+import { redlockClients } from './backends/redlock.js';
 import { WakeupHub } from './wakeups.js';
 
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */

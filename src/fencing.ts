@@ -1,9 +1,9 @@
 import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError, StaleFenceError } from './errors.js';
-import { describe, hashTagOf } from './keys.js';
+import { describe, hashTagOf } from './keys/keys.js';
 import { duration } from './options.js';
 import { isUsableClient, redisFailure, type RedisClient } from './redis.js';
-import { defineScripts, runScript } from './scripts.js';
+import { defineScripts, runScript } from './backends/scripts.js';
 
 /** Options of {@link fencedSet}. */
 export interface FencedSetOptions {
@@ -75,7 +75,7 @@ export async function fencedSet(
   const ttlMs = options?.ttlMs === undefined ? 0 : duration('ttlMs', options.ttlMs, 1);
   let reply: [number, string];
   try {
-    reply = (await runScript(redis, 'fencedSet', [key, fenceKey, value as string, f, ttlMs])) as [number, string];
+    reply = await runScript(redis, 'fencedSet', [key, fenceKey, value as string, f, ttlMs]);
   } catch (error) {
     throw redisFailure(`writing "${key}" with fence ${f}`, error, {});
   }
@@ -106,7 +106,7 @@ export async function fencedGet(
 ): Promise<string | null> {
   const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   try {
-    return (await runScript(redis, 'fencedGet', [key, fenceKey, f])) as string | null;
+    return await runScript(redis, 'fencedGet', [key, fenceKey, f]);
   } catch (error) {
     throw redisFailure(`reading "${key}" with fence ${f}`, error, {});
   }

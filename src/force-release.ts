@@ -1,7 +1,7 @@
-import { isLegacyLockKeys, legacyTwinNames } from './legacy-keys.js';
-import type { LockKeys } from './keys.js';
+import { isLegacyLockKeys, legacyTwinNames } from './keys/legacy.js';
+import type { LockKeys } from './keys/keys.js';
 import type { RedisClient } from './redis.js';
-import { defineScripts, runScript } from './scripts.js';
+import { defineScripts, runScript } from './backends/scripts.js';
 
 /** What {@link LockClient.forceRelease} did. */
 export interface ForcedRelease {
@@ -31,5 +31,5 @@ export function lockFootprint(keys: LockKeys, prefix: string): { names: string[]
 /** Deletes the lock's keys on one server (one script: atomic) and wakes its waiters; the names deleted. */
 export async function forceReleaseOn(client: RedisClient, names: readonly string[], channels: readonly string[]): Promise<string[]> {
   defineScripts(client);
-  return (await runScript(client, 'forceRelease', [names.length, ...names, ...channels])) as string[];
+  return runScript(client, 'forceRelease', [names.length, ...names, ...channels]);
 }

@@ -1,7 +1,7 @@
-import type { AcquireOutcome, AcquireRequest, LockBackend } from './backend.js';
+import type { AcquireOutcome, AcquireRequest, LockBackend } from './backends/backend.js';
 import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
-import type { LockKeys } from './keys.js';
+import type { LockKeys } from './keys/keys.js';
 import { Lease, type LeaseHost } from './lease.js';
 import {
   extendChannel,

@@ -25,14 +25,14 @@ export { RWLock } from './lock.js';
 export { Lease } from './lease.js';
 export { LeaseGroup, type LockRequest } from './lease-group.js';
 export type { ForcedRelease } from './force-release.js';
-export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from './backend.js';
+export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from './backends/backend.js';
 export type { LockClientOptions, LockClientMode, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
-export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
+export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './keys/legacy.js';
 export type { RedisClient } from './redis.js';
 export type { RedlockOptions, ReplicaAckOptions, ResolvedRedlockOptions, ResolvedReplicaAck } from './options.js';
-export { MIN_REDLOCK_NODES } from './redlock-backend.js';
+export { MIN_REDLOCK_NODES } from './backends/redlock.js';
 export { WAIT_BUCKETS_MS, type LockStats, type WaitTimeHistogram, type ContentionInfo } from './observability/telemetry.js';
-export type { BlockReason } from './backend.js';
+export type { BlockReason } from './backends/backend.js';
 export {
   TRACING_CHANNELS,
   type AcquireTraceContext,
@@ -42,7 +42,7 @@ export {
   type RenewTraceContext,
 } from './observability/channels.js';
 export { fencedGet, fencedSet, fenceKeyOf, type FencedSetOptions } from './fencing.js';
-export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys.js';
+export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys/keys.js';
 export {
   RWLockError,
   InvalidArgumentError,

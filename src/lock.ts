@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { v4 as uuidv4 } from 'uuid';
-import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backend.js';
+import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backends/backend.js';
 import type { Cleanups } from './cleanups.js';
 import type { BoundErrors, Deadlines } from './deadlines.js';
 import {
@@ -14,7 +14,7 @@ import {
   type RWLockErrorContext,
 } from './errors.js';
 import type { Holdings } from './holdings.js';
-import { validateResource, type LockKeys } from './keys.js';
+import { validateResource, type LockKeys } from './keys/keys.js';
 import type { Lease } from './lease.js';
 import { acquireChannel, traced, type AcquireOutcomeName, type AcquireTraceContext } from './observability/channels.js';
 import type { Telemetry } from './observability/telemetry.js';

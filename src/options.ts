@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type RWLockErrorContext } from './errors.js';
-import { describe } from './keys.js';
-import { defaultLegacyKeys, type LegacyKeyPair } from './legacy-keys.js';
+import { describe } from './keys/keys.js';
+import { defaultLegacyKeys, type LegacyKeyPair } from './keys/legacy.js';
 
 /** Longest duration accepted anywhere, in ms: the longest a Node timer can wait (~24.8 days). */
 export const MAX_DURATION_MS = 2 ** 31 - 1;

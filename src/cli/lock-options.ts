@@ -1,6 +1,6 @@
 import type { ParseArgsConfig } from 'node:util';
 import { LockClient } from '../client.js';
-import { validatePrefix } from '../keys.js';
+import { validatePrefix } from '../keys/keys.js';
 import { CLIENT_DEFAULTS, type LockClientMode } from '../options.js';
 import type { RedisClient } from '../redis.js';
 import { UsageError, type ParsedValues } from './command.js';

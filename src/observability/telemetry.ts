@@ -3,7 +3,7 @@
  * an event only built when someone listens for it.
  */
 import type { EventEmitter } from 'node:events';
-import type { BlockReason } from '../backend.js';
+import type { BlockReason } from '../backends/backend.js';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,

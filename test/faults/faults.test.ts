@@ -5,8 +5,8 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { LockClient, RWLockError } from '../../src/index.js';
-import { lockKeys } from '../../src/keys.js';
-import { MIGRATION_RETRY_MS } from '../../src/scripts.js';
+import { lockKeys } from '../../src/keys/keys.js';
+import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { recoveryMs, maxGapMs, type FaultWindow, type History, type Hold } from '../support/history.js';
 import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';

@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import { Redis, type Cluster } from 'ioredis';
 import { AcquireTimeoutError, LockClient, type Lease } from '../../src/index.js';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys } from '../../src/keys/keys.js';
 import { parseInfo } from '../../src/testing/admin.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 

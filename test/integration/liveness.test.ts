@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { AcquireTimeoutError, LockClient, RedisUnavailableError, type Lease, type LockClientOptions } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { defineScripts, runScript } from '../../src/scripts.js';
+import { defineScripts, runScript } from '../../src/backends/scripts.js';
 import { eventually } from '../support/eventually.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -250,7 +250,7 @@ forEachTopology('liveness', (ctx) => {
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
     defineScripts(redis);
-    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1']);
+    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = open({ fair: true }).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);

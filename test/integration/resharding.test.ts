@@ -8,7 +8,7 @@
  */
 import { expect } from 'chai';
 import { LockClient, RedisUnavailableError, type Lease } from '../../src/index.js';
-import { MIGRATION_RETRY_MS } from '../../src/scripts.js';
+import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js';

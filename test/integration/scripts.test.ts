@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
-import { commandName, defineScripts } from '../../src/scripts.js';
+import { commandName, defineScripts } from '../../src/backends/scripts.js';
 import { masters } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
 

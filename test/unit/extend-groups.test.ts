@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { extendByGroup } from '../../src/extend-groups.js';
+import { extendByGroup } from '../../src/backends/extend-groups.js';
 
 describe('extendByGroup', () => {
   it('fills the answers of the groups that succeeded and leaves NaN for a failed one', async () => {

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import type { ExtendRequest, LockBackend } from '../../src/backend.js';
+import type { ExtendRequest, LockBackend } from '../../src/backends/backend.js';
 import { Deadlines } from '../../src/deadlines.js';
 import { LockLostError, LockNotHeldError } from '../../src/errors.js';
 import { Holdings, type LossEvent } from '../../src/holdings.js';
-import { lockKeys } from '../../src/keys.js';
+import { lockKeys } from '../../src/keys/keys.js';
 
 // Control flow and timing of renewal and loss, with a scripted backend: the
 // behaviour against real Redis is covered by the integration tests.

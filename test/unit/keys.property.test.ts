@@ -5,7 +5,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { InvalidArgumentError, RWLockError } from '../../src/errors.js';
-import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, validatePrefix, validateResource } from '../../src/keys.js';
+import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, validatePrefix, validateResource } from '../../src/keys/keys.js';
 
 /**
  * Redis's keyHashSlot (cluster.c), byte for byte: the hash tag is what lies

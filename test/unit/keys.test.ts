@@ -1,7 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { expect } from 'chai';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys.js';
+import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys/keys.js';
 
 describe('key routing', () => {
   it('wraps a resource without a hash tag in braces', () => {

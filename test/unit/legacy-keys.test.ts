@@ -5,10 +5,10 @@ import { duration, table } from '../../src/cli/format.js';
 import { templateGlob } from '../../src/cli/lock-options.js';
 import { resourceOf } from '../../src/cli/commands/list.js';
 import { CrossSlotError, InvalidArgumentError } from '../../src/errors.js';
-import { lockKeys } from '../../src/keys.js';
-import { defaultLegacyKeys, isLegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../../src/legacy-keys.js';
+import { lockKeys } from '../../src/keys/keys.js';
+import { defaultLegacyKeys, isLegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../../src/keys/legacy.js';
 import { resolveClientOptions } from '../../src/options.js';
-import { validatePrefix } from '../../src/keys.js';
+import { validatePrefix } from '../../src/keys/keys.js';
 
 describe('legacy key names', () => {
   it('defaults to <resource>:read and <resource>:write', () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { InvalidArgumentError, RWLockError } from '../../src/errors.js';
-import { validatePrefix } from '../../src/keys.js';
+import { validatePrefix } from '../../src/keys/keys.js';
 import { CLIENT_DEFAULTS, duration, MAX_DURATION_MS, ownerToken, ownOptions, resolveClientOptions } from '../../src/options.js';
 
 describe('options', () => {

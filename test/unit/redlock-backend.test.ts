@@ -4,10 +4,10 @@
  * late), renewal verdicts, refusal reasons, per-node errors.
  */
 import { expect } from 'chai';
-import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type LockInfo } from '../../src/backend.js';
+import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type LockInfo } from '../../src/backends/backend.js';
 import { QuorumError, type LockMode } from '../../src/errors.js';
-import { lockKeys, type LockKeys } from '../../src/keys.js';
-import { RedlockBackend, type NodeBackend } from '../../src/redlock-backend.js';
+import { lockKeys, type LockKeys } from '../../src/keys/keys.js';
+import { RedlockBackend, type NodeBackend } from '../../src/backends/redlock.js';
 import type { RedisClient } from '../../src/redis.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 

@@ -1,4 +1,4 @@
-import type { LockInfo } from '../../backend.js';
+import type { LockInfo } from '../../backends/backend.js';
 import { EXIT, type CliCommand } from '../command.js';
 import { duration, fields, json, shortToken, table } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';

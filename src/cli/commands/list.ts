@@ -1,8 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
-import type { LockInfo } from '../../backend.js';
-import { HashBackend } from '../../hash-backend.js';
-import { hashTagOf, lockKeys, validatePrefix, type LockKeys } from '../../keys.js';
-import { legacyTwinNames } from '../../legacy-keys.js';
+import type { LockInfo } from '../../backends/backend.js';
+import { HashBackend } from '../../backends/hash.js';
+import { hashTagOf, lockKeys, validatePrefix, type LockKeys } from '../../keys/keys.js';
+import { legacyTwinNames } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';

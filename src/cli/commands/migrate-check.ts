@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { validatePrefix } from '../../keys.js';
-import { OLD_READERS_MEMBER } from '../../legacy-backend.js';
-import { readersKeyName } from '../../legacy-keys.js';
+import { validatePrefix } from '../../keys/keys.js';
+import { OLD_READERS_MEMBER } from '../../backends/legacy.js';
+import { readersKeyName } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { LockInfo } from '../../backend.js';
-import { HashBackend } from '../../hash-backend.js';
+import type { LockInfo } from '../../backends/backend.js';
+import { HashBackend } from '../../backends/hash.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { EXIT, UsageError, type CliCommand } from '../command.js';

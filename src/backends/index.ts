@@ -1,9 +1,9 @@
 import type { LockBackend } from './backend.js';
-import { HashBackend } from './hash-backend.js';
-import { LegacyBackend } from './legacy-backend.js';
-import type { ResolvedClientOptions } from './options.js';
-import type { RedisClient } from './redis.js';
-import { RedlockBackend } from './redlock-backend.js';
+import { HashBackend } from './hash.js';
+import { LegacyBackend } from './legacy.js';
+import type { ResolvedClientOptions } from '../options.js';
+import type { RedisClient } from '../redis.js';
+import { RedlockBackend } from './redlock.js';
 import { ReplicaAckBackend } from './replica-ack.js';
 
 /**

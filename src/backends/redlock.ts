@@ -1,8 +1,8 @@
 import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type HolderInfo, type LockBackend, type LockInfo, type WaiterInfo } from './backend.js';
-import { InvalidArgumentError, QuorumError, type LockMode, type NodeOutcome } from './errors.js';
-import { describe, lockKeys, type LockKeys } from './keys.js';
-import type { ResolvedRedlockOptions } from './options.js';
-import { isCluster, isUsableClient, type RedisClient } from './redis.js';
+import { InvalidArgumentError, QuorumError, type LockMode, type NodeOutcome } from '../errors.js';
+import { describe, lockKeys, type LockKeys } from '../keys/keys.js';
+import type { ResolvedRedlockOptions } from '../options.js';
+import { isCluster, isUsableClient, type RedisClient } from '../redis.js';
 
 /** Fewest nodes a `redlock` client accepts: with fewer, one failure stops every lock. */
 export const MIN_REDLOCK_NODES = 3;

@@ -1,6 +1,6 @@
-import { LUA_SOURCES } from './lua/scripts.generated.js';
-import { UnsupportedServerError } from './errors.js';
-import { isCluster, type RedisClient } from './redis.js';
+import { LUA_SOURCES } from '../lua/scripts.generated.js';
+import { UnsupportedServerError } from '../errors.js';
+import { isCluster, type RedisClient } from '../redis.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
 const NUMBER_OF_KEYS = {
@@ -23,10 +23,53 @@ const NUMBER_OF_KEYS = {
 
 export type ScriptName = keyof typeof LUA_SOURCES;
 
+/** A hash-mode lock's keys, in their KEYS order: state, leases, queue. */
+export type HashKeys = readonly [state: string, leases: string, queue: string];
+/** A legacy/bridge lock's keys, in their KEYS order (see `legacyNames`). */
+export type LegacyKeys = readonly [read: string, write: string, readers: string, state: string, leases: string, queue: string];
+/** `'1'` or `'0'`: a flag as the scripts read it. */
+type Flag = '0' | '1';
+/** A variadic script's arguments: its key count first, then keys and arguments (see the script's header). */
+type Variadic = readonly (string | number)[];
+
+/** An acquire script's reply (lua/acquire-write.lua): the bare fence, or [1, fence, lease left] / [0, retry after, reason]. */
+export type AcquireReply = number | [number, number, (number | string)?];
+
+/**
+ * Every script's arguments (its KEYS, then its ARGV, as the header of its
+ * lua/ file lists them) and its reply. A script missing here does not
+ * compile: `runScript` indexes this table by name.
+ */
+interface ScriptTable {
+  acquireRead: [args: readonly [...HashKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
+  acquireWrite: [args: readonly [...HashKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
+  release: [args: readonly [...HashKeys, owner: string, mode: string, channel: string, holdId: string], reply: number];
+  extend: [args: Variadic, reply: number[]];
+  inspect: [args: HashKeys, reply: [nowMs: number, fields: string[], leases: string[], queue: string[]]];
+  abandon: [args: readonly [...HashKeys, owner: string, drop: string, channel: string], reply: number];
+  fencedSet: [args: readonly [key: string, fenceKey: string, value: string, fence: number, ttlMs: number], reply: [stored: number, lastFence: string]];
+  fencedGet: [args: readonly [key: string, fenceKey: string, fence: number], reply: string | null];
+  forceRelease: [args: Variadic, reply: string[]];
+  legacyAcquireRead: [args: readonly [...LegacyKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
+  legacyAcquireWrite: [args: readonly [...LegacyKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
+  legacyRelease: [args: readonly [...LegacyKeys, owner: string, mode: string, channel: string, peerChannel: string, holdId: string], reply: number];
+  legacyExtend: [args: Variadic, reply: number[]];
+  legacyInspect: [
+    args: LegacyKeys,
+    reply: [nowMs: number, fields: string[], leases: string[], queue: string[], readValue: string | null, readTtl: number, writeValue: string | null, writeTtl: number, readers: string[]],
+  ];
+  legacyAbandon: [args: readonly [...LegacyKeys, owner: string, drop: string, channel: string, peerChannel: string], reply: number];
+}
+
+/** The arguments of script `N`. */
+export type ScriptArgs<N extends ScriptName> = ScriptTable[N][0];
+/** The reply of script `N`. */
+export type ScriptReply<N extends ScriptName> = ScriptTable[N][1];
+
 /** The command name a script is defined under on a client: namespaced, so it cannot clash with the user's own. */
 export const commandName = (name: ScriptName): string => `rwlock_${name}`;
 
-type Invoke = (...args: (string | number)[]) => Promise<unknown>;
+type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 
 const defined = new WeakSet<object>();
 
@@ -72,13 +115,13 @@ const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. La
  * being migrated is tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}.
  * (On one server the call's own promise is returned: no wrapper on the hot path.)
  */
-export function runScript(client: RedisClient, name: ScriptName, args: (string | number)[]): Promise<unknown> {
+export function runScript<N extends ScriptName>(client: RedisClient, name: N, args: ScriptArgs<N>): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
   if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args));
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
-  const first = invoke.apply(client, args);
+  const first = invoke.call(client, ...(args as readonly (string | number)[])) as Promise<ScriptReply<N>>;
   if (!isCluster(client)) return first;
-  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args, error));
+  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args as readonly (string | number)[], error)) as Promise<ScriptReply<N>>;
 }
 
 /** Each client's server check: `true` once passed, its promise while it runs or after it failed for good. */
@@ -116,14 +159,14 @@ function checkServer(client: RedisClient): Promise<void> {
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
-async function retryWhileMigrating(client: RedisClient, invoke: Invoke, args: (string | number)[], error: unknown): Promise<unknown> {
+async function retryWhileMigrating(client: RedisClient, invoke: Invoke, args: readonly (string | number)[], error: unknown): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
   for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
     const message = error instanceof Error ? error.message : String(error);
     if (!NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
     await new Promise((resolve) => setTimeout(resolve, delay));
     try {
-      return await invoke.apply(client, args);
+      return await invoke.call(client, ...args);
     } catch (next) {
       error = next;
     }

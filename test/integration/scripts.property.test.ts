@@ -16,10 +16,10 @@
 // see when a lease ran out. Time is then a logical clock: the order of steps.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { describeState, parseAcquireReply } from '../../src/hash-backend.js';
-import { lockKeys, type LockKeys } from '../../src/keys.js';
+import { describeState, parseAcquireReply } from '../../src/backends/hash.js';
+import { lockKeys, type LockKeys } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
-import { defineScripts, runScript } from '../../src/scripts.js';
+import { defineScripts, runScript } from '../../src/backends/scripts.js';
 import { forEachTopology } from '../setup/topologies.js';
 
 const OWNERS = ['A', 'B', 'C', 'D'] as const;
@@ -321,26 +321,26 @@ class Model {
 
 /** Runs one step on Redis with the real scripts; the reply in the model's terms, and the fence of a grant. */
 async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolved): Promise<{ reply: unknown; fence?: number }> {
-  const names = [keys.state, keys.leases, keys.queue];
+  const names = [keys.state, keys.leases, keys.queue] as const;
   switch (s.op) {
     case 'read':
     case 'write': {
-      const args =
+      const reply =
         s.op === 'read'
-          ? [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id]
-          : [...names, s.owner, LEASE_MS, s.wait ? BEAT_MS : 0, config.fair ? '1' : '0', s.id];
-      const outcome = parseAcquireReply((await runScript(redis, s.op === 'read' ? 'acquireRead' : 'acquireWrite', args)) as never, LEASE_MS);
+          ? await runScript(redis, 'acquireRead', [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id])
+          : await runScript(redis, 'acquireWrite', [...names, s.owner, LEASE_MS, s.wait ? BEAT_MS : 0, config.fair ? '1' : '0', s.id]);
+      const outcome = parseAcquireReply(reply, LEASE_MS);
       if (!outcome.granted) return { reply: `refused:${outcome.reason}` };
       expect(outcome.leaseRemainingMs).to.be.within(1, LEASE_MS);
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = (await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel, s.id])) as number;
+      const left = await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel, s.id]);
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
-      const [left] = (await runScript(redis, 'extend', [3, ...names, ...names, s.owner, LEASE_MS])) as [number];
-      return { reply: left > 0 ? 'extended' : 'not held' };
+      const [left] = await runScript(redis, 'extend', [3, ...names, ...names, s.owner, LEASE_MS]);
+      return { reply: left! > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':
       return { reply: await runScript(redis, 'abandon', [...names, s.owner, s.drop, keys.channel]) };
@@ -360,12 +360,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
 }
 
 async function inspect(redis: RedisClient, keys: LockKeys) {
-  const [now, fields, leases, queue] = (await runScript(redis, 'inspect', [keys.state, keys.leases, keys.queue])) as [
-    number,
-    string[],
-    string[],
-    string[],
-  ];
+  const [now, fields, leases, queue] = await runScript(redis, 'inspect', [keys.state, keys.leases, keys.queue]);
   const pairs = (flat: string[]) => new Map(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]!] as const] : [])));
   const info = describeState('sm', keys.state, now, pairs(fields), pairs(leases), queue);
   return {

@@ -1,11 +1,11 @@
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
-import type { LockMode } from './errors.js';
+import type { LockMode } from '../errors.js';
 import { extendByGroup } from './extend-groups.js';
-import { describeState, EXTEND_BATCH, parseAcquireReply, type AcquireReply } from './hash-backend.js';
-import type { LockKeys } from './keys.js';
-import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from './legacy-keys.js';
-import { isCluster, type RedisClient } from './redis.js';
-import { defineScripts, runScript } from './scripts.js';
+import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash.js';
+import type { LockKeys } from '../keys/keys.js';
+import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from '../keys/legacy.js';
+import { isCluster, type RedisClient } from '../redis.js';
+import { defineScripts, runScript, type LegacyKeys } from './scripts.js';
 
 /** The member of a lock's readers registry that stands for old readers (never an owner token). */
 export const OLD_READERS_MEMBER = '';
@@ -37,13 +37,13 @@ export class LegacyBackend implements LockBackend {
     const names = legacyNames(r.keys);
     const reply = (await (r.mode === 'read'
       ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
-      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]))) as AcquireReply;
+      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId])));
     return parseAcquireReply(reply, r.leaseMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const k = asLegacy(keys);
-    return ((await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel, holdId])) as number) >= 0;
+    return (await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel, holdId])) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
@@ -61,7 +61,7 @@ export class LegacyBackend implements LockBackend {
         const chunk = indexes.slice(start, start + EXTEND_BATCH);
         const args: (string | number)[] = [6, ...legacyNames(requests[chunk[0]!]!.keys)];
         for (const i of chunk) args.push(...legacyNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
-        const reply = (await runScript(this.client, 'legacyExtend', args)) as number[];
+        const reply = await runScript(this.client, 'legacyExtend', args);
         chunk.forEach((i, k) => (results[i] = reply[k]!));
       }
     });
@@ -74,11 +74,7 @@ export class LegacyBackend implements LockBackend {
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
     const k = asLegacy(keys);
-    const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = (await runScript(
-      this.client,
-      'legacyInspect',
-      legacyNames(k),
-    )) as [number, string[], string[], string[], string | null, number, string | null, number, string[]];
+    const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = await runScript(this.client, 'legacyInspect', legacyNames(k));
     const info = describeState(resource, k.state, now, pairs(fields), pairs(leases), queue);
     const legacy = describeLegacy(k, now, readValue, readTtl, writeValue, writeTtl, readers);
     const writeHeld = info.writer !== null || legacy.write.value !== null;
@@ -96,7 +92,7 @@ function asLegacy(keys: LockKeys): LegacyLockKeys {
 }
 
 /** The keys every legacy/bridge script takes, in their KEYS order. */
-function legacyNames(keys: LockKeys): [string, string, string, string, string, string] {
+function legacyNames(keys: LockKeys): LegacyKeys {
   const k = asLegacy(keys);
   return [k.state, k.leases, k.queue, k.read, k.write, k.readers];
 }

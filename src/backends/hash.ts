@@ -7,11 +7,11 @@ import type {
   LockBackend,
   LockInfo,
 } from './backend.js';
-import type { LockMode } from './errors.js';
-import { lockKeys, type LockKeys } from './keys.js';
-import { isCluster, type RedisClient } from './redis.js';
+import type { LockMode } from '../errors.js';
+import { lockKeys, type LockKeys } from '../keys/keys.js';
+import { isCluster, type RedisClient } from '../redis.js';
 import { extendByGroup } from './extend-groups.js';
-import { defineScripts, runScript } from './scripts.js';
+import { defineScripts, runScript, type AcquireReply, type HashKeys } from './scripts.js';
 
 /**
  * Leases renewed by one script call at most: bounds how long one renewal
@@ -36,12 +36,12 @@ export class HashBackend implements LockBackend {
     const { state, leases, queue } = r.keys;
     const reply = (await (r.mode === 'read'
       ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
-      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]))) as AcquireReply;
+      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId])));
     return parseAcquireReply(reply, r.leaseMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
-    return ((await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel, holdId])) as number) >= 0;
+    return (await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel, holdId])) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
@@ -66,12 +66,7 @@ export class HashBackend implements LockBackend {
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
-    const [now, fields, leases, queue] = (await runScript(this.client, 'inspect', lockNames(keys))) as [
-      number,
-      string[],
-      string[],
-      string[],
-    ];
+    const [now, fields, leases, queue] = await runScript(this.client, 'inspect', lockNames(keys));
     return describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue);
   }
 
@@ -80,7 +75,7 @@ export class HashBackend implements LockBackend {
       const chunk = indexes.slice(start, start + EXTEND_BATCH);
       const args: (string | number)[] = [3, ...lockNames(requests[chunk[0]!]!.keys)];
       for (const i of chunk) args.push(...lockNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
-      const reply = (await runScript(this.client, 'extend', args)) as number[];
+      const reply = await runScript(this.client, 'extend', args);
       chunk.forEach((i, k) => (results[i] = reply[k]!));
     }
   }
@@ -96,7 +91,7 @@ export class HashBackend implements LockBackend {
 }
 
 /** The keys every hash-mode script takes, in their KEYS order. */
-function lockNames(keys: LockKeys): [string, string, string] {
+function lockNames(keys: LockKeys): HashKeys {
   return [keys.state, keys.leases, keys.queue];
 }
 
@@ -106,8 +101,6 @@ function push<K>(map: Map<K, number[]>, key: K, value: number): void {
   else map.set(key, [value]);
 }
 
-/** An acquire script's reply (lua/acquire-write.lua): the bare fence, or an array. */
-export type AcquireReply = number | [number, number, (number | string)?];
 
 /** The outcome of an acquire script's reply; `leaseMs` is the lease asked for, which a bare fence was granted for. */
 export function parseAcquireReply(reply: AcquireReply, leaseMs: number): AcquireOutcome {

@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { InvalidArgumentError } from './errors.js';
+import { InvalidArgumentError } from '../errors.js';
 
 /** Longest resource name accepted, in UTF-8 bytes. */
 export const MAX_RESOURCE_BYTES = 4096;

@@ -1,6 +1,6 @@
-import type { LockMode } from './errors.js';
-import type { LockKeys } from './keys.js';
-import type { ResolvedReplicaAck } from './options.js';
+import type { LockMode } from '../errors.js';
+import type { LockKeys } from '../keys/keys.js';
+import type { ResolvedReplicaAck } from '../options.js';
 
 /** Why an acquire was refused. */
 export type BlockReason = 'write' | 'read' | 'intent' | 'queue' | 'upgrade';

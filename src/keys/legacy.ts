@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { CrossSlotError, InvalidArgumentError } from './errors.js';
+import { CrossSlotError, InvalidArgumentError } from '../errors.js';
 import { describe, hashTagOf, lockKeys, type LockKeys } from './keys.js';
 
 /** The two keys an old two-key-scheme process locks `resource` with. */
