@@ -30,8 +30,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { tracingChannel } from 'node:diagnostics_channel';
-import type { Redis } from 'ioredis';
 import { Redlock } from '@sesamecare-oss/redlock';
+import type { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
 import { LockClient, TRACING_CHANNELS } from '../src/index.js';
 import type { RedisClient } from '../src/redis.js';
@@ -52,9 +52,29 @@ export type LibName =
   | 'ref-hash'
   | 'ref-hash-args';
 
-export const EXCLUSIVE_LIBS: readonly LibName[] = ['floor', 'floor-spin', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast', 'rwlock-write', 'rwlock-fair'];
+export const EXCLUSIVE_LIBS: readonly LibName[] = [
+  'floor',
+  'floor-spin',
+  'semaphore',
+  'semaphore-fast',
+  'redlock',
+  'redlock-fast',
+  'rwlock-write',
+  'rwlock-fair',
+];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
-export const UNCONTENDED_LIBS: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args'];
+export const UNCONTENDED_LIBS: readonly LibName[] = [
+  'floor',
+  'semaphore',
+  'redlock',
+  'rwlock-write',
+  'rwlock-read',
+  'rwlock-mix',
+  'rwlock-traced',
+  'ref-string',
+  'ref-hash',
+  'ref-hash-args',
+];
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
@@ -69,8 +89,8 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
   'ref-string': 'reference: bare grant + release scripts, string key',
-  'ref-hash': 'reference: the same on a hash (redis-rwlock\'s commands)',
-  'ref-hash-args': 'reference: the same with redis-rwlock\'s keys and arguments',
+  'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
+  'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
 };
 
 export interface Held {
@@ -174,10 +194,7 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
     }
     case 'redlock':
     case 'redlock-fast': {
-      const redlock = new Redlock(
-        [redis],
-        lib === 'redlock' ? {} : { retryDelay: fastRetryMs, retryJitter: 0, retryCount: 10_000 },
-      );
+      const redlock = new Redlock([redis], lib === 'redlock' ? {} : { retryDelay: fastRetryMs, retryJitter: 0, retryCount: 10_000 });
       // Redlock emits 'error' for every refused attempt; they are expected here.
       redlock.on('error', () => undefined);
       return {
@@ -251,7 +268,7 @@ function tracingSubscriber(): (on: boolean) => void {
   return (on) => {
     if (on === subscribed) return;
     subscribed = on;
-    for (const channel of channels) (on ? channel.subscribe(handlers) : channel.unsubscribe(handlers));
+    for (const channel of channels) on ? channel.subscribe(handlers) : channel.unsubscribe(handlers);
   };
 }
 

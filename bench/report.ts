@@ -23,9 +23,17 @@ export function renderMarkdown(results: BenchResults): string {
   out.push(`# redis-rwlock benchmark (${results.config.name} run)`);
   out.push('');
   out.push(`- date: ${results.date}`);
-  out.push(`- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}`);
-  out.push(`- node ${m.node}, redis-server ${m.redis}, ioredis ${m.ioredis}; ${Object.entries(results.versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
-  out.push(`- command: \`${results.command}\`; ${results.config.runs} run(s) per figure, each figure the median of the runs, each ratio the median of per-run ratios; took ${fmt(results.seconds, 0)} s`);
+  out.push(
+    `- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}`,
+  );
+  out.push(
+    `- node ${m.node}, redis-server ${m.redis}, ioredis ${m.ioredis}; ${Object.entries(results.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
+  out.push(
+    `- command: \`${results.command}\`; ${results.config.runs} run(s) per figure, each figure the median of the runs, each ratio the median of per-run ratios; took ${fmt(results.seconds, 0)} s`,
+  );
   out.push('');
   out.push('## Targets');
   out.push('');
@@ -58,7 +66,20 @@ function renderTopology(r: TopologyResults): string[] {
     out.push('', '### (a) uncontended acquire+release cycles, distinct resources: a new name every cycle, and names reused', '');
     out.push(
       table(
-        ['library', 'names', 'in flight', 'cycles/s', 'p50 ms', 'p99 ms', 'vs floor', 'vs semaphore', 'scripts/cycle', 'sent/cycle', 'server µs/script', 'CPU µs/cycle: node + redis'],
+        [
+          'library',
+          'names',
+          'in flight',
+          'cycles/s',
+          'p50 ms',
+          'p99 ms',
+          'vs floor',
+          'vs semaphore',
+          'scripts/cycle',
+          'sent/cycle',
+          'server µs/script',
+          'CPU µs/cycle: node + redis',
+        ],
         r.uncontended.median.map((c) => [
           label(c.lib),
           c.pattern,
@@ -82,7 +103,22 @@ function renderTopology(r: TopologyResults): string[] {
     out.push('', '### (b) contended handoff, one write lock, waiters on separate connections', '');
     out.push(
       table(
-        ['library', 'variant', 'grants/s', 'handoffs/s', 'handoff p50 ms', 'handoff p99 ms', 'to previous holder', 'wait p50 ms', 'longest wait ms', 'gave up', 'commands/grant', 'hold ms', 'release ms', 'rwlock vs this'],
+        [
+          'library',
+          'variant',
+          'grants/s',
+          'handoffs/s',
+          'handoff p50 ms',
+          'handoff p99 ms',
+          'to previous holder',
+          'wait p50 ms',
+          'longest wait ms',
+          'gave up',
+          'commands/grant',
+          'hold ms',
+          'release ms',
+          'rwlock vs this',
+        ],
         r.contended.median.map((c) => [
           label(c.lib),
           c.variant,
@@ -106,7 +142,16 @@ function renderTopology(r: TopologyResults): string[] {
     out.push('', '### (c) readers sharing one resource, a writer every interval', '');
     out.push(
       table(
-        ['writer', 'reads/s', 'read p50 ms', 'read p99 ms', 'writer grants', 'writer wait p50 ms', 'writer wait p99 ms', 'writer wait max ms'],
+        [
+          'writer',
+          'reads/s',
+          'read p50 ms',
+          'read p99 ms',
+          'writer grants',
+          'writer wait p50 ms',
+          'writer wait p99 ms',
+          'writer wait max ms',
+        ],
         r.readers.median.map((c) => [
           c.withWriter ? 'yes' : 'no',
           fmt(c.readsPerSec),
@@ -143,7 +188,17 @@ function renderTopology(r: TopologyResults): string[] {
     const rows = [r.renewal.rwlock, r.renewal.semaphore].filter((v) => v !== undefined);
     out.push(
       table(
-        ['library', 'leases', 'period ms', 'script calls/period', 'busiest master', 'sent/period', 'server commands/period (incl. inside scripts)', 'longest command µs', 'lost'],
+        [
+          'library',
+          'leases',
+          'period ms',
+          'script calls/period',
+          'busiest master',
+          'sent/period',
+          'server commands/period (incl. inside scripts)',
+          'longest command µs',
+          'lost',
+        ],
         rows.map((c) => [
           c.lib === 'rwlock' ? 'redis-rwlock (batched)' : 'redis-semaphore Mutex (one refresh each)',
           fmt(c.leases, 0),
@@ -158,11 +213,20 @@ function renderTopology(r: TopologyResults): string[] {
       ),
     );
     const e = r.renewal.extend;
-    if (e) out.push('', `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`);
+    if (e)
+      out.push(
+        '',
+        `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`,
+      );
   }
   if (r.anatomy) {
     out.push('', '### (anatomy) server µs per call of one uncontended cycle (INFO commandstats, pipelined on one connection)', '');
-    out.push(table(['call', 'µs per call'], r.anatomy.map((a) => [a.what, fmt(a.usecPerCall)])));
+    out.push(
+      table(
+        ['call', 'µs per call'],
+        r.anatomy.map((a) => [a.what, fmt(a.usecPerCall)]),
+      ),
+    );
   }
   if (r.memory) {
     const mem = r.memory;

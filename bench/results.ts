@@ -1,15 +1,15 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
+import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
+import type { AnatomyRow } from './workloads/anatomy.js';
 import type { ContendedResult } from './workloads/contended.js';
 import type { MemoryResult } from './workloads/memory.js';
 import type { ReadersResult } from './workloads/readers.js';
 import type { ExtendResult, RenewalResult } from './workloads/renewal.js';
 import type { ScaleResult } from './workloads/scale.js';
 import type { CycleResult } from './workloads/uncontended.js';
-import type { AnatomyRow } from './workloads/anatomy.js';
-import { median, ratio } from './stats.js';
 
 export interface Measured<T> {
   /** Every run's records. */
@@ -55,9 +55,12 @@ export interface BenchResults {
 }
 
 /** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended: `uncontended.<pattern>.<in flight>.…`). */
-export function perRunRatios(
-  run: { uncontended?: CycleResult[]; contended?: ContendedResult[]; readers?: ReadersResult[]; scale?: ScaleResult[] },
-): Record<string, number | null> {
+export function perRunRatios(run: {
+  uncontended?: CycleResult[];
+  contended?: ContendedResult[];
+  readers?: ReadersResult[];
+  scale?: ScaleResult[];
+}): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   if (run.uncontended) {
     const at = (lib: string, pattern: string, n: number) =>
@@ -81,7 +84,8 @@ export function perRunRatios(
     }
     for (const m of run.contended.filter((x) => x.variant === 'race')) {
       // The longest wait in cycle times: how many grants' worth of time the unluckiest waiter waited.
-      out[`race.${m.lib}.longestWaitCycles`] = m.longestWaitMs === null || m.grantsPerSec === 0 ? null : m.longestWaitMs / (1000 / m.grantsPerSec);
+      out[`race.${m.lib}.longestWaitCycles`] =
+        m.longestWaitMs === null || m.grantsPerSec === 0 ? null : m.longestWaitMs / (1000 / m.grantsPerSec);
     }
   }
   if (run.readers) {

@@ -16,26 +16,26 @@
  *                           results file and rewrite its .md (and the README
  *                           table, for latest.json)
  */
-import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { FULL, SMOKE, type BenchConfig } from './config.js';
-import { EXCLUSIVE_LIBS, UNCONTENDED_LIBS, type LibName } from './libs.js';
+import { stopAllServers } from '../src/testing/index.js';
+import { type BenchConfig, FULL, SMOKE } from './config.js';
+import { EXCLUSIVE_LIBS, type LibName, UNCONTENDED_LIBS } from './libs.js';
 import { renderMarkdown } from './report.js';
-import { medianRatios, perRunRatios, type BenchResults, type Machine, type TopologyResults } from './results.js';
+import { type BenchResults, type Machine, medianRatios, perRunRatios, type TopologyResults } from './results.js';
 import { medianRecord } from './stats.js';
 import { evaluateTargets } from './targets.js';
 import { startTopology, type Topology, type TopologyKind } from './topology.js';
-import { measureContended, type ContendedResult } from './workloads/contended.js';
-import { measureMemory } from './workloads/memory.js';
 import { measureAnatomy } from './workloads/anatomy.js';
+import { type ContendedResult, measureContended } from './workloads/contended.js';
+import { measureMemory } from './workloads/memory.js';
 import { measureReaders, type ReadersResult } from './workloads/readers.js';
 import { measureExtend, measureRwlockRenewal, measureSemaphoreRenewal } from './workloads/renewal.js';
 import { measureScale, type ScaleResult } from './workloads/scale.js';
-import { uncontendedRun, type CycleResult } from './workloads/uncontended.js';
-import { stopAllServers } from '../src/testing/index.js';
+import { type CycleResult, uncontendedRun } from './workloads/uncontended.js';
 
 const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'memory', 'anatomy'] as const;
 type Workload = (typeof WORKLOADS)[number];
@@ -45,7 +45,10 @@ const root = path.join(benchDir, '..');
 
 function list<T extends string>(value: string | undefined, allowed: readonly T[], what: string): T[] | undefined {
   if (value === undefined) return undefined;
-  const items = value.split(',').map((s) => s.trim()).filter(Boolean);
+  const items = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const item of items) if (!allowed.includes(item as T)) throw new Error(`--${what}: unknown "${item}" (use ${allowed.join(', ')})`);
   return items as T[];
 }
@@ -87,7 +90,12 @@ async function machine(topology: Topology | undefined): Promise<Machine> {
 
 const short = (n: number | null | undefined, d = 1) => (typeof n === 'number' ? n.toFixed(d) : '–');
 
-async function runTopology(topology: Topology, config: BenchConfig, only: readonly Workload[], libs: readonly LibName[]): Promise<TopologyResults> {
+async function runTopology(
+  topology: Topology,
+  config: BenchConfig,
+  only: readonly Workload[],
+  libs: readonly LibName[],
+): Promise<TopologyResults> {
   const started = performance.now();
   const results: TopologyResults = { ratios: {}, seconds: 0 };
   const runs: { uncontended?: CycleResult[]; contended?: ContendedResult[]; readers?: ReadersResult[]; scale?: ScaleResult[] }[] = [];
@@ -112,7 +120,10 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
     if (want('uncontended')) {
       log(`[${topology.kind}] run ${run + 1}/${config.runs}: (a) uncontended`);
       record.uncontended = await uncontendedRun(topology, config, tag, order);
-      for (const c of record.uncontended) log(`  ${c.lib.padEnd(14)} ${c.pattern.padEnd(6)} x${String(c.inFlight).padEnd(3)} ${short(c.cyclesPerSec, 0).padStart(7)} cycles/s  p50 ${short(c.p50Ms, 3)} ms  p99 ${short(c.p99Ms, 3)} ms  ${short(c.sentPerCycle, 2)} cmds/cycle`);
+      for (const c of record.uncontended)
+        log(
+          `  ${c.lib.padEnd(14)} ${c.pattern.padEnd(6)} x${String(c.inFlight).padEnd(3)} ${short(c.cyclesPerSec, 0).padStart(7)} cycles/s  p50 ${short(c.p50Ms, 3)} ms  p99 ${short(c.p99Ms, 3)} ms  ${short(c.sentPerCycle, 2)} cmds/cycle`,
+        );
     }
     if (want('contended')) {
       record.contended = [];
@@ -121,7 +132,9 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
           log(`[${topology.kind}] run ${run + 1}/${config.runs}: (b) ${variant} ${lib}`);
           const c = await measureContended(topology, config, lib, variant, tag);
           record.contended.push(c);
-          log(`  ${short(c.grantsPerSec, 0)} grants/s, ${short(c.handoffsPerSec, 0)} handoffs/s, handoff p50 ${short(c.handoffP50Ms, 3)} p99 ${short(c.handoffP99Ms, 3)} ms, previous holder ${short((c.previousHolderShare ?? NaN) * 100, 0)} %, longest wait ${short(c.longestWaitMs)} ms, ${short(c.commandsPerGrant)} cmds/grant`);
+          log(
+            `  ${short(c.grantsPerSec, 0)} grants/s, ${short(c.handoffsPerSec, 0)} handoffs/s, handoff p50 ${short(c.handoffP50Ms, 3)} p99 ${short(c.handoffP99Ms, 3)} ms, previous holder ${short((c.previousHolderShare ?? NaN) * 100, 0)} %, longest wait ${short(c.longestWaitMs)} ms, ${short(c.commandsPerGrant)} cmds/grant`,
+          );
         }
       }
     }
@@ -131,7 +144,9 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
         log(`[${topology.kind}] run ${run + 1}/${config.runs}: (c) readers ${withWriter ? 'with' : 'without'} writer`);
         const c = await measureReaders(topology, config, withWriter, tag);
         record.readers.push(c);
-        log(`  ${short(c.readsPerSec, 0)} reads/s, writer grants ${c.writerGrants}, writer wait p99 ${short(c.writerWaitP99Ms)} ms, max ${short(c.writerWaitMaxMs)} ms`);
+        log(
+          `  ${short(c.readsPerSec, 0)} reads/s, writer grants ${c.writerGrants}, writer wait p99 ${short(c.writerWaitP99Ms)} ms, max ${short(c.writerWaitMaxMs)} ms`,
+        );
       }
     }
     if (want('scale')) {
@@ -140,11 +155,17 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
         log(`[${topology.kind}] run ${run + 1}/${config.runs}: (d) ${n} live readers`);
         const c = await measureScale(topology, config, n, tag);
         record.scale.push(c);
-        log(`  ${short(c.cyclesPerSec, 0)} cycles/s, server ${short(c.serverUsecPerScript)} µs/script (checked ${c.checkedReaders} readers)`);
+        log(
+          `  ${short(c.cyclesPerSec, 0)} cycles/s, server ${short(c.serverUsecPerScript)} µs/script (checked ${c.checkedReaders} readers)`,
+        );
       }
     }
   }
-  const merge = <T extends object>(key: 'uncontended' | 'contended' | 'readers' | 'scale', id: (t: T) => string, sortBy: (a: T, b: T) => number) => {
+  const merge = <T extends object>(
+    key: 'uncontended' | 'contended' | 'readers' | 'scale',
+    id: (t: T) => string,
+    sortBy: (a: T, b: T) => number,
+  ) => {
     const all = runs.map((r) => (r[key] ?? []) as unknown as T[]);
     if (all.every((a) => a.length === 0)) return undefined;
     const ids = [...new Set(all.flat().map(id))];
@@ -157,9 +178,21 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
     (c) => `${c.pattern}:${c.lib}@${c.inFlight}`,
     (a, b) => a.pattern.localeCompare(b.pattern) || a.inFlight - b.inFlight || libIndex(a.lib) - libIndex(b.lib),
   );
-  results.contended = merge<ContendedResult>('contended', (c) => `${c.lib}@${c.variant}`, (a, b) => a.variant.localeCompare(b.variant) || libIndex(a.lib) - libIndex(b.lib));
-  results.readers = merge<ReadersResult>('readers', (c) => String(c.withWriter), (a, b) => Number(b.withWriter) - Number(a.withWriter));
-  results.scale = merge<ScaleResult>('scale', (c) => String(c.liveReaders), (a, b) => a.liveReaders - b.liveReaders);
+  results.contended = merge<ContendedResult>(
+    'contended',
+    (c) => `${c.lib}@${c.variant}`,
+    (a, b) => a.variant.localeCompare(b.variant) || libIndex(a.lib) - libIndex(b.lib),
+  );
+  results.readers = merge<ReadersResult>(
+    'readers',
+    (c) => String(c.withWriter),
+    (a, b) => Number(b.withWriter) - Number(a.withWriter),
+  );
+  results.scale = merge<ScaleResult>(
+    'scale',
+    (c) => String(c.liveReaders),
+    (a, b) => a.liveReaders - b.liveReaders,
+  );
   for (const key of ['uncontended', 'contended', 'readers', 'scale'] as const) if (results[key] === undefined) delete results[key];
   results.ratios = medianRatios(runs.map(perRunRatios));
 
@@ -168,7 +201,9 @@ async function runTopology(topology: Topology, config: BenchConfig, only: readon
     results.renewal = {};
     log(`[${topology.kind}] (e) renewal: redis-rwlock, ${config.renewal.leases} leases`);
     results.renewal.rwlock = await measureRwlockRenewal(topology, config, tag);
-    log(`  ${short(results.renewal.rwlock.scriptCallsPerPeriod)} script calls/period (busiest master ${short(results.renewal.rwlock.scriptCallsPerPeriodPerMasterMax)}), longest command ${results.renewal.rwlock.longestCommandUsec ?? '<1000'} µs`);
+    log(
+      `  ${short(results.renewal.rwlock.scriptCallsPerPeriod)} script calls/period (busiest master ${short(results.renewal.rwlock.scriptCallsPerPeriodPerMasterMax)}), longest command ${results.renewal.rwlock.longestCommandUsec ?? '<1000'} µs`,
+    );
     if (libs.some((l) => l.startsWith('semaphore'))) {
       log(`[${topology.kind}] (e) renewal: redis-semaphore, ${config.renewal.leases} mutexes`);
       results.renewal.semaphore = await measureSemaphoreRenewal(topology, config, tag);
@@ -200,8 +235,17 @@ async function main(): Promise<number> {
   const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])];
   const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
   const complete = values.only === undefined && values.libs === undefined && config.name === 'full' && topologies.length === 2;
-  const outPrefix = values.out ?? path.join(benchDir, 'results', config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke');
-  const command = `npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${process.argv.length > 2 ? ' -- ' + process.argv.slice(2).filter((a) => a !== '--smoke').join(' ') : ''}`.replace(/ -- $/, '');
+  const outPrefix =
+    values.out ??
+    path.join(benchDir, 'results', config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke');
+  const command = `npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${
+    process.argv.length > 2
+      ? ` -- ${process.argv
+          .slice(2)
+          .filter((a) => a !== '--smoke')
+          .join(' ')}`
+      : ''
+  }`.replace(/ -- $/, '');
 
   // Every loop is bounded by its own count and duration; this is the last resort.
   const watchdogMs = config.name === 'smoke' ? 120_000 : 30 * 60_000;
@@ -224,7 +268,9 @@ async function main(): Promise<number> {
       await topology.stop();
     }
   }
-  const targets = (Object.entries(results) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) => evaluateTargets(kind, r, config.contended.waiters));
+  const targets = (Object.entries(results) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) =>
+    evaluateTargets(kind, r, config.contended.waiters),
+  );
   const bench: BenchResults = {
     date: new Date().toISOString(),
     command,
@@ -239,7 +285,7 @@ async function main(): Promise<number> {
     seconds: (performance.now() - started) / 1000,
   };
   mkdirSync(path.dirname(outPrefix), { recursive: true });
-  writeFileSync(`${outPrefix}.json`, JSON.stringify(bench, null, 2) + '\n');
+  writeFileSync(`${outPrefix}.json`, `${JSON.stringify(bench, null, 2)}\n`);
   const markdown = renderMarkdown(bench);
   writeFileSync(`${outPrefix}.md`, markdown);
   if (complete) updateReadme(markdown);
@@ -260,7 +306,7 @@ function render(file: string): number {
     evaluateTargets(kind, r, saved.config.contended.waiters),
   );
   const bench: BenchResults = { ...saved, targets };
-  writeFileSync(file, JSON.stringify(bench, null, 2) + '\n');
+  writeFileSync(file, `${JSON.stringify(bench, null, 2)}\n`);
   const markdown = renderMarkdown(bench);
   writeFileSync(file.replace(/\.json$/, '.md'), markdown);
   if (path.resolve(file) === path.join(benchDir, 'results', 'latest.json')) updateReadme(markdown);
@@ -277,7 +323,10 @@ function updateReadme(markdown: string): void {
   const a = text.indexOf(README_START);
   const b = text.indexOf(README_END);
   if (a < 0 || b < a) return;
-  const body = markdown.replace(/^# .*\n/, '').replace(/^## /gm, '### ').replace(/^### \(/gm, '#### (');
+  const body = markdown
+    .replace(/^# .*\n/, '')
+    .replace(/^## /gm, '### ')
+    .replace(/^### \(/gm, '#### (');
   writeFileSync(file, `${text.slice(0, a + README_START.length)}\n${body}\n${text.slice(b)}`);
 }
 

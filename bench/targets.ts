@@ -2,8 +2,9 @@
  * The targets of issues 6 and 14, evaluated on one topology's results. Ratios are
  * medians of per-run ratios (both sides measured in the same run).
  */
-import type { TopologyKind } from './topology.js';
+
 import type { TopologyResults } from './results.js';
+import type { TopologyKind } from './topology.js';
 
 export interface Target {
   readonly id: string;
@@ -69,14 +70,30 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
           note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
           if (commands !== undefined && mode === 'write') note += ` (the grant's commands alone, no logic: ${commands.toFixed(1)})`;
         }
-        const refs = (['ref-string', 'ref-hash', 'ref-hash-args'] as const).map((lib) => ratio(`uncontended.${pattern}.${top}.${lib}/floor`));
+        const refs = (['ref-string', 'ref-hash', 'ref-hash-args'] as const).map((lib) =>
+          ratio(`uncontended.${pattern}.${top}.${lib}/floor`),
+        );
         if (mode === 'write' && refs.every((v) => v !== null)) {
           const [string, hash, args] = refs.map((v) => v!.toFixed(2));
           note += `${note ? '; ' : ''}bare scripts, no library: ${string}x on a string key, ${hash}x on the hash, ${args}x with redis-rwlock's keys and arguments`;
         }
-        add(`a-${mode}-floor-${pattern}`, `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs floor`, v, `>= ${floorBound}`, atLeast(v, floorBound), 'x', note || undefined);
+        add(
+          `a-${mode}-floor-${pattern}`,
+          `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs floor`,
+          v,
+          `>= ${floorBound}`,
+          atLeast(v, floorBound),
+          'x',
+          note || undefined,
+        );
         const sem = ratio(`uncontended.${pattern}.${top}.rwlock-${mode}/semaphore`);
-        add(`a-${mode}-semaphore-${pattern}`, `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs redis-semaphore Mutex`, sem, `>= ${semaphoreBound}`, atLeast(sem, semaphoreBound));
+        add(
+          `a-${mode}-semaphore-${pattern}`,
+          `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs redis-semaphore Mutex`,
+          sem,
+          `>= ${semaphoreBound}`,
+          atLeast(sem, semaphoreBound),
+        );
       }
     }
     for (const lib of ['rwlock-write', 'rwlock-read'] as const) {
@@ -84,15 +101,50 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
       const scripts = Math.max(...m.map((x) => x.scriptsPerCycle));
       const sent = Math.max(...m.map((x) => x.sentPerCycle));
       const redirects = m.reduce((a, x) => a + x.redirects, 0);
-      add(`one-call-${lib}`, `${lib.replace('rwlock-', '')} acquire+release: script calls per cycle (server), worst concurrency`, scripts, '= 2', Math.abs(scripts - 2) < 0.005, 'calls');
-      add(`one-rtt-${lib}`, `${lib.replace('rwlock-', '')} acquire+release: commands sent per cycle (client), worst concurrency`, sent, '= 2', Math.abs(sent - 2) < 0.005, 'cmds');
-      add(`redirects-${lib}`, `${lib.replace('rwlock-', '')}: MOVED/ASK redirects after warm-up`, redirects, '= 0', redirects === 0, 'replies');
+      add(
+        `one-call-${lib}`,
+        `${lib.replace('rwlock-', '')} acquire+release: script calls per cycle (server), worst concurrency`,
+        scripts,
+        '= 2',
+        Math.abs(scripts - 2) < 0.005,
+        'calls',
+      );
+      add(
+        `one-rtt-${lib}`,
+        `${lib.replace('rwlock-', '')} acquire+release: commands sent per cycle (client), worst concurrency`,
+        sent,
+        '= 2',
+        Math.abs(sent - 2) < 0.005,
+        'cmds',
+      );
+      add(
+        `redirects-${lib}`,
+        `${lib.replace('rwlock-', '')}: MOVED/ASK redirects after warm-up`,
+        redirects,
+        '= 0',
+        redirects === 0,
+        'replies',
+      );
     }
   }
   if (r.renewal?.extend) {
     const e = r.renewal.extend;
-    add('one-call-extend', 'extend: script calls per lease.extend()', e.scriptsPerExtend, '= 1', Math.abs(e.scriptsPerExtend - 1) < 0.005, 'calls');
-    add('one-rtt-extend', 'extend: commands sent per lease.extend()', e.sentPerExtend, '= 1', Math.abs(e.sentPerExtend - 1) < 0.005, 'cmds');
+    add(
+      'one-call-extend',
+      'extend: script calls per lease.extend()',
+      e.scriptsPerExtend,
+      '= 1',
+      Math.abs(e.scriptsPerExtend - 1) < 0.005,
+      'calls',
+    );
+    add(
+      'one-rtt-extend',
+      'extend: commands sent per lease.extend()',
+      e.sentPerExtend,
+      '= 1',
+      Math.abs(e.sentPerExtend - 1) < 0.005,
+      'cmds',
+    );
   }
   if (r.contended) {
     const baton = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'baton');
@@ -107,34 +159,88 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
           : `${peer} ${peerResult!.handoffsPerSec.toFixed(0)}/s; a zero-delay handoff would give at most ${ceiling!.toFixed(0)}/s ` +
             `(hold ${baton!.holdActualMs!.toFixed(2)} ms + release ${baton!.releaseMs!.toFixed(2)} ms) = ${ceilingRatio.toFixed(1)}x` +
             (ceilingRatio < 10 ? ': 10x cannot be reached with this hold time' : '');
-      add(`b-baton-${peer}`, `baton handoffs/s vs ${peer === 'semaphore' ? 'redis-semaphore' : 'redlock'} (default settings)`, v, '>= 10', atLeast(v, 10), 'x', note);
+      add(
+        `b-baton-${peer}`,
+        `baton handoffs/s vs ${peer === 'semaphore' ? 'redis-semaphore' : 'redlock'} (default settings)`,
+        v,
+        '>= 10',
+        atLeast(v, 10),
+        'x',
+        note,
+      );
     }
     // Issue 14: a handoff as fast as a client that polls in a tight loop, without its commands.
     const spin = ratio('baton.rwlock-write/floor-spin');
     const spinResult = r.contended.median.find((m) => m.lib === 'floor-spin' && m.variant === 'baton');
-    add('b-baton-spin', 'baton handoffs/s vs a busy-polling floor (no sleep)', spin, '>= 0.9', atLeast(spin, 0.9), 'x',
-      spinResult ? `busy-polling floor ${spinResult.handoffsPerSec.toFixed(0)}/s at ${spinResult.commandsPerGrant?.toFixed(1) ?? '?'} commands per grant` : undefined);
-    add('b-baton-commands', 'baton: commands sent per grant', baton?.commandsPerGrant ?? null, '<= 4', atMost(baton?.commandsPerGrant ?? null, 4), 'cmds');
-    add('b-handoff-p50', 'baton handoff p50 (release reply to next grant)', baton?.handoffP50Ms ?? null, '<= 0.2', atMost(baton?.handoffP50Ms ?? null, 0.2), 'ms');
+    add(
+      'b-baton-spin',
+      'baton handoffs/s vs a busy-polling floor (no sleep)',
+      spin,
+      '>= 0.9',
+      atLeast(spin, 0.9),
+      'x',
+      spinResult
+        ? `busy-polling floor ${spinResult.handoffsPerSec.toFixed(0)}/s at ${spinResult.commandsPerGrant?.toFixed(1) ?? '?'} commands per grant`
+        : undefined,
+    );
+    add(
+      'b-baton-commands',
+      'baton: commands sent per grant',
+      baton?.commandsPerGrant ?? null,
+      '<= 4',
+      atMost(baton?.commandsPerGrant ?? null, 4),
+      'cmds',
+    );
+    add(
+      'b-handoff-p50',
+      'baton handoff p50 (release reply to next grant)',
+      baton?.handoffP50Ms ?? null,
+      '<= 0.2',
+      atMost(baton?.handoffP50Ms ?? null, 0.2),
+      'ms',
+    );
     add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 1', atMost(baton?.handoffP99Ms ?? null, 1), 'ms');
     const race = ratio('race.rwlock-write/floor');
     add('b-race-floor', 'race grants/s vs floor', race, '>= 0.9', atLeast(race, 0.9));
     const cycles = ratio('race.rwlock-write.longestWaitCycles');
     const bound = RACE_WAIT_CYCLES_PER_WAITER * waiters;
     const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');
-    add('b-race-longest', 'race longest wait, in cycle times (1 s / grants per s)', cycles, `<= ${bound}`, atMost(cycles, bound), 'cycles',
-      raceRw ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder` : undefined);
+    add(
+      'b-race-longest',
+      'race longest wait, in cycle times (1 s / grants per s)',
+      cycles,
+      `<= ${bound}`,
+      atMost(cycles, bound),
+      'cycles',
+      raceRw
+        ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder`
+        : undefined,
+    );
     // The same two race targets with fair: true (strict arrival order), for comparison.
     const fair = r.contended.median.find((m) => m.lib === 'rwlock-fair' && m.variant === 'race');
     if (fair) {
       const fairRatio = ratio('race.rwlock-fair/floor');
       add('b-race-floor-fair', 'race grants/s vs floor, with fair: true', fairRatio, '>= 0.9', atLeast(fairRatio, 0.9));
       const fairCycles = ratio('race.rwlock-fair.longestWaitCycles');
-      add('b-race-longest-fair', 'race longest wait in cycle times, with fair: true', fairCycles, `<= ${bound}`, atMost(fairCycles, bound), 'cycles',
-        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s`);
+      add(
+        'b-race-longest-fair',
+        'race longest wait in cycle times, with fair: true',
+        fairCycles,
+        `<= ${bound}`,
+        atMost(fairCycles, bound),
+        'cycles',
+        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s`,
+      );
     }
     const violations = r.contended.runs.flat().reduce((a, m) => a + m.violations, 0);
-    add('b-exclusion', 'grants while another waiter held the lock (every library, every run)', violations, '= 0', violations === 0, 'grants');
+    add(
+      'b-exclusion',
+      'grants while another waiter held the lock (every library, every run)',
+      violations,
+      '= 0',
+      violations === 0,
+      'grants',
+    );
   }
   if (r.scale) {
     const counts = r.scale.median.map((m) => m.liveReaders);
@@ -143,17 +249,38 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
   }
   if (r.renewal?.rwlock) {
     const v = r.renewal.rwlock.scriptCallsPerPeriodPerMasterMax;
-    add('e-renewal', `renewal of ${r.renewal.rwlock.leases} leases: script calls per period on the busiest master`, v, `<= ${RENEWAL_SCRIPTS_PER_MASTER}`, atMost(v, RENEWAL_SCRIPTS_PER_MASTER), 'calls');
+    add(
+      'e-renewal',
+      `renewal of ${r.renewal.rwlock.leases} leases: script calls per period on the busiest master`,
+      v,
+      `<= ${RENEWAL_SCRIPTS_PER_MASTER}`,
+      atMost(v, RENEWAL_SCRIPTS_PER_MASTER),
+      'calls',
+    );
     add('e-renewal-lost', 'leases lost while renewing', r.renewal.rwlock.lost, '= 0', r.renewal.rwlock.lost === 0, 'leases');
   }
   if (r.memory) {
     const m = r.memory;
     const perReader = m.bytesPerExtraReader;
     const bound = MEMORY_OVERHEAD_PER_DATA_BYTE * m.dataBytesPerExtraReader;
-    add('f-reader', `bytes per extra reader (its data: ${m.dataBytesPerExtraReader.toFixed(0)} B)`, perReader, `<= ${bound.toFixed(0)}`, atMost(perReader, bound), 'B');
+    add(
+      'f-reader',
+      `bytes per extra reader (its data: ${m.dataBytesPerExtraReader.toFixed(0)} B)`,
+      perReader,
+      `<= ${bound.toFixed(0)}`,
+      atMost(perReader, bound),
+      'B',
+    );
     // Its data with the encoding's share, plus the fixed cost of a key (as much as the floor's whole key) per key it uses.
     const wBound = MEMORY_OVERHEAD_PER_DATA_BYTE * m.write.dataBytes + m.write.keys.length * m.floor.bytes;
-    add('f-write', `bytes of a write-held lock (its data: ${m.write.dataBytes} B; floor key: ${m.floor.bytes} B)`, m.write.bytes, `<= ${wBound.toFixed(0)}`, atMost(m.write.bytes, wBound), 'B');
+    add(
+      'f-write',
+      `bytes of a write-held lock (its data: ${m.write.dataBytes} B; floor key: ${m.floor.bytes} B)`,
+      m.write.bytes,
+      `<= ${wBound.toFixed(0)}`,
+      atMost(m.write.bytes, wBound),
+      'B',
+    );
     add('f-left', 'keys left after every lease was released', m.keysLeftAfterRelease, '= 0', m.keysLeftAfterRelease === 0, 'keys');
   }
   return out;

@@ -7,7 +7,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from '../src/redis.js';
-import { startRedisCluster, startRedisServer, type RedisClusterHandle, type RedisServerHandle } from '../src/testing/index.js';
+import { type RedisClusterHandle, type RedisServerHandle, startRedisCluster, startRedisServer } from '../src/testing/index.js';
 
 export type TopologyKind = 'standalone' | 'cluster';
 
@@ -26,7 +26,9 @@ export interface Topology {
 }
 
 export async function startTopology(kind: TopologyKind): Promise<Topology> {
-  return kind === 'standalone' ? standalone(await startRedisServer()) : cluster(await startRedisCluster({ masters: 3, replicasPerMaster: 1 }));
+  return kind === 'standalone'
+    ? standalone(await startRedisServer())
+    : cluster(await startRedisCluster({ masters: 3, replicasPerMaster: 1 }));
 }
 
 function standalone(server: RedisServerHandle): Topology {

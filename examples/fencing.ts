@@ -18,7 +18,7 @@
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { fencedSet, LockClient, StaleFenceError, type RedisClient } from '../src/index.js';
+import { fencedSet, LockClient, type RedisClient, StaleFenceError } from '../src/index.js';
 import { startRedisServer } from '../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -72,7 +72,7 @@ export async function runFencingExample(redis: RedisClient, log: (line: string) 
     let staleWriteRefused = false;
     try {
       await fencedSet(redis, dataKey, 'report by A (stale)', leaseA);
-      log('A: wrote its report over B\'s. This must not happen.');
+      log("A: wrote its report over B's. This must not happen.");
     } catch (error) {
       if (!(error instanceof StaleFenceError)) throw error;
       staleWriteRefused = true;

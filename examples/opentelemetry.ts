@@ -23,22 +23,22 @@
  */
 import { tracingChannel } from 'node:diagnostics_channel';
 import { pathToFileURL } from 'node:url';
-import { context, metrics, SpanStatusCode, trace, type Attributes, type Meter, type Span, type Tracer } from '@opentelemetry/api';
+import { type Attributes, context, type Meter, metrics, type Span, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { MeterProvider, MetricReader, type Histogram as HistogramPoint } from '@opentelemetry/sdk-metrics';
+import { type Histogram as HistogramPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
 import {
   AcquireTimeoutError,
-  LockClient,
-  TRACING_CHANNELS,
-  WAIT_BUCKETS_MS,
   type AcquireTraceContext,
   type LeaseTraceContext,
+  LockClient,
   type LockStats,
   type RedisClient,
   type RenewTraceContext,
+  TRACING_CHANNELS,
+  WAIT_BUCKETS_MS,
 } from '../src/index.js';
 import { startRedisServer } from '../src/testing/index.js';
 
@@ -56,7 +56,12 @@ type Traced = AcquireTraceContext | LeaseTraceContext | RenewTraceContext;
 export function traceRwlock(tracer: Tracer): () => void {
   const spans = new WeakMap<object, Span>();
   const unsubscribes: (() => void)[] = [];
-  const channel = <C extends Traced>(name: string, spanName: (c: C) => string, attributes: (c: C) => Attributes, failed: (c: C) => boolean) => {
+  const channel = <C extends Traced>(
+    name: string,
+    spanName: (c: C) => string,
+    attributes: (c: C) => Attributes,
+    failed: (c: C) => boolean,
+  ) => {
     const handlers = {
       start: (c: C) => void spans.set(c, tracer.startSpan(spanName(c), { attributes: attributes(c) })),
       end: () => undefined,
@@ -85,16 +90,17 @@ export function traceRwlock(tracer: Tracer): () => void {
   channel<AcquireTraceContext>(
     TRACING_CHANNELS.acquire,
     (c) => `rwlock.acquire ${c.mode}`,
-    (c) => defined({
-      'rwlock.resource': c.resource,
-      'rwlock.mode': c.mode,
-      'rwlock.waiting': c.waiting,
-      'rwlock.owner': c.owner,
-      'rwlock.outcome': c.outcome,
-      'rwlock.fence': c.fence,
-      'rwlock.attempts': c.attempts || undefined,
-      'rwlock.waited_ms': c.outcome === undefined ? undefined : c.waitedMs,
-    }),
+    (c) =>
+      defined({
+        'rwlock.resource': c.resource,
+        'rwlock.mode': c.mode,
+        'rwlock.waiting': c.waiting,
+        'rwlock.owner': c.owner,
+        'rwlock.outcome': c.outcome,
+        'rwlock.fence': c.fence,
+        'rwlock.attempts': c.attempts || undefined,
+        'rwlock.waited_ms': c.outcome === undefined ? undefined : c.waitedMs,
+      }),
     // A busy try is an answer, not a failure.
     (c) => c.outcome !== 'granted' && c.outcome !== 'busy',
   );
@@ -105,14 +111,15 @@ export function traceRwlock(tracer: Tracer): () => void {
     channel<LeaseTraceContext>(
       name,
       (c) => `rwlock.${op} ${c.mode}`,
-      (c) => defined({
-        'rwlock.resource': c.resource,
-        'rwlock.mode': c.mode,
-        'rwlock.owner': c.owner,
-        'rwlock.fence': c.fence,
-        'rwlock.held_ms': c.heldMs,
-        'rwlock.outcome': c.outcome,
-      }),
+      (c) =>
+        defined({
+          'rwlock.resource': c.resource,
+          'rwlock.mode': c.mode,
+          'rwlock.owner': c.owner,
+          'rwlock.fence': c.fence,
+          'rwlock.held_ms': c.heldMs,
+          'rwlock.outcome': c.outcome,
+        }),
       (c) => c.outcome === 'failed' || c.outcome === 'not-held',
     );
   }
@@ -186,7 +193,10 @@ export interface OpenTelemetryOutcome {
   readonly stats: readonly LockStats[];
 }
 
-export async function runOpenTelemetryExample(redis: RedisClient, log: (line: string) => void = console.log): Promise<OpenTelemetryOutcome> {
+export async function runOpenTelemetryExample(
+  redis: RedisClient,
+  log: (line: string) => void = console.log,
+): Promise<OpenTelemetryOutcome> {
   const contextManager = new AsyncLocalStorageContextManager().enable();
   context.setGlobalContextManager(contextManager);
   const exporter = new InMemorySpanExporter();
@@ -214,7 +224,10 @@ export async function runOpenTelemetryExample(redis: RedisClient, log: (line: st
 
     // The ledger holds acct:2 while payments waits for it; one impatient try times out.
     const held = await ledger.lock('acct:{2}').acquireWrite();
-    const impatient = await payments.lock('acct:{2}').acquireWrite({ waitMs: 50 }).catch((error: unknown) => error);
+    const impatient = await payments
+      .lock('acct:{2}')
+      .acquireWrite({ waitMs: 50 })
+      .catch((error: unknown) => error);
     if (!(impatient instanceof AcquireTimeoutError)) throw new Error(`expected a timeout, got ${String(impatient)}`);
     log('payments: gave up on acct:{2} after 50 ms (AcquireTimeoutError)');
     const contended = new Promise<void>((resolve) => payments.once('contended', () => resolve()));
@@ -243,10 +256,19 @@ export async function runOpenTelemetryExample(redis: RedisClient, log: (line: st
     const spans = exporter.getFinishedSpans();
     for (const s of spans) {
       const a = s.attributes;
-      const what = [a['rwlock.resource'], a['rwlock.outcome'], a['rwlock.attempts'] && `${a['rwlock.attempts']} attempt(s)`, a['rwlock.renewed'] !== undefined && `${a['rwlock.renewed']} renewed`];
+      const what = [
+        a['rwlock.resource'],
+        a['rwlock.outcome'],
+        a['rwlock.attempts'] && `${a['rwlock.attempts']} attempt(s)`,
+        a['rwlock.renewed'] !== undefined && `${a['rwlock.renewed']} renewed`,
+      ];
       log(`span ${s.name.padEnd(26)} ${s.status.code === SpanStatusCode.ERROR ? 'ERROR' : 'ok   '} ${what.filter(Boolean).join(', ')}`);
     }
-    log(Object.entries(sums).map(([name, value]) => `${name}=${value}`).join(' '));
+    log(
+      Object.entries(sums)
+        .map(([name, value]) => `${name}=${value}`)
+        .join(' '),
+    );
     return { spans, metrics: sums, stats: [payments.stats(), ledger.stats()] };
   } finally {
     untrace();
@@ -277,7 +299,10 @@ export function checkOpenTelemetryOutcome({ spans, metrics: m, stats }: OpenTele
   check(waited !== undefined, 'a granted acquire span that waited');
   const releases = spans.filter((s) => s.name.startsWith('rwlock.release'));
   check(releases.length === stats.reduce((n, s) => n + s.releases, 0), 'one release span per release');
-  check(spans.some((s) => s.name === 'rwlock.renew' && Number(s.attributes['rwlock.renewed']) >= 1), 'a renewal round span');
+  check(
+    spans.some((s) => s.name === 'rwlock.renew' && Number(s.attributes['rwlock.renewed']) >= 1),
+    'a renewal round span',
+  );
   check(m['rwlock.acquires'] === stats.reduce((n, s) => n + s.acquires, 0), 'rwlock.acquires equals the grants');
   check(m['rwlock.timeouts'] === 1 && m['rwlock.waits']! >= 2, 'rwlock.timeouts 1 and rwlock.waits 2 or more');
   check(m['rwlock.acquire.wait'] === m['rwlock.acquires'], 'one rwlock.acquire.wait point per grant');

@@ -60,7 +60,13 @@ export async function runTestingHelperExample(log: (line: string) => void = cons
     const again = await locks.lock('orders:{42}').acquireWrite({ waitMs: 10_000 });
     log(`write lock again after the failover (fence ${again.fence} > ${lease.fence})`);
     await again.release();
-    return { masters: masters.length, replicas: replicas.length, killedPort: replaced.port, promotedPort: promoted.port, lockedAfterFailover: again.fence > lease.fence };
+    return {
+      masters: masters.length,
+      replicas: replicas.length,
+      killedPort: replaced.port,
+      promotedPort: promoted.port,
+      lockedAfterFailover: again.fence > lease.fence,
+    };
   } finally {
     await locks.close();
   }

@@ -15,7 +15,7 @@ const tsc = (project) => execFileSync(process.execPath, ['node_modules/typescrip
 rmSync('dist', { recursive: true, force: true });
 tsc('tsconfig.build.json');
 tsc('tsconfig.cjs.json');
-writeFileSync('dist/cjs/package.json', JSON.stringify({ type: 'commonjs' }) + '\n');
+writeFileSync('dist/cjs/package.json', `${JSON.stringify({ type: 'commonjs' })}\n`);
 
 const require = createRequire(import.meta.url);
 for (const entry of ['index.js', 'testing/index.js']) {

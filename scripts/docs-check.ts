@@ -20,7 +20,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
-const docs = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+const docs = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => join('docs', f)),
+];
 
 interface Block {
   readonly file: string;
@@ -93,13 +98,17 @@ try {
     }),
   );
   try {
-    execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', join(dir, 'tsconfig.json')], { cwd: root, encoding: 'utf8', stdio: 'pipe' });
+    execFileSync(join(root, 'node_modules', '.bin', 'tsc'), ['-p', join(dir, 'tsconfig.json')], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: 'pipe',
+    });
   } catch (error) {
     const output = String((error as { stdout?: string }).stdout ?? error);
     for (const line of output.split('\n').filter((l) => /error TS/.test(l))) {
       const match = /block-(\d+)\.ts\((\d+),(\d+)\): (.*)$/.exec(line);
       if (!match) {
-        problems.push(line.replace(root + '/', ''));
+        problems.push(line.replace(`${root}/`, ''));
         continue;
       }
       const at = modules[Number(match[1])]!.origin[Number(match[2]) - 1];
@@ -116,7 +125,9 @@ const usages = all.filter((b) => (b.lang === 'text' || b.lang === '') && /^Usage
 for (const b of usages) {
   const command = /^Usage: redis-rwlock ([\w-]+)/.exec(b.text)![1]!;
   const cli = command === 'demo' ? ['src/demo/main.ts', '--help'] : ['src/cli/index.ts', command, '--help'];
-  const help = execFileSync(process.execPath, ['--import', 'tsx', ...cli], { cwd: root, encoding: 'utf8' }).split('\n').map((l) => l.trimEnd());
+  const help = execFileSync(process.execPath, ['--import', 'tsx', ...cli], { cwd: root, encoding: 'utf8' })
+    .split('\n')
+    .map((l) => l.trimEnd());
   for (const [k, line] of b.text.split('\n').entries()) {
     if (line.trim() !== '' && !help.includes(line.trimEnd())) {
       problems.push(`${b.file}:${b.line + 1 + k}: not in \`redis-rwlock ${command} --help\`: ${line.trim()}`);

@@ -1,7 +1,7 @@
 // Turns lua/*.lua into src/lua/scripts.generated.ts, so that the runtime (ESM
 // and CJS builds alike) reads no files. `-- @include name` pulls in
 // lua/includes/name.lua; a `#!lua` shebang line stays first.
-import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -16,7 +16,9 @@ const expand = (text, seen = new Set()) =>
     return expand(readFileSync(join(luaDir, 'includes', `${name}.lua`), 'utf8'), new Set([...seen, name]));
   });
 
-const files = readdirSync(luaDir).filter((f) => f.endsWith('.lua')).sort();
+const files = readdirSync(luaDir)
+  .filter((f) => f.endsWith('.lua'))
+  .sort();
 const entries = files.map((f) => `  ${camel(f)}: ${JSON.stringify(expand(readFileSync(join(luaDir, f), 'utf8')))},`);
 mkdirSync(dirname(out), { recursive: true });
 // Typed as strings, not literals: the declarations would otherwise carry every script's text.

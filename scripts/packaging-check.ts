@@ -205,13 +205,21 @@ try {
   step(`${filename}: ${files.length} files, ${(size / 1024).toFixed(0)} kB packed`);
   // @arethetypeswrong/cli: every entry resolves, typed, under node10, node16 (import and require) and bundlers.
   step('attw: are the types wrong? (exits non-zero on any problem)');
-  console.log((await run(path.join(ROOT, 'node_modules/.bin/attw'), [tarball, '--format', 'table-flipped', '--no-color'], ROOT)).trimEnd().replace(/^/gm, '        '));
+  console.log(
+    (await run(path.join(ROOT, 'node_modules/.bin/attw'), [tarball, '--format', 'table-flipped', '--no-color'], ROOT))
+      .trimEnd()
+      .replace(/^/gm, '        '),
+  );
 
   const app = path.join(tmp, 'app');
   mkdirSync(app);
   writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'rwlock-consumer', version: '1.0.0', private: true }, null, 2));
   step(`npm install ${filename} ioredis @types/node (in a fresh project)`);
-  await run('npm', ['install', tarball, 'ioredis@^6', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app);
+  await run(
+    'npm',
+    ['install', tarball, 'ioredis@^6', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    app,
+  );
 
   writeFileSync(path.join(app, 'esm.mjs'), ESM_CONSUMER);
   writeFileSync(path.join(app, 'cjs.cjs'), CJS_CONSUMER);
@@ -221,13 +229,16 @@ try {
   console.log(`        ${(await run('node', ['cjs.cjs'], app, 120_000)).trim()}`);
 
   step('npx redis-rwlock demo --duration 2s --processes 2 --json: the CLI and its demo, on an embedded Cluster');
-  const demo = JSON.parse((await run('npx', ['--no-install', 'redis-rwlock', 'demo', '--duration', '2s', '--processes', '2', '--json'], app, 120_000)).trim()) as {
+  const demo = JSON.parse(
+    (await run('npx', ['--no-install', 'redis-rwlock', 'demo', '--duration', '2s', '--processes', '2', '--json'], app, 120_000)).trim(),
+  ) as {
     ok: boolean;
     reads: number;
     rebuilds: number;
     halfBuilt: number;
   };
-  if (!demo.ok || demo.reads === 0 || demo.rebuilds === 0 || demo.halfBuilt !== 0) throw new Error(`the demo did not pass: ${JSON.stringify(demo)}`);
+  if (!demo.ok || demo.reads === 0 || demo.rebuilds === 0 || demo.halfBuilt !== 0)
+    throw new Error(`the demo did not pass: ${JSON.stringify(demo)}`);
   console.log(`        ok: ${demo.reads} reads, ${demo.rebuilds} rebuilds, ${demo.halfBuilt} half-built reads`);
 
   writeFileSync(path.join(app, 'check-esm.mts'), ESM_TYPES);
@@ -235,7 +246,15 @@ try {
   writeFileSync(
     path.join(app, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, noEmit: true, types: ['node'] },
+      compilerOptions: {
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        lib: ['ES2023', 'ESNext.Disposable'],
+        strict: true,
+        noEmit: true,
+        types: ['node'],
+      },
       files: ['check-esm.mts', 'check-cjs.cts'],
     }),
   );
@@ -246,7 +265,16 @@ try {
   writeFileSync(
     path.join(app, 'tsconfig.node10.json'),
     JSON.stringify({
-      compilerOptions: { module: 'CommonJS', moduleResolution: 'Node10', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, noEmit: true, types: ['node'], esModuleInterop: true },
+      compilerOptions: {
+        module: 'CommonJS',
+        moduleResolution: 'Node10',
+        target: 'ES2022',
+        lib: ['ES2023', 'ESNext.Disposable'],
+        strict: true,
+        noEmit: true,
+        types: ['node'],
+        esModuleInterop: true,
+      },
       files: ['check-node10.ts'],
     }),
   );
@@ -255,14 +283,29 @@ try {
 
   const app5 = path.join(tmp, 'app-ioredis5');
   mkdirSync(app5);
-  writeFileSync(path.join(app5, 'package.json'), JSON.stringify({ name: 'rwlock-ioredis5', version: '1.0.0', private: true, type: 'module' }, null, 2));
+  writeFileSync(
+    path.join(app5, 'package.json'),
+    JSON.stringify({ name: 'rwlock-ioredis5', version: '1.0.0', private: true, type: 'module' }, null, 2),
+  );
   step(`npm install ${filename} ioredis@^5 (a project on ioredis 5, the peer dependency's older major)`);
-  await run('npm', ['install', tarball, 'ioredis@^5', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app5);
+  await run(
+    'npm',
+    ['install', tarball, 'ioredis@^5', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    app5,
+  );
   writeFileSync(path.join(app5, 'app.mts'), IOREDIS5_CONSUMER);
   writeFileSync(
     path.join(app5, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', target: 'ES2022', lib: ['ES2023', 'ESNext.Disposable'], strict: true, outDir: 'out', types: ['node'] },
+      compilerOptions: {
+        module: 'NodeNext',
+        moduleResolution: 'NodeNext',
+        target: 'ES2022',
+        lib: ['ES2023', 'ESNext.Disposable'],
+        strict: true,
+        outDir: 'out',
+        types: ['node'],
+      },
       files: ['app.mts'],
     }),
   );
@@ -270,7 +313,8 @@ try {
   await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app5);
   console.log(`        ${(await run('node', ['out/app.mjs'], app5, 60_000)).trim()}`);
   const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
-  if (copies.length !== 1) throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
+  if (copies.length !== 1)
+    throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
   step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5');
 } catch (error) {
   failed = true;

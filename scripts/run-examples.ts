@@ -64,7 +64,11 @@ try {
     const result = await runExample(path.join(EXAMPLES, name), server.url);
     const ok = result.code === 0 && !result.timedOut;
     if (!ok) failed++;
-    const why = result.timedOut ? ` (no exit within ${TIME_LIMIT_MS / 1000} s)` : result.code === 0 ? '' : ` (exit ${result.code ?? result.signal})`;
+    const why = result.timedOut
+      ? ` (no exit within ${TIME_LIMIT_MS / 1000} s)`
+      : result.code === 0
+        ? ''
+        : ` (exit ${result.code ?? result.signal})`;
     console.log(`${ok ? '✔' : '✘'} examples/${name} ${(result.ms / 1000).toFixed(1)} s${why}`);
     const indented = result.output.trimEnd().replace(/^/gm, '    ');
     if (indented.trim() !== '') console.log(indented);

@@ -1,37 +1,37 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backends/backend.js';
+import { createBackend } from './backends/index.js';
+import { redlockClients } from './backends/redlock.js';
 import { Cleanups } from './cleanups.js';
+import { Deadlines } from './deadlines.js';
 import {
   AcquireTimeoutError,
   ClientClosedError,
   InvalidArgumentError,
-  LockNotHeldError,
   type LockLostError,
+  LockNotHeldError,
   type RedisUnavailableError,
   type RWLockError,
   type RWLockErrorContext,
 } from './errors.js';
-import { forceReleaseOn, lockFootprint, type ForcedRelease } from './force-release.js';
+import { type ForcedRelease, forceReleaseOn, lockFootprint } from './force-release.js';
 import { Holdings } from './holdings.js';
-import { Deadlines } from './deadlines.js';
-import { createBackend } from './backends/index.js';
 import { validatePrefix } from './keys/keys.js';
 import type { Lease } from './lease.js';
-import { LeaseGroup, lossOf, type LockRequest } from './lease-group.js';
-import { RWLock, type LockContext } from './lock.js';
+import { LeaseGroup, type LockRequest, lossOf } from './lease-group.js';
+import { type LockContext, RWLock } from './lock.js';
+import { type ContentionInfo, type LockStats, Telemetry } from './observability/telemetry.js';
 import {
-  duration,
-  ownOptions,
-  resolveClientOptions,
   type AcquireOptions,
+  duration,
   type LockClientOptions,
+  ownOptions,
   type ResolvedClientOptions,
+  resolveClientOptions,
 } from './options.js';
 import { runAsOwner } from './owner-context.js';
-import { Telemetry, type ContentionInfo, type LockStats } from './observability/telemetry.js';
-import { isClosed, isUsableClient, redisFailure, type RedisClient } from './redis.js';
-import { redlockClients } from './backends/redlock.js';
+import { isClosed, isUsableClient, type RedisClient, redisFailure } from './redis.js';
 import { WakeupHub } from './wakeups.js';
 
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
@@ -94,7 +94,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     super();
     const redlock = (options as { mode?: unknown } | undefined)?.mode === 'redlock';
     if (Array.isArray(redis) && !redlock) {
-      throw new InvalidArgumentError('redis', 'an array of clients is for mode "redlock" (a majority of independent servers); pass { mode: \'redlock\' }');
+      throw new InvalidArgumentError(
+        'redis',
+        'an array of clients is for mode "redlock" (a majority of independent servers); pass { mode: \'redlock\' }',
+      );
     }
     if (!redlock && !isUsableClient(redis)) {
       throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
@@ -259,7 +262,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     } catch (error) {
       await group.release().catch((failure: unknown) => {
         // fn's error matters more; a lost lease was reported by `lost`
-        if (!(failure instanceof LockNotHeldError)) this.telemetry.backgroundError(redisFailure('releasing a set of locks after the function threw', failure, {}));
+        if (!(failure instanceof LockNotHeldError))
+          this.telemetry.backgroundError(redisFailure('releasing a set of locks after the function threw', failure, {}));
       });
       throw error;
     }
@@ -355,7 +359,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         // fn's error matters more; a lost lease was reported by `lost`
         if (failure instanceof LockNotHeldError) return;
         const context = { resource: lock.resource, mode, owner: lease.token };
-        this.telemetry.backgroundError(redisFailure(`releasing the ${mode} lock on "${lock.resource}" after the function threw`, failure, context));
+        this.telemetry.backgroundError(
+          redisFailure(`releasing the ${mode} lock on "${lock.resource}" after the function threw`, failure, context),
+        );
       });
       throw error;
     }
@@ -373,7 +379,9 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       await lease.release().catch((failure: unknown) => {
         if (failure instanceof LockNotHeldError) return;
         const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-        this.telemetry.backgroundError(redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}" of a set that could not be taken whole`, failure, context));
+        this.telemetry.backgroundError(
+          redisFailure(`releasing the ${lease.mode} lock on "${lease.resource}" of a set that could not be taken whole`, failure, context),
+        );
       });
     }
   }

@@ -8,7 +8,7 @@
  * cycle: one small object and one promise per call, no closures beyond the
  * promise's executor and handlers.)
  */
-import { RedisUnavailableError, type LockMode } from './errors.js';
+import { type LockMode, RedisUnavailableError } from './errors.js';
 
 /** What a bounded call is about, for its error: a lease, a lock's resource, or nothing more. */
 export interface CallSubject {

@@ -246,7 +246,7 @@ export class StaleFenceError extends RWLockError {
   constructor(key: string, fence: number, lastFence: number, context: RWLockErrorContext = {}) {
     super(
       `refused the write to "${key}": its fence ${fence} is lower than ${lastFence}, the last one the key has seen, ` +
-        'so a newer holder of the lock has written since and this writer\'s lease is stale; re-acquire the lock and re-read before writing',
+        "so a newer holder of the lock has written since and this writer's lease is stale; re-acquire the lock and re-read before writing",
       context,
     );
     this.key = key;

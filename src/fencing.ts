@@ -1,9 +1,9 @@
 import calculateSlot from 'cluster-key-slot';
+import { defineScripts, runScript } from './backends/scripts.js';
 import { InvalidArgumentError, StaleFenceError } from './errors.js';
 import { describe, hashTagOf } from './keys/keys.js';
 import { duration } from './options.js';
-import { isUsableClient, redisFailure, type RedisClient } from './redis.js';
-import { defineScripts, runScript } from './backends/scripts.js';
+import { isUsableClient, type RedisClient, redisFailure } from './redis.js';
 
 /** Options of {@link fencedSet}. */
 export interface FencedSetOptions {
@@ -120,7 +120,8 @@ function fencedArguments(
   fenceKeyOption: string | undefined,
 ): { f: number; fenceKey: string } {
   if (!isUsableClient(redis)) throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
-  if (typeof key !== 'string' || key.length === 0) throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
+  if (typeof key !== 'string' || key.length === 0)
+    throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
   const f = typeof fence === 'object' && fence !== null ? fence.fence : fence;
   if (typeof f !== 'number' || !Number.isSafeInteger(f) || f < 0) {
     throw new InvalidArgumentError('fence', `must be a lease or its fence (a whole number), got ${describe(f)}`);

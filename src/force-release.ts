@@ -1,7 +1,7 @@
-import { isLegacyLockKeys, legacyTwinNames } from './keys/legacy.js';
-import type { LockKeys } from './keys/keys.js';
-import type { RedisClient } from './redis.js';
 import { defineScripts, runScript } from './backends/scripts.js';
+import type { LockKeys } from './keys/keys.js';
+import { isLegacyLockKeys, legacyTwinNames } from './keys/legacy.js';
+import type { RedisClient } from './redis.js';
 
 /** What {@link LockClient.forceRelease} did. */
 export interface ForcedRelease {

@@ -5,11 +5,11 @@ import type { LockKeys } from './keys/keys.js';
 import { Lease, type LeaseHost } from './lease.js';
 import {
   extendChannel,
+  type LeaseTraceContext,
+  type RenewTraceContext,
   releaseChannel,
   renewChannel,
   traced,
-  type LeaseTraceContext,
-  type RenewTraceContext,
 } from './observability/channels.js';
 import { duration, MIN_LEASE_MS } from './options.js';
 import { redisFailure } from './redis.js';
@@ -107,7 +107,9 @@ export class Holdings implements LeaseHost {
       // Granted while close() ran: give it straight back, so nothing stays locked.
       void this.backend.release(keys, mode, owner, holdId).catch((error: unknown) => {
         const context = { resource, mode, owner };
-        this.observer?.backgroundError(redisFailure(`giving back the ${mode} lock on "${resource}" granted after close() (it expires by itself)`, error, context));
+        this.observer?.backgroundError(
+          redisFailure(`giving back the ${mode} lock on "${resource}" granted after close() (it expires by itself)`, error, context),
+        );
       });
       throw new ClientClosedError('this LockClient was closed while the acquire was in flight; nothing is held', {
         resource,
@@ -233,7 +235,10 @@ export class Holdings implements LeaseHost {
       throw redisFailure(`extending the ${lease.mode} lock on "${lease.resource}"`, error, context);
     }
     if (Number.isNaN(remaining)) {
-      throw new RedisUnavailableError(`extending the ${lease.mode} lock on "${lease.resource}" failed: its node could not be asked; the lease is unchanged; the operation may be retried`, context);
+      throw new RedisUnavailableError(
+        `extending the ${lease.mode} lock on "${lease.resource}" failed: its node could not be asked; the lease is unchanged; the operation may be retried`,
+        context,
+      );
     }
     if (remaining <= 0) {
       this.lose(holding, 'Redis no longer holds it');
@@ -291,7 +296,11 @@ export class Holdings implements LeaseHost {
         // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
         if (this.observer) {
           const failure = redisFailure(`renewing ${due.length} lease holding(s)`, error, {});
-          this.observer.renewalFailed(failure, due.length, due.flatMap((h) => h.leases));
+          this.observer.renewalFailed(
+            failure,
+            due.length,
+            due.flatMap((h) => h.leases),
+          );
         }
         if (trace) {
           trace.unreached += due.length;
@@ -321,7 +330,11 @@ export class Holdings implements LeaseHost {
         const failure = new RedisUnavailableError(
           `renewing ${unreached.length} lease holding(s) failed: their Redis node could not be asked; tried again next round`,
         );
-        this.observer.renewalFailed(failure, unreached.length, unreached.flatMap((h) => h.leases));
+        this.observer.renewalFailed(
+          failure,
+          unreached.length,
+          unreached.flatMap((h) => h.leases),
+        );
       }
       if (trace) {
         trace.renewed = renewed;
@@ -449,10 +462,11 @@ function holdingId(keys: LockKeys, owner: string): string {
 }
 
 function notHeld(lease: Lease, why = 'it was lost'): LockNotHeldError {
-  return new LockNotHeldError(
-    `the ${lease.mode} lock on "${lease.resource}" is not held by this lease (${why}); nothing was changed`,
-    { resource: lease.resource, mode: lease.mode, owner: lease.token },
-  );
+  return new LockNotHeldError(`the ${lease.mode} lock on "${lease.resource}" is not held by this lease (${why}); nothing was changed`, {
+    resource: lease.resource,
+    mode: lease.mode,
+    owner: lease.token,
+  });
 }
 
 function lost(lease: Lease, why: string): LockLostError {

@@ -20,47 +20,56 @@
  *
  * @module redis-rwlock
  */
-export { LockClient, type LockClientEvents } from './client.js';
-export { RWLock } from './lock.js';
-export { Lease } from './lease.js';
-export { LeaseGroup, type LockRequest } from './lease-group.js';
-export type { ForcedRelease } from './force-release.js';
-export type { LockInfo, HolderInfo, WaiterInfo, LegacyInfo, LegacyKeyInfo } from './backends/backend.js';
-export type { LockClientOptions, LockClientMode, AcquireOptions, TryAcquireOptions, ResolvedClientOptions } from './options.js';
-export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './keys/legacy.js';
-export type { RedisClient } from './redis.js';
-export type { RedlockOptions, ReplicaAckOptions, ResolvedRedlockOptions, ResolvedReplicaAck } from './options.js';
+
+export type { BlockReason, HolderInfo, LegacyInfo, LegacyKeyInfo, LockInfo, WaiterInfo } from './backends/backend.js';
 export { MIN_REDLOCK_NODES } from './backends/redlock.js';
-export { WAIT_BUCKETS_MS, type LockStats, type WaitTimeHistogram, type ContentionInfo } from './observability/telemetry.js';
-export type { BlockReason } from './backends/backend.js';
+export { LockClient, type LockClientEvents } from './client.js';
 export {
-  TRACING_CHANNELS,
-  type AcquireTraceContext,
-  type AcquireOutcomeName,
-  type LeaseTraceContext,
-  type LeaseOutcomeName,
-  type RenewTraceContext,
-} from './observability/channels.js';
-export { fencedGet, fencedSet, fenceKeyOf, type FencedSetOptions } from './fencing.js';
-export { lockKeys, hashTagOf, type LockKeys, MAX_RESOURCE_BYTES } from './keys/keys.js';
-export {
-  RWLockError,
-  InvalidArgumentError,
-  CrossSlotError,
-  AcquireTimeoutError,
   AcquireAbortedError,
-  UpgradeConflictError,
-  LockNotHeldError,
-  LockLostError,
+  AcquireTimeoutError,
   ClientClosedError,
-  RedisUnavailableError,
+  CrossSlotError,
+  InvalidArgumentError,
+  LockLostError,
+  type LockMode,
+  LockNotHeldError,
+  type NodeOutcome,
+  NoPermissionError,
   QuorumError,
+  RedisUnavailableError,
   ReplicaAckError,
+  RWLockError,
+  type RWLockErrorCode,
+  type RWLockErrorContext,
   StaleFenceError,
   UnsupportedServerError,
-  NoPermissionError,
-  type RWLockErrorCode,
-  type NodeOutcome,
-  type LockMode,
-  type RWLockErrorContext,
+  UpgradeConflictError,
 } from './errors.js';
+export { type FencedSetOptions, fencedGet, fencedSet, fenceKeyOf } from './fencing.js';
+export type { ForcedRelease } from './force-release.js';
+export { hashTagOf, type LockKeys, lockKeys, MAX_RESOURCE_BYTES } from './keys/keys.js';
+export { defaultLegacyKeys, type LegacyKeyPair, type LegacyLockKeys } from './keys/legacy.js';
+export { Lease } from './lease.js';
+export { LeaseGroup, type LockRequest } from './lease-group.js';
+export { RWLock } from './lock.js';
+export {
+  type AcquireOutcomeName,
+  type AcquireTraceContext,
+  type LeaseOutcomeName,
+  type LeaseTraceContext,
+  type RenewTraceContext,
+  TRACING_CHANNELS,
+} from './observability/channels.js';
+export { type ContentionInfo, type LockStats, WAIT_BUCKETS_MS, type WaitTimeHistogram } from './observability/telemetry.js';
+export type {
+  AcquireOptions,
+  LockClientMode,
+  LockClientOptions,
+  RedlockOptions,
+  ReplicaAckOptions,
+  ResolvedClientOptions,
+  ResolvedRedlockOptions,
+  ResolvedReplicaAck,
+  TryAcquireOptions,
+} from './options.js';
+export type { RedisClient } from './redis.js';

@@ -1,4 +1,4 @@
-import { LockNotHeldError, type LockMode } from './errors.js';
+import { type LockMode, LockNotHeldError } from './errors.js';
 import type { Lease } from './lease.js';
 
 /** One lock of a multi-resource acquisition ({@link LockClient.acquireAll}, {@link LockClient.withLocks}). */

@@ -1,4 +1,4 @@
-import { LockNotHeldError, type LockMode } from './errors.js';
+import { type LockMode, LockNotHeldError } from './errors.js';
 
 /** What a {@link Lease} needs from the client that granted it. */
 export interface LeaseHost {

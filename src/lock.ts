@@ -7,25 +7,25 @@ import {
   AcquireAbortedError,
   AcquireTimeoutError,
   InvalidArgumentError,
+  type LockMode,
   RedisUnavailableError,
   RWLockError,
-  UpgradeConflictError,
-  type LockMode,
   type RWLockErrorContext,
+  UpgradeConflictError,
 } from './errors.js';
 import type { Holdings } from './holdings.js';
-import { validateResource, type LockKeys } from './keys/keys.js';
+import { type LockKeys, validateResource } from './keys/keys.js';
 import type { Lease } from './lease.js';
-import { acquireChannel, traced, type AcquireOutcomeName, type AcquireTraceContext } from './observability/channels.js';
+import { type AcquireOutcomeName, type AcquireTraceContext, acquireChannel, traced } from './observability/channels.js';
 import type { Telemetry } from './observability/telemetry.js';
 import {
+  type AcquireOptions,
   duration,
   MIN_LEASE_MS,
   ownerToken,
   ownOptions,
-  resolveReplicaAck,
-  type AcquireOptions,
   type ResolvedClientOptions,
+  resolveReplicaAck,
   type TryAcquireOptions,
 } from './options.js';
 import { enclosingOwner } from './owner-context.js';
@@ -158,14 +158,12 @@ export class RWLock {
     const { ctx, keys, resource } = this;
     const base: RWLockErrorContext = { resource, mode };
     const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
-    const owner =
-      o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base, ctx.options.mode);
+    const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base, ctx.options.mode);
     const context: RWLockErrorContext = { resource, mode, owner };
     if (trace) trace.owner = owner;
     const autoRenew = o.leaseMs === undefined;
     const leaseMs = autoRenew ? ctx.options.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS, context);
-    const waitMs =
-      !waiting ? 0 : o.waitMs === undefined ? ctx.options.waitMs : duration('waitMs', o.waitMs, 0, context);
+    const waitMs = !waiting ? 0 : o.waitMs === undefined ? ctx.options.waitMs : duration('waitMs', o.waitMs, 0, context);
     const signal = o.signal;
     if (signal !== undefined && !(signal instanceof AbortSignal)) {
       throw new InvalidArgumentError('signal', 'must be an AbortSignal', context);
@@ -188,7 +186,13 @@ export class RWLock {
     const started = performance.now();
     const deadline = started + waitMs;
     // Whatever Redis or the network does, the acquire settles by then: see acquireBoundMs.
-    const bound = new AcquireBound(ctx, context, started, started + acquireBoundMs(waitMs, ctx.options.redisTimeoutMs, replicaAck?.timeoutMs ?? 0), signal);
+    const bound = new AcquireBound(
+      ctx,
+      context,
+      started,
+      started + acquireBoundMs(waitMs, ctx.options.redisTimeoutMs, replicaAck?.timeoutMs ?? 0),
+      signal,
+    );
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
     let leftIntent = false;
     let attempts = 0;
@@ -232,7 +236,9 @@ export class RWLock {
       // An aborted or late acquire returns at once and leaves in the background.
       if (leftIntent && !ctx.redisClosed()) {
         const leaving = ctx.backend.abandon(keys, owner).catch((failure: unknown) => {
-          ctx.telemetry.backgroundError(redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context));
+          ctx.telemetry.backgroundError(
+            redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context),
+          );
         });
         ctx.cleanups.track(leaving);
         await bound.race(leaving).catch(() => undefined);

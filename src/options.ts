@@ -215,11 +215,7 @@ export function ownOptions<K extends string>(
   const out = Object.create(null) as Partial<Record<K, unknown>>;
   for (const name of Object.keys(value)) {
     if (!(allowed as readonly string[]).includes(name)) {
-      throw new InvalidArgumentError(
-        argument,
-        `unknown option ${JSON.stringify(name)}; the options are ${allowed.join(', ')}`,
-        context,
-      );
+      throw new InvalidArgumentError(argument, `unknown option ${JSON.stringify(name)}; the options are ${allowed.join(', ')}`, context);
     }
     const v = (value as Record<string, unknown>)[name];
     if (v !== undefined) out[name as K] = v;
@@ -244,11 +240,7 @@ export const LEGACY_MARKER = '1';
 
 export function ownerToken(value: unknown, context: RWLockErrorContext = {}, mode?: LockClientMode): string {
   if (typeof value !== 'string' || value.length === 0 || value.length > MAX_OWNER_LENGTH) {
-    throw new InvalidArgumentError(
-      'owner',
-      `must be a string of 1 to ${MAX_OWNER_LENGTH} characters, got ${describe(value)}`,
-      context,
-    );
+    throw new InvalidArgumentError('owner', `must be a string of 1 to ${MAX_OWNER_LENGTH} characters, got ${describe(value)}`, context);
   }
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value) || !value.isWellFormed()) {
@@ -288,16 +280,30 @@ function legacyKeysOption(value: unknown, mode: LockClientMode): (resource: stri
 }
 
 export function resolveClientOptions(options: unknown, validatePrefix: (p: unknown) => string): ResolvedClientOptions {
-  const o = ownOptions(options, ['prefix', 'leaseMs', 'waitMs', 'redisTimeoutMs', 'writerPreference', 'recheckMs', 'fair', 'mode', 'legacyKeys', 'redlock', 'replicaAck'], 'options');
+  const o = ownOptions(
+    options,
+    [
+      'prefix',
+      'leaseMs',
+      'waitMs',
+      'redisTimeoutMs',
+      'writerPreference',
+      'recheckMs',
+      'fair',
+      'mode',
+      'legacyKeys',
+      'redlock',
+      'replicaAck',
+    ],
+    'options',
+  );
   const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : clientMode(o.mode);
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
     leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
     waitMs: o.waitMs === undefined ? CLIENT_DEFAULTS.waitMs : duration('waitMs', o.waitMs, 0),
-    redisTimeoutMs:
-      o.redisTimeoutMs === undefined ? CLIENT_DEFAULTS.redisTimeoutMs : duration('redisTimeoutMs', o.redisTimeoutMs, 1),
-    writerPreference:
-      o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
+    redisTimeoutMs: o.redisTimeoutMs === undefined ? CLIENT_DEFAULTS.redisTimeoutMs : duration('redisTimeoutMs', o.redisTimeoutMs, 1),
+    writerPreference: o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
     recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),
     fair: o.fair === undefined ? CLIENT_DEFAULTS.fair : flag('fair', o.fair),
     mode,

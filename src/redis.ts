@@ -28,7 +28,11 @@ export function isUsableClient(value: unknown): value is RedisClient {
 export function isClosed(client: RedisClient): boolean {
   // After `await redis.quit()` a Redis client still says 'ready' until its socket closes; ioredis
   // marks it manuallyClosing from the moment quit() or disconnect() is called.
-  return client.status === 'end' || client.status === 'disconnecting' || (client as unknown as { manuallyClosing?: boolean }).manuallyClosing === true;
+  return (
+    client.status === 'end' ||
+    client.status === 'disconnecting' ||
+    (client as unknown as { manuallyClosing?: boolean }).manuallyClosing === true
+  );
 }
 
 /** Wraps an ioredis failure into a typed error that says what to do. */

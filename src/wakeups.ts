@@ -192,7 +192,9 @@ export class WakeupHub {
         error: (error) => this.observer?.error(error),
         lost: (channels) => this.lost(i, channels),
       };
-      sub = isCluster(client) ? new ClusterSubscriber(client, events) : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
+      sub = isCluster(client)
+        ? new ClusterSubscriber(client, events)
+        : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
       this.subscribers[i] = sub;
     }
     return sub;
@@ -280,7 +282,11 @@ class ClusterSubscriber implements Subscriber {
     }
     let node = this.byNode.get(key);
     if (!node) {
-      const connection = master.duplicate({ lazyConnect: false, readOnly: false, retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)) });
+      const connection = master.duplicate({
+        lazyConnect: false,
+        readOnly: false,
+        retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)),
+      });
       node = { connection, channels: new Set() };
       const lost = () => {
         if (this.byNode.get(key)?.connection !== connection) return;

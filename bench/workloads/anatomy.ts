@@ -9,8 +9,8 @@
  * of this key layout can reach.
  */
 import type { Redis } from 'ioredis';
-import type { BenchConfig } from '../config.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
+import type { BenchConfig } from '../config.js';
 import { serverCounters, type Topology } from '../topology.js';
 
 export interface AnatomyRow {
@@ -33,7 +33,12 @@ const RELEASE_COMMANDS = `redis.call('HMGET', KEYS[1], 'o', 'w')
 redis.call('DEL', KEYS[1])
 return 0`;
 
-async function timed(node: Redis, command: string, calls: number, send: (pipeline: ReturnType<Redis['pipeline']>, i: number) => void): Promise<AnatomyRow> {
+async function timed(
+  node: Redis,
+  command: string,
+  calls: number,
+  send: (pipeline: ReturnType<Redis['pipeline']>, i: number) => void,
+): Promise<AnatomyRow> {
   const before = (await serverCounters(node)).calls.get(command) ?? { calls: 0, usec: 0 };
   for (let i = 0; i < calls; i += 100) {
     const pipeline = node.pipeline();
@@ -48,27 +53,45 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
   const n = config.anatomy.calls;
   const node = await topology.masterFor(`{anatomy${tag}}`);
   const load = async (lua: string) => (await node.script('LOAD', lua)) as string;
-  const [floorRelease, empty, grantCommands, releaseCommands, acquireWrite, acquireRead, release] = await Promise.all(
-    [FLOOR_RELEASE, EMPTY, GRANT_COMMANDS, RELEASE_COMMANDS, LUA_SOURCES.acquireWrite, LUA_SOURCES.acquireRead, LUA_SOURCES.release].map(load),
-  );
+  const [floorRelease, empty, grantCommands, releaseCommands, acquireWrite, acquireRead, release] = await Promise.all([
+    load(FLOOR_RELEASE),
+    load(EMPTY),
+    load(GRANT_COMMANDS),
+    load(RELEASE_COMMANDS),
+    load(LUA_SOURCES.acquireWrite),
+    load(LUA_SOURCES.acquireRead),
+    load(LUA_SOURCES.release),
+  ]);
   const owner = (i: number) => `${String(i).padStart(8, '0')}-0000-4000-8000-000000000000`;
   const keys = (kind: string, i: number) => {
     const part = `{anatomy${tag}}:${kind}:${i}`;
-    return [`rwlock:${part}`, `rwlock#leases:${part}`, `rwlock#queue:${part}`];
+    return [`rwlock:${part}`, `rwlock#leases:${part}`, `rwlock#queue:${part}`] as const;
   };
   const rows: AnatomyRow[] = [];
   const row = async (what: string, command: string, send: (p: ReturnType<Redis['pipeline']>, i: number) => void) =>
     rows.push({ ...(await timed(node, command, n, send)), what });
 
   await row('floor acquire: SET key token PX NX', 'set', (p, i) => p.set(`floor:{anatomy${tag}}:${i}`, owner(i), 'PX', 30_000, 'NX'));
-  await row('floor release: GET == token then DEL (script)', 'evalsha', (p, i) => p.evalsha(floorRelease, 1, `floor:{anatomy${tag}}:${i}`, owner(i)));
-  await row('redis-rwlock acquire write, free lock', 'evalsha', (p, i) => p.evalsha(acquireWrite, 3, ...keys('w', i), owner(i), 30_000, 0, '0'));
-  await row('redis-rwlock release write, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('w', i), owner(i), 'write', keys('w', i)[0]!));
-  await row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) => p.evalsha(acquireRead, 3, ...keys('r', i), owner(i), 30_000, '1'));
-  await row('redis-rwlock release read, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('r', i), owner(i), 'read', keys('r', i)[0]!));
+  await row('floor release: GET == token then DEL (script)', 'evalsha', (p, i) =>
+    p.evalsha(floorRelease, 1, `floor:{anatomy${tag}}:${i}`, owner(i)),
+  );
+  await row('redis-rwlock acquire write, free lock', 'evalsha', (p, i) =>
+    p.evalsha(acquireWrite, 3, ...keys('w', i), owner(i), 30_000, 0, '0', `hold-${i}`),
+  );
+  await row('redis-rwlock release write, only holder', 'evalsha', (p, i) =>
+    p.evalsha(release, 3, ...keys('w', i), owner(i), 'write', keys('w', i)[0], `hold-${i}`),
+  );
+  await row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) =>
+    p.evalsha(acquireRead, 3, ...keys('r', i), owner(i), 30_000, '1', `hold-${i}`),
+  );
+  await row('redis-rwlock release read, only holder', 'evalsha', (p, i) =>
+    p.evalsha(release, 3, ...keys('r', i), owner(i), 'read', keys('r', i)[0], `hold-${i}`),
+  );
   await row('reference: a script that does nothing', 'evalsha', (p) => p.evalsha(empty, 0));
-  await row('reference: the write grant\'s commands alone, no logic', 'evalsha', (p, i) => p.evalsha(grantCommands, 2, ...keys('x', i).slice(0, 2), owner(i)));
-  await row('reference: the release\'s commands alone, no logic', 'evalsha', (p, i) => p.evalsha(releaseCommands, 1, keys('x', i)[0]!));
+  await row("reference: the write grant's commands alone, no logic", 'evalsha', (p, i) =>
+    p.evalsha(grantCommands, 2, ...keys('x', i).slice(0, 2), owner(i)),
+  );
+  await row("reference: the release's commands alone, no logic", 'evalsha', (p, i) => p.evalsha(releaseCommands, 1, keys('x', i)[0]));
   // Leave nothing behind.
   for (let i = 0; i < n; i += 100) {
     const pipeline = node.pipeline();

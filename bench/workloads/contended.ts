@@ -15,11 +15,11 @@
  * holds the lock is counted as a violation.
  */
 import { setMaxListeners } from 'node:events';
+import type { RedisClient } from '../../src/redis.js';
 import type { BenchConfig } from '../config.js';
-import { makeAdapter, type Held, type LibName, type LockAdapter } from '../libs.js';
+import { type Held, type LibName, type LockAdapter, makeAdapter } from '../libs.js';
 import { max, percentile, sleep } from '../stats.js';
 import { ready, SentCounter, type Topology } from '../topology.js';
-import type { RedisClient } from '../../src/redis.js';
 
 export type ContendedVariant = 'baton' | 'race';
 
@@ -164,7 +164,10 @@ export async function measureContended(
     await sleep(windowEnd - start);
     const drainStart = performance.now();
     let timer: NodeJS.Timeout | undefined;
-    const drained = await Promise.race([all.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), c.drainMs)))]);
+    const drained = await Promise.race([
+      all.then(() => true),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), c.drainMs))),
+    ]);
     clearTimeout(timer);
     drainMs = performance.now() - drainStart;
     if (!drained) console.warn(`  ${lib} ${variant}: waiters did not leave within ${c.drainMs} ms; disconnecting them`);

@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { type Lease, LockClient, type LockKeys } from '../../src/index.js';
 import type { BenchConfig } from '../config.js';
-import { LockClient, type Lease, type LockKeys } from '../../src/index.js';
 import { ready, type Topology } from '../topology.js';
 
 export interface KeyMemory {

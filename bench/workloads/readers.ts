@@ -6,9 +6,9 @@
  * longest), next to the same readers without the writer in the same run.
  */
 import { setMaxListeners } from 'node:events';
-import type { BenchConfig } from '../config.js';
-import { LockClient } from '../../src/index.js';
+import { type Lease, LockClient } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
+import type { BenchConfig } from '../config.js';
 import { max, percentile, sleep } from '../stats.js';
 import { ready, type Topology } from '../topology.js';
 
@@ -47,7 +47,7 @@ export async function measureReaders(topology: Topology, config: BenchConfig, wi
     const lock = locksOfReader.lock(resource);
     while (!stopped && cycles < c.maxCycles) {
       const t = performance.now();
-      let lease;
+      let lease: Lease;
       try {
         lease = await lock.acquireRead({ signal: abort.signal });
       } catch (error) {
@@ -70,7 +70,7 @@ export async function measureReaders(topology: Topology, config: BenchConfig, wi
       await sleep(Math.max(0, next - performance.now()));
       if (stopped) return;
       const t = performance.now();
-      let lease;
+      let lease: Lease;
       try {
         lease = await lock.acquireWrite({ signal: abort.signal });
       } catch (error) {

@@ -11,8 +11,8 @@
  */
 import type { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
+import { type Lease, LockClient } from '../../src/index.js';
 import type { BenchConfig } from '../config.js';
-import { LockClient, type Lease } from '../../src/index.js';
 import { median, sleep } from '../stats.js';
 import { delta, ready, SentCounter, setSlowlogThreshold, slowlog, snapshot, type Topology } from '../topology.js';
 

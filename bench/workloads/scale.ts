@@ -4,9 +4,10 @@
  * leases), `inFlight` cycles at a time. Reports cycles/s, p50 latency and the
  * masters' µs per script call; the cost must not grow with N.
  */
+
+import { type Lease, LockClient } from '../../src/index.js';
 import type { BenchConfig } from '../config.js';
 import { makeAdapter } from '../libs.js';
-import { LockClient, type Lease } from '../../src/index.js';
 import { percentile } from '../stats.js';
 import { delta, ready, snapshot, type Topology } from '../topology.js';
 import { cycleLoop } from './uncontended.js';

@@ -7,7 +7,7 @@
  * MOVED/ASK redirects).
  */
 import type { BenchConfig, NamePattern } from '../config.js';
-import { makeAdapter, modeOf, UNCONTENDED_LIBS, type LibName, type LockAdapter } from '../libs.js';
+import { type LibName, type LockAdapter, makeAdapter, modeOf, UNCONTENDED_LIBS } from '../libs.js';
 import { percentile } from '../stats.js';
 import { delta, ready, SentCounter, serverCpuSeconds, snapshot, type Topology } from '../topology.js';
 
@@ -94,7 +94,14 @@ interface Contestant {
   sentCount: number;
 }
 
-async function enter(topology: Topology, config: BenchConfig, lib: LibName, pattern: NamePattern, inFlight: number, tag: string): Promise<Contestant> {
+async function enter(
+  topology: Topology,
+  config: BenchConfig,
+  lib: LibName,
+  pattern: NamePattern,
+  inFlight: number,
+  tag: string,
+): Promise<Contestant> {
   const redis = topology.client();
   const sent = new SentCounter();
   sent.attach(redis);
@@ -104,7 +111,23 @@ async function enter(topology: Topology, config: BenchConfig, lib: LibName, patt
   adapter.measuring?.(true);
   await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false, pattern);
   adapter.measuring?.(false);
-  return { lib, pattern, redis, sent, adapter, resources, cycles: 0, elapsedMs: 0, latencies: [], clientCpuUs: 0, serverCpuS: 0, scriptCalls: 0, scriptUsec: 0, redirects: 0, sentCount: 0 };
+  return {
+    lib,
+    pattern,
+    redis,
+    sent,
+    adapter,
+    resources,
+    cycles: 0,
+    elapsedMs: 0,
+    latencies: [],
+    clientCpuUs: 0,
+    serverCpuS: 0,
+    scriptCalls: 0,
+    scriptUsec: 0,
+    redirects: 0,
+    sentCount: 0,
+  };
 }
 
 /** One timed slice of `c`'s cycles, added to its totals. */
@@ -155,13 +178,19 @@ function result(c: Contestant, inFlight: number): CycleResult {
  * shared machine's drift hits all alike (one window per library, one after
  * the other, gave per-run ratios that moved by ±30 %).
  */
-export async function uncontendedRun(topology: Topology, config: BenchConfig, tag: string, libs: readonly LibName[]): Promise<CycleResult[]> {
+export async function uncontendedRun(
+  topology: Topology,
+  config: BenchConfig,
+  tag: string,
+  libs: readonly LibName[],
+): Promise<CycleResult[]> {
   const out: CycleResult[] = [];
   for (const inFlight of config.uncontended.inFlight) {
     const contestants: Contestant[] = [];
     try {
       for (const pattern of config.uncontended.patterns) {
-        for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l))) contestants.push(await enter(topology, config, lib, pattern, inFlight, tag));
+        for (const lib of libs.filter((l) => UNCONTENDED_LIBS.includes(l)))
+          contestants.push(await enter(topology, config, lib, pattern, inFlight, tag));
       }
       // Both name patterns in the same round-robin, so their ratios span the same wall time too.
       for (let k = 0; k < config.uncontended.slices; k++) for (const c of contestants) await slice(topology, config, c);

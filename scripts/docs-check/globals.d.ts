@@ -1,7 +1,7 @@
 // Names the docs' TypeScript blocks use without making them (scripts/docs-check.ts):
 // what the surrounding prose says the reader already has.
 import type { Cluster, Redis } from 'ioredis';
-import type { LegacyInfo as LegacyInfoType, Lease, LeaseGroup, LockClient as LockClientClass, LockRequest, RWLock } from 'redis-rwlock';
+import type { Lease, LeaseGroup, LegacyInfo as LegacyInfoType, LockClient as LockClientClass, LockRequest, RWLock } from 'redis-rwlock';
 
 declare global {
   // Connections and clients the text has already made.

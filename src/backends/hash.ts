@@ -1,17 +1,9 @@
-import type {
-  AcquireOutcome,
-  AcquireRequest,
-  BlockReason,
-  ExtendRequest,
-  HolderInfo,
-  LockBackend,
-  LockInfo,
-} from './backend.js';
 import type { LockMode } from '../errors.js';
-import { lockKeys, type LockKeys } from '../keys/keys.js';
+import { type LockKeys, lockKeys } from '../keys/keys.js';
 import { isCluster, type RedisClient } from '../redis.js';
+import type { AcquireOutcome, AcquireRequest, BlockReason, ExtendRequest, HolderInfo, LockBackend, LockInfo } from './backend.js';
 import { extendByGroup } from './extend-groups.js';
-import { defineScripts, runScript, type AcquireReply, type HashKeys } from './scripts.js';
+import { type AcquireReply, defineScripts, type HashKeys, runScript } from './scripts.js';
 
 /**
  * Leases renewed by one script call at most: bounds how long one renewal
@@ -34,9 +26,9 @@ export class HashBackend implements LockBackend {
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     const { state, leases, queue } = r.keys;
-    const reply = (await (r.mode === 'read'
+    const reply = await (r.mode === 'read'
       ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
-      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId])));
+      : runScript(this.client, 'acquireWrite', [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]));
     return parseAcquireReply(reply, r.leaseMs);
   }
 
@@ -50,7 +42,8 @@ export class HashBackend implements LockBackend {
         await this.extendGroup(requests, indexes, results);
       } catch (error) {
         // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
-        if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
+        if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error)))
+          throw error;
         const bySlot = new Map<number, number[]>();
         for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
         const slots = await extendByGroup(requests.length, [...bySlot.values()], (slotIndexes, slotResults) =>
@@ -100,7 +93,6 @@ function push<K>(map: Map<K, number[]>, key: K, value: number): void {
   if (list) list.push(value);
   else map.set(key, [value]);
 }
-
 
 /** The outcome of an acquire script's reply; `leaseMs` is the lease asked for, which a bare fence was granted for. */
 export function parseAcquireReply(reply: AcquireReply, leaseMs: number): AcquireOutcome {

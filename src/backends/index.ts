@@ -1,8 +1,8 @@
+import type { ResolvedClientOptions } from '../options.js';
+import type { RedisClient } from '../redis.js';
 import type { LockBackend } from './backend.js';
 import { HashBackend } from './hash.js';
 import { LegacyBackend } from './legacy.js';
-import type { ResolvedClientOptions } from '../options.js';
-import type { RedisClient } from '../redis.js';
 import { RedlockBackend } from './redlock.js';
 import { ReplicaAckBackend } from './replica-ack.js';
 

@@ -1,11 +1,11 @@
-import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
 import type { LockMode } from '../errors.js';
+import type { LockKeys } from '../keys/keys.js';
+import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
+import { isCluster, type RedisClient } from '../redis.js';
+import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
 import { extendByGroup } from './extend-groups.js';
 import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash.js';
-import type { LockKeys } from '../keys/keys.js';
-import { legacyLockKeys, resolveLegacyPair, type LegacyKeyPair, type LegacyLockKeys } from '../keys/legacy.js';
-import { isCluster, type RedisClient } from '../redis.js';
-import { defineScripts, runScript, type LegacyKeys } from './scripts.js';
+import { defineScripts, type LegacyKeys, runScript } from './scripts.js';
 
 /** The member of a lock's readers registry that stands for old readers (never an owner token). */
 export const OLD_READERS_MEMBER = '';
@@ -35,9 +35,9 @@ export class LegacyBackend implements LockBackend {
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     const names = legacyNames(r.keys);
-    const reply = (await (r.mode === 'read'
+    const reply = await (r.mode === 'read'
       ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
-      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId])));
+      : runScript(this.client, 'legacyAcquireWrite', [...names, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]));
     return parseAcquireReply(reply, r.leaseMs);
   }
 
@@ -74,7 +74,11 @@ export class LegacyBackend implements LockBackend {
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
     const k = asLegacy(keys);
-    const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = await runScript(this.client, 'legacyInspect', legacyNames(k));
+    const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = await runScript(
+      this.client,
+      'legacyInspect',
+      legacyNames(k),
+    );
     const info = describeState(resource, k.state, now, pairs(fields), pairs(leases), queue);
     const legacy = describeLegacy(k, now, readValue, readTtl, writeValue, writeTtl, readers);
     const writeHeld = info.writer !== null || legacy.write.value !== null;

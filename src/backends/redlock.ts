@@ -1,8 +1,18 @@
-import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type HolderInfo, type LockBackend, type LockInfo, type WaiterInfo } from './backend.js';
-import { InvalidArgumentError, QuorumError, type LockMode, type NodeOutcome } from '../errors.js';
-import { describe, lockKeys, type LockKeys } from '../keys/keys.js';
+import { InvalidArgumentError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
+import { describe, type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
 import { isCluster, isUsableClient, type RedisClient } from '../redis.js';
+import {
+  type AcquireOutcome,
+  type AcquireRequest,
+  ALL_HOLDS,
+  type BlockReason,
+  type ExtendRequest,
+  type HolderInfo,
+  type LockBackend,
+  type LockInfo,
+  type WaiterInfo,
+} from './backend.js';
 
 /** Fewest nodes a `redlock` client accepts: with fewer, one failure stops every lock. */
 export const MIN_REDLOCK_NODES = 3;
@@ -47,7 +57,10 @@ export function redlockClients(value: unknown): RedisClient[] {
       throw new InvalidArgumentError('redis', `element ${i} must be an ioredis Redis or Cluster instance, got ${describe(client)}`);
     }
     if (value.indexOf(client) !== i) {
-      throw new InvalidArgumentError('redis', `elements ${value.indexOf(client)} and ${i} are the same client; pass one client per independent server`);
+      throw new InvalidArgumentError(
+        'redis',
+        `elements ${value.indexOf(client)} and ${i} are the same client; pass one client per independent server`,
+      );
     }
     for (const address of addressesOf(client)) {
       const other = seen.get(address);
@@ -155,7 +168,10 @@ export class RedlockBackend implements LockBackend {
         const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner).catch(() => undefined);
         if (queues) settled.forEach((s, i) => s.status === 'ok' && !s.value.granted && withdraw(i));
         late.forEach((p, i) =>
-          p?.then((o) => queues && !o.granted && withdraw(i), () => undefined),
+          p?.then(
+            (o) => queues && !o.granted && withdraw(i),
+            () => undefined,
+          ),
         );
         const acked = grants.flatMap((g) => (g.replicasAcked === undefined ? [] : [g.replicasAcked]));
         return {
@@ -190,7 +206,11 @@ export class RedlockBackend implements LockBackend {
       throw new QuorumError(
         `acquiring the ${r.mode} lock on "${r.resource}"`,
         q,
-        this.outcomes(settled, (o) => (o.granted ? 'granted' : `refused (${o.reason})`), (o) => o.granted),
+        this.outcomes(
+          settled,
+          (o) => (o.granted ? 'granted' : `refused (${o.reason})`),
+          (o) => o.granted,
+        ),
         { resource: r.resource, mode: r.mode, owner: r.owner },
         grants.length >= q
           ? `the majority's grants took ${took} ms, which left no validity of the ${r.leaseMs} ms lease (it was released again)`
@@ -219,10 +239,19 @@ export class RedlockBackend implements LockBackend {
     const released = settled.filter((s) => s.status === 'ok' && s.value).length;
     if (released >= q) return true;
     if (released + settled.filter((s) => s.status !== 'ok').length >= q) {
-      throw new QuorumError(`releasing the ${mode} lock`, q, this.outcomes(settled, (v) => (v ? 'released' : 'not held'), (v) => v), {
-        mode,
-        owner,
-      });
+      throw new QuorumError(
+        `releasing the ${mode} lock`,
+        q,
+        this.outcomes(
+          settled,
+          (v) => (v ? 'released' : 'not held'),
+          (v) => v,
+        ),
+        {
+          mode,
+          owner,
+        },
+      );
     }
     // Fewer than a majority held it: lost. Drop what is left of it.
     void this.abandon(keys, owner, ALL_HOLDS).catch(() => undefined);
@@ -246,7 +275,15 @@ export class RedlockBackend implements LockBackend {
     const verdicts = requests.map((_, k) => verdict(settled, k));
     if (verdicts.every((v) => v === 'open')) {
       // Nothing decided: the caller learns why (each node's answer) and tries again.
-      throw new QuorumError(`renewing ${requests.length} lease(s)`, q, this.outcomes(settled, (v) => `${v.filter((x) => x > 0).length} renewed`, () => true));
+      throw new QuorumError(
+        `renewing ${requests.length} lease(s)`,
+        q,
+        this.outcomes(
+          settled,
+          (v) => `${v.filter((x) => x > 0).length} renewed`,
+          () => true,
+        ),
+      );
     }
     // Each lease on its own: one that no majority decided yet (NaN) is asked again next
     // period, while those a majority renewed stay held.
@@ -263,20 +300,46 @@ export class RedlockBackend implements LockBackend {
   }
 
   async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
-    const { settled } = await this.gather((node) => node.abandon(keys, owner, drop), this.options.nodeTimeoutMs, () => false);
+    const { settled } = await this.gather(
+      (node) => node.abandon(keys, owner, drop),
+      this.options.nodeTimeoutMs,
+      () => false,
+    );
     if (settled.some((s) => s.status !== 'ok')) {
-      throw new QuorumError('withdrawing from the lock', this.quorum, this.outcomes(settled, () => 'done', () => true), { owner });
+      throw new QuorumError(
+        'withdrawing from the lock',
+        this.quorum,
+        this.outcomes(
+          settled,
+          () => 'done',
+          () => true,
+        ),
+        { owner },
+      );
     }
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
-    const { settled } = await this.gather((node) => node.inspect(resource, keys), this.options.nodeTimeoutMs, () => false);
+    const { settled } = await this.gather(
+      (node) => node.inspect(resource, keys),
+      this.options.nodeTimeoutMs,
+      () => false,
+    );
     const views = settled.map((s) => (s.status === 'ok' ? s.value : null));
     const answered = views.filter((v): v is LockInfo => v !== null);
     if (answered.length < this.quorum) {
-      throw new QuorumError(`inspecting the lock on "${resource}"`, this.quorum, this.outcomes(settled, () => 'answered', () => true), {
-        resource,
-      });
+      throw new QuorumError(
+        `inspecting the lock on "${resource}"`,
+        this.quorum,
+        this.outcomes(
+          settled,
+          () => 'answered',
+          () => true,
+        ),
+        {
+          resource,
+        },
+      );
     }
     return mergeViews(resource, keys.state, answered, views, this.quorum);
   }
@@ -312,27 +375,25 @@ export class RedlockBackend implements LockBackend {
       };
       timer = setTimeout(finish, timeoutMs);
       promises.forEach((p, i) =>
-        p.then(
-          (value) => {
-            settled[i] = { status: 'ok', value };
-          },
-          (error: unknown) => {
-            settled[i] = { status: 'error', error };
-          },
-        ).then(() => {
-          if (done) return;
-          if (settled.every((s) => s.status !== 'pending') || enough(settled)) finish();
-        }),
+        p
+          .then(
+            (value) => {
+              settled[i] = { status: 'ok', value };
+            },
+            (error: unknown) => {
+              settled[i] = { status: 'error', error };
+            },
+          )
+          .then(() => {
+            if (done) return;
+            if (settled.every((s) => s.status !== 'pending') || enough(settled)) finish();
+          }),
       );
     });
   }
 
   /** Each node's outcome, for a {@link QuorumError}. */
-  private outcomes<T>(
-    settled: readonly Settled<T>[],
-    say: (value: T) => string,
-    agreed: (value: T) => boolean,
-  ): NodeOutcome[] {
+  private outcomes<T>(settled: readonly Settled<T>[], say: (value: T) => string, agreed: (value: T) => boolean): NodeOutcome[] {
     return settled.map((s, node) => {
       const address = this.addresses[node]!;
       if (s.status === 'ok') return { node, address, outcome: agreed(s.value) ? 'ok' : 'refused', reason: say(s.value) };

@@ -1,9 +1,9 @@
 import type { Redis } from 'ioredis';
-import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
-import { RedisUnavailableError, ReplicaAckError, type LockMode } from '../errors.js';
+import { type LockMode, RedisUnavailableError, ReplicaAckError } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
 import type { ResolvedReplicaAck } from '../options.js';
 import { isCluster, type RedisClient } from '../redis.js';
+import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
 
 /**
  * The connection that serves `slot`'s master: on one server the client

@@ -1,5 +1,5 @@
-import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { UnsupportedServerError } from '../errors.js';
+import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { isCluster, type RedisClient } from '../redis.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
@@ -42,21 +42,46 @@ export type AcquireReply = number | [number, number, (number | string)?];
  */
 interface ScriptTable {
   acquireRead: [args: readonly [...HashKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
-  acquireWrite: [args: readonly [...HashKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
+  acquireWrite: [
+    args: readonly [...HashKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string],
+    reply: AcquireReply,
+  ];
   release: [args: readonly [...HashKeys, owner: string, mode: string, channel: string, holdId: string], reply: number];
   extend: [args: Variadic, reply: number[]];
   inspect: [args: HashKeys, reply: [nowMs: number, fields: string[], leases: string[], queue: string[]]];
   abandon: [args: readonly [...HashKeys, owner: string, drop: string, channel: string], reply: number];
-  fencedSet: [args: readonly [key: string, fenceKey: string, value: string, fence: number, ttlMs: number], reply: [stored: number, lastFence: string]];
+  fencedSet: [
+    args: readonly [key: string, fenceKey: string, value: string, fence: number, ttlMs: number],
+    reply: [stored: number, lastFence: string],
+  ];
   fencedGet: [args: readonly [key: string, fenceKey: string, fence: number], reply: string | null];
   forceRelease: [args: Variadic, reply: string[]];
-  legacyAcquireRead: [args: readonly [...LegacyKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
-  legacyAcquireWrite: [args: readonly [...LegacyKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
-  legacyRelease: [args: readonly [...LegacyKeys, owner: string, mode: string, channel: string, peerChannel: string, holdId: string], reply: number];
+  legacyAcquireRead: [
+    args: readonly [...LegacyKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string],
+    reply: AcquireReply,
+  ];
+  legacyAcquireWrite: [
+    args: readonly [...LegacyKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string],
+    reply: AcquireReply,
+  ];
+  legacyRelease: [
+    args: readonly [...LegacyKeys, owner: string, mode: string, channel: string, peerChannel: string, holdId: string],
+    reply: number,
+  ];
   legacyExtend: [args: Variadic, reply: number[]];
   legacyInspect: [
     args: LegacyKeys,
-    reply: [nowMs: number, fields: string[], leases: string[], queue: string[], readValue: string | null, readTtl: number, writeValue: string | null, writeTtl: number, readers: string[]],
+    reply: [
+      nowMs: number,
+      fields: string[],
+      leases: string[],
+      queue: string[],
+      readValue: string | null,
+      readTtl: number,
+      writeValue: string | null,
+      writeTtl: number,
+      readers: string[],
+    ],
   ];
   legacyAbandon: [args: readonly [...LegacyKeys, owner: string, drop: string, channel: string, peerChannel: string], reply: number];
 }
@@ -121,7 +146,9 @@ export function runScript<N extends ScriptName>(client: RedisClient, name: N, ar
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
   const first = invoke.call(client, ...(args as readonly (string | number)[])) as Promise<ScriptReply<N>>;
   if (!isCluster(client)) return first;
-  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args as readonly (string | number)[], error)) as Promise<ScriptReply<N>>;
+  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args as readonly (string | number)[], error)) as Promise<
+    ScriptReply<N>
+  >;
 }
 
 /** Each client's server check: `true` once passed, its promise while it runs or after it failed for good. */
@@ -159,7 +186,12 @@ function checkServer(client: RedisClient): Promise<void> {
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
-async function retryWhileMigrating(client: RedisClient, invoke: Invoke, args: readonly (string | number)[], error: unknown): Promise<unknown> {
+async function retryWhileMigrating(
+  client: RedisClient,
+  invoke: Invoke,
+  args: readonly (string | number)[],
+  error: unknown,
+): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
   for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
     const message = error instanceof Error ? error.message : String(error);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from '../redis.js';
-import { UsageError, type CliIO, type ParsedValues } from './command.js';
+import { type CliIO, type ParsedValues, UsageError } from './command.js';
 
 /** Where `--redis` points when neither it nor `--cluster` is given. */
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
@@ -104,7 +104,7 @@ export async function connectionFrom(values: ParsedValues, env: NodeJS.ProcessEn
   const text = (name: string) => values[name] as string | undefined;
   const clusterList = text('cluster');
   if (text('redis') !== undefined && clusterList !== undefined) throw new UsageError('give --redis or --cluster, not both');
-  const url = clusterList === undefined ? (text('redis') ?? (env['REDIS_URL'] || DEFAULT_REDIS_URL)) : undefined;
+  const url = clusterList === undefined ? (text('redis') ?? (env.REDIS_URL || DEFAULT_REDIS_URL)) : undefined;
   let parsedUrl: URL | undefined;
   if (url !== undefined) {
     if (!/^rediss?:\/\//.test(url)) throw new UsageError(`--redis: "${redact(url)}" is not a redis:// or rediss:// URL`);
@@ -119,7 +119,7 @@ export async function connectionFrom(values: ParsedValues, env: NodeJS.ProcessEn
     if (!io.interactive || !io.askSecret) throw new UsageError('--ask-pass needs a terminal; set REDIS_PASSWORD instead');
     password = await io.askSecret('Redis password: ');
   } else {
-    password = env['REDIS_PASSWORD'] || env['REDISCLI_AUTH'] || undefined;
+    password = env.REDIS_PASSWORD || env.REDISCLI_AUTH || undefined;
   }
   if (parsedUrl?.password) {
     io.err('redis-rwlock: warning: a password in --redis is visible to every user of this machine (ps); set REDIS_PASSWORD instead\n');
@@ -128,7 +128,11 @@ export async function connectionFrom(values: ParsedValues, env: NodeJS.ProcessEn
   const username = text('user') ?? (parsedUrl?.username ? decodeURIComponent(parsedUrl.username) : undefined);
   const files = { ca: text('tls-ca'), cert: text('tls-cert'), key: text('tls-key') };
   if ((files.cert === undefined) !== (files.key === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
-  const wantsTls = parsedUrl?.protocol === 'rediss:' || values['tls'] === true || Object.values(files).some((f) => f !== undefined) || values['insecure'] === true;
+  const wantsTls =
+    parsedUrl?.protocol === 'rediss:' ||
+    values.tls === true ||
+    Object.values(files).some((f) => f !== undefined) ||
+    values.insecure === true;
   let tls: PemTls | undefined;
   if (wantsTls) {
     tls = {};
@@ -140,13 +144,16 @@ export async function connectionFrom(values: ParsedValues, env: NodeJS.ProcessEn
         throw new UsageError(`--tls-${field}: cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
       }
     }
-    if (values['insecure'] === true) {
-      io.err("redis-rwlock: warning: --insecure: the server's certificate is not checked, so anyone on the path can read and change what is sent\n");
+    if (values.insecure === true) {
+      io.err(
+        "redis-rwlock: warning: --insecure: the server's certificate is not checked, so anyone on the path can read and change what is sent\n",
+      );
       tls.rejectUnauthorized = false;
     }
   }
   const cluster = clusterList === undefined ? undefined : parseClusterNodes(clusterList);
-  const display = (clusterList !== undefined ? `cluster ${clusterList}` : redact(url!)) + (tls && parsedUrl?.protocol !== 'rediss:' ? ' (TLS)' : '');
+  const display =
+    (clusterList !== undefined ? `cluster ${clusterList}` : redact(url!)) + (tls && parsedUrl?.protocol !== 'rediss:' ? ' (TLS)' : '');
   return { url: parsedUrl ? withoutAuth(parsedUrl) : undefined, cluster, username, password, tls, display };
 }
 
@@ -214,7 +221,10 @@ async function giveUpAfter(connecting: Promise<void>): Promise<void> {
 
 /** The URL without its password, for messages (any scheme: a wrong one is shown too). */
 export function redact(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i, (_, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? auth.split(':')[0] + ':***' : '***'}@`);
+  return url.replace(
+    /^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i,
+    (_, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? `${auth.split(':')[0]}:***` : '***'}@`,
+  );
 }
 
 function detail(cause: Error | undefined, error: unknown): string {

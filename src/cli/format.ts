@@ -40,5 +40,5 @@ export function fields(pairs: readonly (readonly [string, string])[]): string {
 
 /** Stable JSON for `--json`: two-space indent, one document, newline-terminated. */
 export function json(value: unknown): string {
-  return JSON.stringify(value, null, 2) + '\n';
+  return `${JSON.stringify(value, null, 2)}\n`;
 }

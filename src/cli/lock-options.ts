@@ -3,7 +3,7 @@ import { LockClient } from '../client.js';
 import { validatePrefix } from '../keys/keys.js';
 import { CLIENT_DEFAULTS, type LockClientMode } from '../options.js';
 import type { RedisClient } from '../redis.js';
-import { UsageError, type ParsedValues } from './command.js';
+import { type ParsedValues, UsageError } from './command.js';
 import { globEscape } from './scan.js';
 
 /** Options of the commands that address one lock the way a LockClient would. */
@@ -25,7 +25,7 @@ export const DEFAULT_LEGACY_WRITE = '%s:write';
 const MODES: readonly LockClientMode[] = ['hash', 'legacy', 'bridge'];
 
 export function modeOf(values: ParsedValues): LockClientMode {
-  const mode = (values['mode'] as string | undefined) ?? 'hash';
+  const mode = (values.mode as string | undefined) ?? 'hash';
   if (!MODES.includes(mode as LockClientMode)) throw new UsageError(`--mode: must be one of ${MODES.join(', ')}, got "${mode}"`);
   return mode as LockClientMode;
 }
@@ -46,9 +46,9 @@ export function templateGlob(t: string): string {
 /** Checks the lock options before anything connects: a bad command line is exit 2, never a connection error. */
 export function checkLockOptions(values: ParsedValues): void {
   const mode = modeOf(values);
-  if (values['prefix'] !== undefined) {
+  if (values.prefix !== undefined) {
     try {
-      validatePrefix(values['prefix']);
+      validatePrefix(values.prefix);
     } catch (error) {
       throw new UsageError(`--prefix: ${(error as Error).message}`);
     }
@@ -67,7 +67,7 @@ export function checkLockOptions(values: ParsedValues): void {
 export function lockClientFor(redis: RedisClient, values: ParsedValues): LockClient {
   checkLockOptions(values);
   const mode = modeOf(values);
-  const prefix = values['prefix'] as string | undefined;
+  const prefix = values.prefix as string | undefined;
   if (mode === 'hash') return new LockClient(redis, { ...(prefix === undefined ? {} : { prefix }) });
   const read = template(values, 'legacy-read');
   const write = template(values, 'legacy-write');

@@ -1,10 +1,10 @@
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { RWLockError } from '../errors.js';
 import type { RedisClient } from '../redis.js';
-import { EXIT, UsageError, type CliCommand, type CliIO, type CommandContext } from './command.js';
+import { type CliCommand, type CliIO, type CommandContext, EXIT, UsageError } from './command.js';
 import { COMMANDS } from './commands/index.js';
+import { CONNECTION_HELP, CONNECTION_OPTIONS, type Connection, connect, connectionFrom } from './connect.js';
 import { processIO } from './process-io.js';
-import { connect, connectionFrom, CONNECTION_HELP, CONNECTION_OPTIONS, type Connection } from './connect.js';
 
 /** Options every command takes. */
 const COMMON_OPTIONS = {
@@ -73,7 +73,7 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
   let parsed: { values: CommandContext['values']; positionals: string[] };
   try {
     parsed = parseArgs({ args: [...rest], options: { ...COMMON_OPTIONS, ...command.options }, allowPositionals: true, strict: true });
-    if (parsed.values['help']) {
+    if (parsed.values.help) {
       io.out(commandHelp(command));
       return EXIT.OK;
     }
@@ -81,7 +81,9 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
     if (parsed.positionals.length < min) throw new UsageError(`missing ${names}`);
     if (parsed.positionals.length > max) throw new UsageError(`unexpected argument "${parsed.positionals[max]}"`);
   } catch (error) {
-    io.err(`redis-rwlock ${command.name}: ${(error as Error).message}\nUsage: ${command.usage}\nRun "redis-rwlock ${command.name} --help" for more.\n`);
+    io.err(
+      `redis-rwlock ${command.name}: ${(error as Error).message}\nUsage: ${command.usage}\nRun "redis-rwlock ${command.name} --help" for more.\n`,
+    );
     return EXIT.USAGE;
   }
 
@@ -92,7 +94,7 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
     values: parsed.values,
     positionals: parsed.positionals,
     io,
-    json: parsed.values['json'] === true,
+    json: parsed.values.json === true,
     target: async () => (await connectionOf()).display,
     redis: async () => (client ??= await connect(await connectionOf())),
   };
@@ -103,8 +105,8 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
       io.err(`redis-rwlock ${command.name}: ${error.message}\nRun "redis-rwlock ${command.name} --help" for more.\n`);
       return EXIT.USAGE;
     }
-    const message = error instanceof RWLockError ? `${error.name}: ${error.message}` : (error as Error).message ?? String(error);
-    if (ctx.json) io.out(JSON.stringify({ error: { name: (error as Error).name ?? 'Error', message } }, null, 2) + '\n');
+    const message = error instanceof RWLockError ? `${error.name}: ${error.message}` : ((error as Error).message ?? String(error));
+    if (ctx.json) io.out(`${JSON.stringify({ error: { name: (error as Error).name ?? 'Error', message } }, null, 2)}\n`);
     io.err(`redis-rwlock ${command.name}: ${message}\n`);
     return EXIT.FAILED;
   } finally {

@@ -1,5 +1,5 @@
 import { createInterface } from 'node:readline/promises';
-import { UsageError, type CliIO } from './command.js';
+import { type CliIO, UsageError } from './command.js';
 
 /** The process's terminal. */
 export const processIO: CliIO = {

@@ -3,8 +3,8 @@
  *
  * @module
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { UsageError, type CliIO } from '../cli/command.js';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { type CliIO, UsageError } from '../cli/command.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, connectionFrom } from '../cli/connect.js';
 import { processIO } from '../cli/process-io.js';
 import type { Target } from './protocol.js';
@@ -162,7 +162,8 @@ export function parseDuration(text: string): number {
 
 function count(name: string, text: string, min: number, max: number): number {
   const n = Number(text);
-  if (!/^\d+$/.test(text) || n < min || n > max) throw new UsageError(`${name}: must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || n < min || n > max)
+    throw new UsageError(`${name}: must be a whole number from ${min} to ${max}, got ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -171,12 +172,16 @@ function count(name: string, text: string, min: number, max: number): number {
  * undefined for the embedded Cluster, which takes none of them.
  */
 async function targetOf(values: DemoValues, env: NodeJS.ProcessEnv, io: CliIO): Promise<Target | undefined> {
-  if (values['redis'] === undefined && values['cluster'] === undefined) {
+  if (values.redis === undefined && values.cluster === undefined) {
     const given = Object.keys(CONNECTION_OPTIONS).filter((name) => values[name] !== undefined);
     if (given.length > 0) throw new UsageError(`--${given[0]} is for --redis or --cluster; without them the demo starts its own Cluster`);
     return undefined;
   }
   const { url, cluster, username, password, tls } = await connectionFrom(values as Parameters<typeof connectionFrom>[0], env, io);
-  const auth = { ...(username !== undefined && { username }), ...(password !== undefined && { password }), ...(tls !== undefined && { tls }) };
+  const auth = {
+    ...(username !== undefined && { username }),
+    ...(password !== undefined && { password }),
+    ...(tls !== undefined && { tls }),
+  };
   return cluster !== undefined ? { kind: 'cluster', nodes: cluster, ...auth } : { kind: 'redis', url: url!, ...auth };
 }

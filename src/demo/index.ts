@@ -13,18 +13,18 @@
  *
  * @module
  */
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { once } from 'node:events';
 import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
-import { LockClient, WAIT_BUCKETS_MS, type LockStats } from '../index.js';
-import { startRedisCluster, type RedisClusterHandle } from '../testing/index.js';
 import { UsageError } from '../cli/command.js';
-import { DEMO_SYNOPSIS, DEMO_USAGE, parseDemoArgs, type DemoOptions } from './args.js';
+import { LockClient, type LockStats, WAIT_BUCKETS_MS } from '../index.js';
+import { type RedisClusterHandle, startRedisCluster } from '../testing/index.js';
+import { DEMO_SYNOPSIS, DEMO_USAGE, type DemoOptions, parseDemoArgs } from './args.js';
 import { cachedValueNames, checkValue, rebuildValue } from './cache-value.js';
-import { ProgressView, count, ms, secs } from './progress.js';
-import { emptyStats, mergeStats, WORKER_ENV, type Target, type WorkerConfig, type WorkerMessage, type WorkerStats } from './protocol.js';
+import { count, ms, ProgressView, secs } from './progress.js';
+import { emptyStats, mergeStats, type Target, WORKER_ENV, type WorkerConfig, type WorkerMessage, type WorkerStats } from './protocol.js';
 import { connect, runWorker } from './worker.js';
 
 export { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SYNOPSIS, DEMO_USAGE, demoOptions } from './args.js';
@@ -157,7 +157,7 @@ class Demo {
       process.off('SIGTERM', onSignal);
     }
     if (!summary) return this.#interrupt.signal.aborted ? this.#signalExitCode() : 1; // forced, or failed before the summary
-    if (this.#o.json) process.stdout.write(JSON.stringify(summary) + '\n');
+    if (this.#o.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
     this.#printSummary(summary);
     return summary.exitCode;
   }
@@ -221,11 +221,14 @@ class Demo {
     const snapshot = () => ({ elapsedMs: elapsed(), durationMs: o.durationMs, stats: mergeStats(this.#workers.map((w) => w.stats)) });
     while (elapsed() < o.durationMs && !this.#interrupt.signal.aborted && this.#workers.some((w) => !w.done)) {
       this.#view.update(snapshot());
-      await sleep(Math.min(this.#view.intervalMs, Math.max(1, o.durationMs - elapsed())), undefined, { signal: this.#interrupt.signal }).catch(() => undefined);
+      await sleep(Math.min(this.#view.intervalMs, Math.max(1, o.durationMs - elapsed())), undefined, {
+        signal: this.#interrupt.signal,
+      }).catch(() => undefined);
     }
     const elapsedMs = Math.min(elapsed(), o.durationMs);
     this.#view.update({ ...snapshot(), elapsedMs });
-    if (!this.#view.live) this.#view.message(`[${secs(elapsedMs).padStart(6)}] stopping: the workers finish what they hold and release their locks`);
+    if (!this.#view.live)
+      this.#view.message(`[${secs(elapsedMs).padStart(6)}] stopping: the workers finish what they hold and release their locks`);
 
     await this.#stopWorkers();
     const total = mergeStats(this.#workers.map((w) => w.stats));
@@ -317,7 +320,9 @@ class Demo {
     await Promise.race([exited, sleep(WORKER_STOP_TIMEOUT_MS, undefined, { ref: false }), this.#forcedStop]);
     for (const w of running) {
       if (w.child.exitCode === null && w.child.signalCode === null) {
-        this.#notes.push(`worker pid ${w.child.pid} was killed: it had not stopped within ${WORKER_STOP_TIMEOUT_MS / 1000} s, or Ctrl-C was pressed twice`);
+        this.#notes.push(
+          `worker pid ${w.child.pid} was killed: it had not stopped within ${WORKER_STOP_TIMEOUT_MS / 1000} s, or Ctrl-C was pressed twice`,
+        );
         w.child.kill('SIGKILL');
       }
     }
@@ -396,15 +401,23 @@ class Demo {
       lines.push(
         '',
         v.paint('LockClient.stats() of the workers, summed', 'bold'),
-        row('acquisitions', count(l.acquires), `${count(l.waits)} waited; wait p50 ${upTo(bucketQuantile(l, 0.5))}, p99 ${upTo(bucketQuantile(l, 0.99))}`),
+        row(
+          'acquisitions',
+          count(l.acquires),
+          `${count(l.waits)} waited; wait p50 ${upTo(bucketQuantile(l, 0.5))}, p99 ${upTo(bucketQuantile(l, 0.99))}`,
+        ),
         row('releases', count(l.releases), `${count(l.heldLeases)} still held`),
         row('timeouts / losses', `${count(l.timeouts)} / ${count(l.losses)}`),
-        row('wake-ups', count(l.wakeups), `${count(l.pollingFallbacks)} fallbacks to polling, ${count(l.subscriberErrors)} subscriber errors`),
+        row(
+          'wake-ups',
+          count(l.wakeups),
+          `${count(l.pollingFallbacks)} fallbacks to polling, ${count(l.subscriberErrors)} subscriber errors`,
+        ),
       );
     }
     if (s.notes.length > 0) lines.push('', 'Notes:', ...s.notes.slice(0, 10).map((n) => `  - ${n}`));
     lines.push('', s.ok ? v.paint('OK', 'green') : v.paint('FAILED', 'red'));
-    this.#out.write(lines.join('\n') + '\n');
+    this.#out.write(`${lines.join('\n')}\n`);
   }
 }
 
@@ -435,7 +448,7 @@ function describeTarget(target: Target): string {
 
 /** Fails with an install hint when `redis-server` (7 or newer) cannot be run. */
 async function checkRedisServerBinary(): Promise<void> {
-  const bin = process.env['REDIS_SERVER_BIN'] ?? 'redis-server';
+  const bin = process.env.REDIS_SERVER_BIN ?? 'redis-server';
   const version = await new Promise<string | undefined>((resolve) => {
     execFile(bin, ['--version'], { timeout: 10_000 }, (error, stdout) => resolve(error ? undefined : stdout));
   });

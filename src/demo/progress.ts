@@ -33,7 +33,7 @@ export class ProgressView {
   constructor(out: ProgressStream, options: { live?: boolean; color?: boolean } = {}) {
     this.#out = out;
     this.live = options.live ?? out.isTTY === true;
-    this.#color = options.color ?? (this.live && process.env['NO_COLOR'] === undefined);
+    this.#color = options.color ?? (this.live && process.env.NO_COLOR === undefined);
   }
 
   /** How often {@link ProgressView.update} should be called, in ms. */
@@ -47,7 +47,7 @@ export class ProgressView {
       this.#redraw(this.#block(snapshot));
     } else if (snapshot.elapsedMs - this.#lastLineAt >= 950) {
       this.#lastLineAt = snapshot.elapsedMs;
-      this.#out.write(this.#line(snapshot) + '\n');
+      this.#out.write(`${this.#line(snapshot)}\n`);
     }
   }
 
@@ -61,7 +61,7 @@ export class ProgressView {
   /** Prints `text` above the live block (or as a line). */
   message(text: string): void {
     this.clear();
-    this.#out.write(text.endsWith('\n') ? text : text + '\n');
+    this.#out.write(text.endsWith('\n') ? text : `${text}\n`);
   }
 
   /** Green (or red) text when colours are on. */

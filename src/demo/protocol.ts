@@ -129,6 +129,11 @@ export function addLockStats(a: LockStats, b: LockStats): LockStats {
   const w = a.waitTime;
   return {
     ...(sum as unknown as LockStats),
-    waitTime: { boundsMs: w.boundsMs, counts: w.counts.map((n, i) => n + (b.waitTime.counts[i] ?? 0)), count: w.count + b.waitTime.count, sumMs: w.sumMs + b.waitTime.sumMs },
+    waitTime: {
+      boundsMs: w.boundsMs,
+      counts: w.counts.map((n, i) => n + (b.waitTime.counts[i] ?? 0)),
+      count: w.count + b.waitTime.count,
+      sumMs: w.sumMs + b.waitTime.sumMs,
+    },
   };
 }

@@ -9,7 +9,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
 import { authOptions } from '../cli/connect.js';
-import { AcquireAbortedError, AcquireTimeoutError, LockClient, type Lease } from '../index.js';
+import { AcquireAbortedError, AcquireTimeoutError, type Lease, LockClient } from '../index.js';
 import { checkValue, rebuildValue } from './cache-value.js';
 import { emptyStats, type PrimaryMessage, type Target, type WorkerConfig, type WorkerMessage } from './protocol.js';
 
@@ -25,11 +25,14 @@ export function connect(target: Target): Redis | Cluster {
   const auth = authOptions(target);
   const redisOptions = { connectTimeout: 5_000, maxRetriesPerRequest: 3, ...auth.redis };
   if (target.kind === 'cluster') {
-    return new Cluster(target.nodes.map((n) => ({ host: n.host, port: n.port })), {
-      scaleReads: 'master', // the guarded data is read where the lock is: never from a lagging replica
-      redisOptions,
-      ...auth.cluster,
-    });
+    return new Cluster(
+      target.nodes.map((n) => ({ host: n.host, port: n.port })),
+      {
+        scaleReads: 'master', // the guarded data is read where the lock is: never from a lagging replica
+        redisOptions,
+        ...auth.cluster,
+      },
+    );
   }
   return new Redis(target.url, redisOptions);
 }
@@ -167,10 +170,7 @@ export async function runWorker(config: WorkerConfig): Promise<void> {
     send({ type: 'ready' });
     await Promise.race([started, new Promise((resolve) => stop.signal.addEventListener('abort', resolve))]);
     ticker = setInterval(() => send({ type: 'stats', stats: { ...stats, locks: locks.stats() } }), STATS_EVERY_MS);
-    await Promise.all([
-      ...Array.from({ length: config.readers }, readLoop),
-      ...Array.from({ length: config.writers }, rebuildLoop),
-    ]);
+    await Promise.all([...Array.from({ length: config.readers }, readLoop), ...Array.from({ length: config.writers }, rebuildLoop)]);
   } finally {
     if (ticker) clearInterval(ticker);
     // Every lease was released by withRead/withWrite; close() also releases any left (there are none).

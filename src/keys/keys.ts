@@ -90,7 +90,7 @@ export function validateResource(resource: unknown): string {
     throw new InvalidArgumentError(
       'resource',
       `is ${bytes} bytes long; at most ${MAX_RESOURCE_BYTES} are allowed (hash long names yourself)`,
-      { resource: resource.slice(0, 64) + '…' },
+      { resource: `${resource.slice(0, 64)}…` },
     );
   }
   if (resource.charCodeAt(0) === 0x7d && hashTagOf(resource) === undefined) throw emptyTag(resource);
@@ -131,7 +131,7 @@ export function lockKeys(prefix: string, resource: string): LockKeys {
 
 /** A short description of a bad value for error messages. */
 export function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value);
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
   if (typeof value === 'number' || typeof value === 'bigint' || typeof value === 'boolean') return String(value);
   if (value === null) return 'null';
   if (value === undefined) return 'undefined';

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CrossSlotError, InvalidArgumentError } from '../errors.js';
-import { describe, hashTagOf, lockKeys, type LockKeys } from './keys.js';
+import { describe, hashTagOf, type LockKeys, lockKeys } from './keys.js';
 
 /** The two keys an old two-key-scheme process locks `resource` with. */
 export interface LegacyKeyPair {
@@ -131,8 +131,7 @@ export function legacyLockKeys(
   const sameSlot = names.every((n) => calculateSlot(n) === legacySlot);
   if (cluster && !sameSlot) throw crossSlot(resource, pair, layout, own.state);
   // Legacy mode also wakes hash-mode and bridge waiters when it can reach their channel in one script.
-  const peerChannel =
-    layout === 'bridge' ? legacyState : !cluster || calculateSlot(hash.channel) === legacySlot ? hash.channel : '';
+  const peerChannel = layout === 'bridge' ? legacyState : !cluster || calculateSlot(hash.channel) === legacySlot ? hash.channel : '';
   return {
     ...own,
     slot: calculateSlot(own.state),
@@ -156,7 +155,8 @@ export function readersKeyName(prefix: string, read: string): string {
 
 function crossSlot(resource: string, pair: LegacyKeyPair, layout: 'legacy' | 'bridge', state: string): CrossSlotError {
   const tag = hashTagOf(resource) ?? resource;
-  const slots = `"${pair.read}" is in slot ${calculateSlot(pair.read)}, "${pair.write}" in slot ${calculateSlot(pair.write)}` +
+  const slots =
+    `"${pair.read}" is in slot ${calculateSlot(pair.read)}, "${pair.write}" in slot ${calculateSlot(pair.write)}` +
     (layout === 'bridge' ? `, the lock "${state}" in slot ${calculateSlot(state)}` : '');
   const why =
     layout === 'bridge'

@@ -16,7 +16,7 @@
  * Nothing is published, and no context object is made, while nobody
  * subscribes: the library checks the channels' `hasSubscribers` first.
  */
-import { tracingChannel, type TracingChannel } from 'node:diagnostics_channel';
+import { type TracingChannel, tracingChannel } from 'node:diagnostics_channel';
 import type { LockMode } from '../errors.js';
 
 /** The names of the library's tracing channels (subscribe to `tracing:<name>:start` and so on). */

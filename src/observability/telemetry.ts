@@ -4,13 +4,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { BlockReason } from '../backends/backend.js';
-import {
-  AcquireAbortedError,
-  AcquireTimeoutError,
-  type LockLostError,
-  type LockMode,
-  type RWLockError,
-} from '../errors.js';
+import { AcquireAbortedError, AcquireTimeoutError, type LockLostError, type LockMode, type RWLockError } from '../errors.js';
 import type { Lease } from '../lease.js';
 
 /** Upper bounds of the wait-time histogram's buckets, in ms; a last bucket takes everything longer. */

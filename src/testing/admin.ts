@@ -48,7 +48,12 @@ export async function withAdminConnection<T>(port: number, fn: (conn: Redis) => 
  * Sends one command on a fresh admin connection and resolves with its reply.
  * @internal
  */
-export function adminCommand(port: number, command: string, args: (string | number)[] = [], timeoutMs = ADMIN_TIMEOUT_MS): Promise<unknown> {
+export function adminCommand(
+  port: number,
+  command: string,
+  args: (string | number)[] = [],
+  timeoutMs = ADMIN_TIMEOUT_MS,
+): Promise<unknown> {
   return withAdminConnection(port, (conn) => conn.call(command, args), timeoutMs);
 }
 

@@ -217,7 +217,7 @@ class Link {
   private onClientData(chunk: Buffer): void {
     this.fromClient = Buffer.concat([this.fromClient, chunk]);
     let pos = 0;
-    for (let len; (len = respLength(this.fromClient, pos)) > 0; pos += len) {
+    for (let len: number; (len = respLength(this.fromClient, pos)) > 0; pos += len) {
       const command = this.fromClient.subarray(pos, pos + len);
       const parts = commandParts(command);
       const name = (parts[0] ?? '').toLowerCase();
@@ -241,7 +241,7 @@ class Link {
   private onServerData(chunk: Buffer): void {
     this.fromServer = Buffer.concat([this.fromServer, chunk]);
     let pos = 0;
-    for (let len; (len = respLength(this.fromServer, pos)) > 0; pos += len) {
+    for (let len: number; (len = respLength(this.fromServer, pos)) > 0; pos += len) {
       const push = this.fromServer[pos] === 0x3e; // '>': a RESP3 push answers no command
       if (!push && this.dropAt !== undefined && this.replied === this.dropAt) {
         // The server ran the command and replied: pass on what came before, drop the rest.

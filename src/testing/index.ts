@@ -21,45 +21,46 @@
  *
  * @module redis-rwlock/testing
  */
-export { CLUSTER_BUS_PORT_OFFSET, findFreePort, findFreePorts, isPortFree, LOOPBACK_HOST, type FindFreePortOptions } from './ports.js';
-export { reapStaleServers, runningServers, stopAllServers, type RunningServerInfo } from './registry.js';
+
 export {
-  DEFAULT_START_TIMEOUT_MS,
-  DEFAULT_STOP_TIMEOUT_MS,
-  RedisServerStartError,
-  startRedisServer,
-  type AclUser,
-  type FlushOptions,
-  type RedisServerHandle,
-  type RedisServerOptions,
-} from './redis-server.js';
-export {
-  CLUSTER_SLOTS,
-  DEFAULT_CLUSTER_NODE_TIMEOUT_MS,
-  DEFAULT_CLUSTER_START_TIMEOUT_MS,
-  DEFAULT_FAILOVER_TIMEOUT_MS,
-  startRedisCluster,
-  type ClusterRole,
-  type ClusterTls,
-  type NodeAddress,
-  type FailoverOptions,
-  type FailoverResult,
-  type ManualFailoverOptions,
-  type RedisClusterHandle,
-  type RedisClusterNode,
-  type RedisClusterOptions,
-  type WaitForClusterOkOptions,
-} from './redis-cluster.js';
-export { makeTestCertificates, type TestCertificates, type TlsEndpoint } from './tls.js';
-export { startRedisMasters, type RedisMastersHandle, type RedisMastersOptions } from './redis-masters.js';
-export {
-  proxyCluster,
-  respLength,
-  startFaultProxy,
   type ClusterFaultProxy,
   type DropMatch,
   type FaultProxy,
   type FaultProxyOptions,
   type FaultProxyStats,
   type ProxiedAddress,
+  proxyCluster,
+  respLength,
+  startFaultProxy,
 } from './fault-proxy.js';
+export { CLUSTER_BUS_PORT_OFFSET, type FindFreePortOptions, findFreePort, findFreePorts, isPortFree, LOOPBACK_HOST } from './ports.js';
+export {
+  CLUSTER_SLOTS,
+  type ClusterRole,
+  type ClusterTls,
+  DEFAULT_CLUSTER_NODE_TIMEOUT_MS,
+  DEFAULT_CLUSTER_START_TIMEOUT_MS,
+  DEFAULT_FAILOVER_TIMEOUT_MS,
+  type FailoverOptions,
+  type FailoverResult,
+  type ManualFailoverOptions,
+  type NodeAddress,
+  type RedisClusterHandle,
+  type RedisClusterNode,
+  type RedisClusterOptions,
+  startRedisCluster,
+  type WaitForClusterOkOptions,
+} from './redis-cluster.js';
+export { type RedisMastersHandle, type RedisMastersOptions, startRedisMasters } from './redis-masters.js';
+export {
+  type AclUser,
+  DEFAULT_START_TIMEOUT_MS,
+  DEFAULT_STOP_TIMEOUT_MS,
+  type FlushOptions,
+  type RedisServerHandle,
+  type RedisServerOptions,
+  RedisServerStartError,
+  startRedisServer,
+} from './redis-server.js';
+export { type RunningServerInfo, reapStaleServers, runningServers, stopAllServers } from './registry.js';
+export { makeTestCertificates, type TestCertificates, type TlsEndpoint } from './tls.js';

@@ -106,7 +106,9 @@ export async function findFreePorts(count: number, options: FindFreePortOptions 
         else release(candidate, busPort);
       }
       if (port === undefined) {
-        throw new Error(`findFreePorts: no free loopback port${busPort ? ' with a free bus port (port + 10000)' : ''} found in ${low}-${high} after ${attempts} attempts`);
+        throw new Error(
+          `findFreePorts: no free loopback port${busPort ? ' with a free bus port (port + 10000)' : ''} found in ${low}-${high} after ${attempts} attempts`,
+        );
       }
       found.push(port);
     }

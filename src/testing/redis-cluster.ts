@@ -11,19 +11,19 @@ import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Cluster, type ClusterOptions, type Redis } from 'ioredis';
-import { sleep, withAdminConnection, parseInfo } from './admin.js';
+import { parseInfo, sleep, withAdminConnection } from './admin.js';
 import { LOOPBACK_HOST } from './ports.js';
-import { TEMP_DIR_PREFIX } from './registry.js';
 import {
-  DEFAULT_START_TIMEOUT_MS,
-  launchRedisServer,
-  RedisServerProcess,
   type AclUser,
+  DEFAULT_START_TIMEOUT_MS,
   type FlushOptions,
+  launchRedisServer,
   type RedisServerHandle,
   type RedisServerOptions,
+  RedisServerProcess,
   type ServerInit,
 } from './redis-server.js';
+import { TEMP_DIR_PREFIX } from './registry.js';
 import { makeTestCertificates, type TestCertificates } from './tls.js';
 
 /** Number of hash slots in a Redis Cluster. */
@@ -366,14 +366,22 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     ...(options.stopTimeoutMs !== undefined && { stopTimeoutMs: options.stopTimeoutMs }),
   };
   const harnessArgs = (port: number): string[] => [
-    '--cluster-enabled', 'yes',
-    '--cluster-config-file', `nodes-${port}.conf`,
-    '--cluster-node-timeout', String(nodeTimeoutMs),
-    '--cluster-require-full-coverage', options.requireFullCoverage ? 'yes' : 'no',
-    '--cluster-replica-validity-factor', '0',
-    '--cluster-allow-replica-migration', 'no',
-    '--repl-diskless-sync-delay', '0',
-    '--repl-ping-replica-period', '1',
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    `nodes-${port}.conf`,
+    '--cluster-node-timeout',
+    String(nodeTimeoutMs),
+    '--cluster-require-full-coverage',
+    options.requireFullCoverage ? 'yes' : 'no',
+    '--cluster-replica-validity-factor',
+    '0',
+    '--cluster-allow-replica-migration',
+    'no',
+    '--repl-diskless-sync-delay',
+    '0',
+    '--repl-ping-replica-period',
+    '1',
   ];
 
   const total = masters * (1 + replicasPerMaster);
@@ -393,10 +401,17 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   try {
     const failed = launched.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
-    const cli = options.cliBin ?? process.env['REDIS_CLI_BIN'] ?? 'redis-cli';
+    const cli = options.cliBin ?? process.env.REDIS_CLI_BIN ?? 'redis-cli';
     await runCli(
       cli,
-      ['--cluster', 'create', ...nodes.map((n) => `${LOOPBACK_HOST}:${n.port}`), '--cluster-replicas', String(replicasPerMaster), '--cluster-yes'],
+      [
+        '--cluster',
+        'create',
+        ...nodes.map((n) => `${LOOPBACK_HOST}:${n.port}`),
+        '--cluster-replicas',
+        String(replicasPerMaster),
+        '--cluster-yes',
+      ],
       Math.max(1_000, deadline - Date.now()),
     );
     const cluster = new RedisClusterImpl(nodes, nodeTimeoutMs, certificates, certificatesDir);
@@ -472,7 +487,8 @@ const POLL_INTERVAL_MS = 50;
 const MAX_PROBLEMS_SHOWN = 6;
 
 /** What a replica must be to take over by `killMaster`, `failover` or a default `CLUSTER FAILOVER`. */
-const READY_REPLICA = "running, a replica of it in every node's view, flagged fail/fail? by none, master_link_status:up, master_sync_in_progress:0";
+const READY_REPLICA =
+  "running, a replica of it in every node's view, flagged fail/fail? by none, master_link_status:up, master_sync_in_progress:0";
 
 /** What a replica must be to take over by `CLUSTER FAILOVER FORCE` or `TAKEOVER`. */
 const READY_REPLICA_UNLINKED = "running, a replica in every node's view, flagged fail/fail? by none";
@@ -490,7 +506,10 @@ class RedisClusterImpl implements RedisClusterHandle {
     this.nodes = nodes;
     this.startupNodes = nodes.map((n) => Object.freeze({ host: LOOPBACK_HOST, port: n.port }));
     this.nodeTimeoutMs = nodeTimeoutMs;
-    this.tls = certificates && { ...certificates, startupNodes: nodes.map((n) => Object.freeze({ host: LOOPBACK_HOST, port: n.tls!.port })) };
+    this.tls = certificates && {
+      ...certificates,
+      startupNodes: nodes.map((n) => Object.freeze({ host: LOOPBACK_HOST, port: n.tls!.port })),
+    };
     this.#certificatesDir = certificatesDir;
   }
 
@@ -572,7 +591,9 @@ class RedisClusterImpl implements RedisClusterHandle {
     const { candidates } = await this.#waitForTakeoverReplica('killMaster', master, timeoutMs, deadline);
     const started = Date.now();
     await master.kill('SIGKILL');
-    const promoted = await this.#settle('killMaster', timeoutMs, deadline, `a replica of ${port} to be promoted`, () => candidates.find((r) => r.role === 'master'));
+    const promoted = await this.#settle('killMaster', timeoutMs, deadline, `a replica of ${port} to be promoted`, () =>
+      candidates.find((r) => r.role === 'master'),
+    );
     return { promoted, replaced: master, elapsedMs: Date.now() - started };
   }
 
@@ -591,11 +612,13 @@ class RedisClusterImpl implements RedisClusterHandle {
         throw new Error(`manualFailover: the node on port ${replicaPort} is not a live replica (every node sees it as a master)`);
       }
       if (!self) return { problems: [...snap.silent] };
-      const masterLine = self.masterId === undefined ? undefined : snap.reports.find((r) => r.node === replica)!.lines.find((l) => l.id === self.masterId);
+      const masterLine =
+        self.masterId === undefined ? undefined : snap.reports.find((r) => r.node === replica)!.lines.find((l) => l.id === self.masterId);
       if (!masterLine) return { problems: [`node ${replicaPort} does not see itself as a replica yet`] };
       const problems: string[] = [];
       const masterNode = this.nodes.find((n) => n.port === masterLine.port);
-      if (linked && !masterNode?.running) problems.push(`its master ${masterLine.port} is not running (use mode 'force' or 'takeover' without a master)`);
+      if (linked && !masterNode?.running)
+        problems.push(`its master ${masterLine.port} is not running (use mode 'force' or 'takeover' without a master)`);
       const why = replicaNotReady(snap, replica, masterLine.id, linked);
       if (why) problems.push(`replica ${replicaPort}: ${why}`);
       return problems.length > 0 || !masterNode ? { problems } : { done: masterNode };
@@ -603,7 +626,9 @@ class RedisClusterImpl implements RedisClusterHandle {
     const started = Date.now();
     const args = mode === 'default' ? ['FAILOVER'] : ['FAILOVER', mode.toUpperCase()];
     await withAdminConnection(replicaPort, (conn) => conn.call('CLUSTER', args));
-    const promoted = await this.#settle('manualFailover', timeoutMs, deadline, `${replicaPort} to become master`, () => (replica.role === 'master' ? replica : undefined));
+    const promoted = await this.#settle('manualFailover', timeoutMs, deadline, `${replicaPort} to become master`, () =>
+      replica.role === 'master' ? replica : undefined,
+    );
     return { promoted, replaced, elapsedMs: Date.now() - started };
   }
 
@@ -617,7 +642,8 @@ class RedisClusterImpl implements RedisClusterHandle {
   }
 
   async masterForSlot(slot: number): Promise<ClusterNodeProcess> {
-    if (!Number.isInteger(slot) || slot < 0 || slot >= CLUSTER_SLOTS) throw new RangeError(`masterForSlot: slot must be an integer in 0-16383, got ${slot}`);
+    if (!Number.isInteger(slot) || slot < 0 || slot >= CLUSTER_SLOTS)
+      throw new RangeError(`masterForSlot: slot must be an integer in 0-16383, got ${slot}`);
     const ranges = await this.#onLiveNode((conn) => conn.cluster('SLOTS'));
     const owner = ranges.find(([start, end]) => slot >= start && slot <= end)?.[2];
     if (!owner) throw new Error(`masterForSlot: slot ${slot} is not assigned to any node`);
@@ -631,7 +657,14 @@ class RedisClusterImpl implements RedisClusterHandle {
 
   async waitForClusterOk(options: WaitForClusterOkOptions = {}): Promise<void> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_FAILOVER_TIMEOUT_MS;
-    await this.#settle('Redis Cluster', timeoutMs, Date.now() + timeoutMs, "the cluster to be healthy in every node's view", () => true, options.replicasInSync ?? true);
+    await this.#settle(
+      'Redis Cluster',
+      timeoutMs,
+      Date.now() + timeoutMs,
+      "the cluster to be healthy in every node's view",
+      () => true,
+      options.replicasInSync ?? true,
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -655,36 +688,51 @@ class RedisClusterImpl implements RedisClusterHandle {
   ): Promise<{ ready: ClusterNodeProcess; candidates: ClusterNodeProcess[] }> {
     const port = master.port;
     const notMaster = `${label}: the node on port ${port} is not a live master that owns slots`;
-    return this.#poll<{ ready: ClusterNodeProcess; candidates: ClusterNodeProcess[] }>(label, timeoutMs, deadline, `a replica of ${port} ready to take over (${READY_REPLICA})`, async (snap) => {
-      if (!master.running) throw new Error(`${notMaster} (it is not running)`);
-      const views = snap.reports.map((r) => ({ port: r.node.port, line: r.lines.find((l) => l.port === port) }));
-      const owner = (line: NodeLine | undefined): line is NodeLine => line !== undefined && isMaster(line) && line.slots.length > 0;
-      const self = snap.reports.find((r) => r.node === master)?.lines.find((l) => l.flags.has('myself'));
-      if (self && !views.some((v) => owner(v.line))) throw new Error(notMaster);
-      // Nodes that do not answer (say, paused by the test) do not hold the failover up.
-      const problems: string[] = [];
-      for (const v of views) if (!owner(v.line)) problems.push(`node ${v.port} does not see ${port} as a master that owns slots yet`);
-      const masterId = self?.id ?? views.find((v) => owner(v.line))?.line?.id;
-      if (masterId === undefined) return { problems: [...problems, ...snap.silent] };
-      const candidates = this.nodes.filter((n) => n.running && snap.reports.some((r) => r.lines.some((l) => l.port === n.port && l.masterId === masterId)));
-      if (candidates.length === 0) problems.push(`no running node is a replica of ${port}`);
-      const notReady: string[] = [];
-      let ready: ClusterNodeProcess | undefined;
-      for (const candidate of candidates) {
-        const why = replicaNotReady(snap, candidate, masterId, true);
-        if (why === undefined) ready ??= candidate;
-        else notReady.push(`replica ${candidate.port}: ${why}`);
-      }
-      if (ready && problems.length === 0) return { done: { ready, candidates } };
-      return { problems: [...problems, ...notReady, ...snap.silent] };
-    });
+    return this.#poll<{ ready: ClusterNodeProcess; candidates: ClusterNodeProcess[] }>(
+      label,
+      timeoutMs,
+      deadline,
+      `a replica of ${port} ready to take over (${READY_REPLICA})`,
+      async (snap) => {
+        if (!master.running) throw new Error(`${notMaster} (it is not running)`);
+        const views = snap.reports.map((r) => ({ port: r.node.port, line: r.lines.find((l) => l.port === port) }));
+        const owner = (line: NodeLine | undefined): line is NodeLine => line !== undefined && isMaster(line) && line.slots.length > 0;
+        const self = snap.reports.find((r) => r.node === master)?.lines.find((l) => l.flags.has('myself'));
+        if (self && !views.some((v) => owner(v.line))) throw new Error(notMaster);
+        // Nodes that do not answer (say, paused by the test) do not hold the failover up.
+        const problems: string[] = [];
+        for (const v of views) if (!owner(v.line)) problems.push(`node ${v.port} does not see ${port} as a master that owns slots yet`);
+        const masterId = self?.id ?? views.find((v) => owner(v.line))?.line?.id;
+        if (masterId === undefined) return { problems: [...problems, ...snap.silent] };
+        const candidates = this.nodes.filter(
+          (n) => n.running && snap.reports.some((r) => r.lines.some((l) => l.port === n.port && l.masterId === masterId)),
+        );
+        if (candidates.length === 0) problems.push(`no running node is a replica of ${port}`);
+        const notReady: string[] = [];
+        let ready: ClusterNodeProcess | undefined;
+        for (const candidate of candidates) {
+          const why = replicaNotReady(snap, candidate, masterId, true);
+          if (why === undefined) ready ??= candidate;
+          else notReady.push(`replica ${candidate.port}: ${why}`);
+        }
+        if (ready && problems.length === 0) return { done: { ready, candidates } };
+        return { problems: [...problems, ...notReady, ...snap.silent] };
+      },
+    );
   }
 
   /**
    * Polls {@link RedisClusterImpl.#healthProblems} (which refreshes the
    * observed roles) until the cluster is healthy and `done()` returns a value.
    */
-  async #settle<T>(label: string, timeoutMs: number, deadline: number, what: string, done: () => T | undefined, replicasInSync = true): Promise<T> {
+  async #settle<T>(
+    label: string,
+    timeoutMs: number,
+    deadline: number,
+    what: string,
+    done: () => T | undefined,
+    replicasInSync = true,
+  ): Promise<T> {
     return this.#poll<T>(label, timeoutMs, deadline, what, async (snap) => {
       const problems = await this.#healthProblems(snap, replicasInSync);
       if (problems.length > 0) return { problems };
@@ -698,7 +746,13 @@ class RedisClusterImpl implements RedisClusterHandle {
    * until `evaluate` is done with it; rejects at `deadline` with the problems
    * `evaluate` found last, or at once with what `evaluate` throws.
    */
-  async #poll<T>(label: string, timeoutMs: number, deadline: number, what: string, evaluate: (snap: Snapshot) => Promise<PollOutcome<T>>): Promise<T> {
+  async #poll<T>(
+    label: string,
+    timeoutMs: number,
+    deadline: number,
+    what: string,
+    evaluate: (snap: Snapshot) => Promise<PollOutcome<T>>,
+  ): Promise<T> {
     for (;;) {
       const outcome = await evaluate(await this.#snapshot());
       if (outcome.problems === undefined) return outcome.done;
@@ -757,7 +811,7 @@ class RedisClusterImpl implements RedisClusterHandle {
       const unassigned = owners.filter((p) => p === -1).length;
       if (unassigned > 0) problems.push(`node ${port} sees ${unassigned} unassigned slots`);
       for (const owner of downOwners) problems.push(`node ${port} sees slots owned by ${owner}, which is down`);
-      const signature = slotSignature(owners) + '|' + roleSignature(report.lines, livePorts);
+      const signature = `${slotSignature(owners)}|${roleSignature(report.lines, livePorts)}`;
       bySignature.set(signature, [...(bySignature.get(signature) ?? []), port]);
     }
     if (bySignature.size > 1) {
@@ -799,20 +853,28 @@ class RedisClusterImpl implements RedisClusterHandle {
       const link = info.get('master_link_status');
       const listed = replicaState(master.replication, line.port);
       if (info.get('role') !== 'slave' || Number(info.get('master_port')) !== masterLine.port) {
-        problems.push(`replica ${line.port} does not replicate from its master ${masterLine.port} yet (role:${info.get('role') ?? '?'}, master_port:${info.get('master_port') ?? '-'})`);
+        problems.push(
+          `replica ${line.port} does not replicate from its master ${masterLine.port} yet (role:${info.get('role') ?? '?'}, master_port:${info.get('master_port') ?? '-'})`,
+        );
       } else if (link !== 'up') {
         problems.push(`replica ${line.port} is not linked to its master ${masterLine.port} (master_link_status:${link ?? 'unknown'})`);
       } else if (info.get('master_sync_in_progress') !== '0') {
-        problems.push(`replica ${line.port} is still syncing from its master ${masterLine.port} (master_sync_in_progress:${info.get('master_sync_in_progress') ?? 'unknown'})`);
+        problems.push(
+          `replica ${line.port} is still syncing from its master ${masterLine.port} (master_sync_in_progress:${info.get('master_sync_in_progress') ?? 'unknown'})`,
+        );
       } else if (listed !== 'online') {
-        problems.push(`master ${masterLine.port} does not list replica ${line.port} as online (${listed === undefined ? 'not listed' : `state=${listed}`})`);
+        problems.push(
+          `master ${masterLine.port} does not list replica ${line.port} as online (${listed === undefined ? 'not listed' : `state=${listed}`})`,
+        );
       } else {
         linked.push({ replica, master });
       }
     }
     // Offsets: the replica, asked after its master, must have everything the
     // master had written when it was asked.
-    const later = await Promise.allSettled(linked.map(({ replica }) => withAdminConnection(replica.node.port, (conn) => conn.info('replication'), REPORT_TIMEOUT_MS)));
+    const later = await Promise.allSettled(
+      linked.map(({ replica }) => withAdminConnection(replica.node.port, (conn) => conn.info('replication'), REPORT_TIMEOUT_MS)),
+    );
     later.forEach((result, i) => {
       const { replica, master } = linked[i]!;
       const [r, m] = [replica.node.port, master.node.port];
@@ -824,7 +886,9 @@ class RedisClusterImpl implements RedisClusterHandle {
       const target = Number(master.replication.get('master_repl_offset'));
       const reached = Number(info.get('slave_repl_offset') ?? info.get('master_repl_offset'));
       if (info.get('master_replid') !== master.replication.get('master_replid')) {
-        problems.push(`replica ${r} does not have its master ${m}'s replication history yet (replid ${info.get('master_replid')} vs ${master.replication.get('master_replid')})`);
+        problems.push(
+          `replica ${r} does not have its master ${m}'s replication history yet (replid ${info.get('master_replid')} vs ${master.replication.get('master_replid')})`,
+        );
       } else if (!(reached >= target)) {
         problems.push(`replica ${r} is ${target - reached} bytes behind its master ${m} (offset ${reached} < ${target})`);
       }
@@ -1003,7 +1067,8 @@ function runCli(bin: string, args: readonly string[], timeoutMs: number): Promis
   return new Promise((resolve, reject) => {
     execFile(bin, args, { timeout: timeoutMs, maxBuffer: 4 * 1024 * 1024 }, (err, stdout, stderr) => {
       if (err) {
-        const hint = (err as NodeJS.ErrnoException).code === 'ENOENT' ? ' Install redis-cli (Redis >= 7) or set REDIS_CLI_BIN to the binary.' : '';
+        const hint =
+          (err as NodeJS.ErrnoException).code === 'ENOENT' ? ' Install redis-cli (Redis >= 7) or set REDIS_CLI_BIN to the binary.' : '';
         reject(new Error(`\`${bin} ${args.join(' ')}\` failed: ${err.message}.${hint}\n${stdout}${stderr}`, { cause: err }));
       } else {
         resolve(stdout);

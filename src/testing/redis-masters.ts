@@ -5,7 +5,7 @@
  * @module
  */
 import type { Redis, RedisOptions } from 'ioredis';
-import { startRedisServer, type FlushOptions, type RedisServerHandle, type RedisServerOptions } from './redis-server.js';
+import { type FlushOptions, type RedisServerHandle, type RedisServerOptions, startRedisServer } from './redis-server.js';
 
 /** Options for {@link startRedisMasters}: those of {@link startRedisServer} except `port`, applied to every server. */
 export type RedisMastersOptions = Omit<RedisServerOptions, 'port'>;

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
@@ -16,8 +16,8 @@ import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import { adminCommand, sleep, withAdminConnection } from './admin.js';
 import { findFreePort, LOOPBACK_HOST, releasePort, reservePort } from './ports.js';
-import { OWNER_FILE, reapStaleServersOnce, TEMP_DIR_PREFIX, track, untrack, type TrackedServer } from './registry.js';
-import { makeTestCertificates, tlsServerArgs, type TestCertificates, type TlsEndpoint } from './tls.js';
+import { OWNER_FILE, reapStaleServersOnce, TEMP_DIR_PREFIX, type TrackedServer, track, untrack } from './registry.js';
+import { makeTestCertificates, type TestCertificates, type TlsEndpoint, tlsServerArgs } from './tls.js';
 
 /** Default time allowed for a server to answer PING after it was spawned. */
 export const DEFAULT_START_TIMEOUT_MS = 10_000;
@@ -176,7 +176,10 @@ export class RedisServerStartError extends Error {
    * @param options - `cause`
    */
   constructor(message: string, port: number, log: string, options?: ErrorOptions) {
-    super(log.trim() === '' ? `${message} (the server wrote no log output)` : `${message}\n--- redis-server log ---\n${tail(log)}`, options);
+    super(
+      log.trim() === '' ? `${message} (the server wrote no log output)` : `${message}\n--- redis-server log ---\n${tail(log)}`,
+      options,
+    );
     this.name = 'RedisServerStartError';
     this.port = port;
     this.log = log;
@@ -242,7 +245,7 @@ export async function launchRedisServer<T extends RedisServerProcess>(
   if (fixedPort !== undefined && (!Number.isInteger(fixedPort) || fixedPort < 1 || fixedPort > 65_535)) {
     throw new RangeError(`startRedisServer: port must be an integer in 1-65535, got ${fixedPort}`);
   }
-  const bin = options.bin ?? process.env['REDIS_SERVER_BIN'] ?? 'redis-server';
+  const bin = options.bin ?? process.env.REDIS_SERVER_BIN ?? 'redis-server';
   for (let attempt = 1; ; attempt++) {
     let port: number;
     if (fixedPort !== undefined) {
@@ -263,8 +266,11 @@ export async function launchRedisServer<T extends RedisServerProcess>(
     }
     if (options.users && options.users.length > 0) {
       // The default user stays as it is (on, nopass, everything), for the harness.
-      const lines = ['user default on nopass ~* &* +@all', ...options.users.map((u) => `user ${u.name} on >${u.password} ${u.rules.join(' ')}`)];
-      writeFileSync(path.join(dir, 'users.acl'), lines.join('\n') + '\n', { mode: 0o600 });
+      const lines = [
+        'user default on nopass ~* &* +@all',
+        ...options.users.map((u) => `user ${u.name} on >${u.password} ${u.rules.join(' ')}`),
+      ];
+      writeFileSync(path.join(dir, 'users.acl'), `${lines.join('\n')}\n`, { mode: 0o600 });
       extraArgs.push('--aclfile', path.join(dir, 'users.acl'));
     }
     const server = create({
@@ -291,14 +297,22 @@ export async function launchRedisServer<T extends RedisServerProcess>(
 /** The arguments every harness server gets. */
 function baseArgs(port: number, dir: string): string[] {
   return [
-    '--port', String(port),
-    '--bind', LOOPBACK_HOST,
-    '--save', '',
-    '--appendonly', 'no',
-    '--protected-mode', 'no',
-    '--dir', dir,
-    '--daemonize', 'no',
-    '--logfile', '',
+    '--port',
+    String(port),
+    '--bind',
+    LOOPBACK_HOST,
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--protected-mode',
+    'no',
+    '--dir',
+    dir,
+    '--daemonize',
+    'no',
+    '--logfile',
+    '',
   ];
 }
 
@@ -397,7 +411,11 @@ export class RedisServerProcess implements RedisServerHandle {
     for (;;) {
       if (exitInfo !== undefined) {
         await this.#exited;
-        throw new RedisServerStartError(`redis-server on ${LOOPBACK_HOST}:${this.port} ${exitInfo} before it answered PING.`, this.port, this.logs());
+        throw new RedisServerStartError(
+          `redis-server on ${LOOPBACK_HOST}:${this.port} ${exitInfo} before it answered PING.`,
+          this.port,
+          this.logs(),
+        );
       }
       try {
         if ((await adminCommand(this.port, 'PING', [], 1_000)) === 'PONG') return;

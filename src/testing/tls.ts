@@ -52,10 +52,40 @@ export function makeTestCertificates(dir: string): TestCertificates {
       );
     }
   };
-  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '7', '-subj', '/CN=redis-rwlock test CA');
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.crt',
+    '-days',
+    '7',
+    '-subj',
+    '/CN=redis-rwlock test CA',
+  );
   openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${LOOPBACK_HOST}`);
   writeFileSync(path.join(dir, 'san.ext'), `subjectAltName=IP:${LOOPBACK_HOST},DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n`);
-  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '7', '-extfile', 'san.ext');
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '7',
+    '-extfile',
+    'san.ext',
+  );
   const file = (name: string) => path.join(dir, name);
   return {
     ca: readFileSync(file('ca.crt'), 'utf8'),
@@ -70,11 +100,16 @@ export function makeTestCertificates(dir: string): TestCertificates {
 /** `redis-server` arguments for a TLS port beside the plain one; on a Cluster node the bus and replication use TLS too. */
 export function tlsServerArgs(tlsPort: number, certs: TestCertificates, clusterNode: boolean): string[] {
   return [
-    '--tls-port', String(tlsPort),
-    '--tls-cert-file', certs.certFile,
-    '--tls-key-file', certs.keyFile,
-    '--tls-ca-cert-file', certs.caFile,
-    '--tls-auth-clients', 'optional',
+    '--tls-port',
+    String(tlsPort),
+    '--tls-cert-file',
+    certs.certFile,
+    '--tls-key-file',
+    certs.keyFile,
+    '--tls-ca-cert-file',
+    certs.caFile,
+    '--tls-auth-clients',
+    'optional',
     ...(clusterNode ? ['--tls-cluster', 'yes', '--tls-replication', 'yes'] : []),
   ];
 }

@@ -4,16 +4,16 @@
 // checker proves and how a failover's inherent overlaps are reported.
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { LockClient, RWLockError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys/keys.js';
-import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
-import { recoveryMs, maxGapMs, type FaultWindow, type History, type Hold } from '../support/history.js';
-import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';
-import { targetOf } from '../support/targets.js';
+import { type FaultWindow, type History, type Hold, maxGapMs, recoveryMs } from '../support/history.js';
+import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
 import { killSubscribers } from '../support/redis-stats.js';
-import { checkAndReport, counters } from './support.js';
 import { migrateSlot } from '../support/reshard.js';
+import { targetOf } from '../support/targets.js';
+import { checkAndReport, counters } from './support.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const LEASE_MS = WORKLOAD_DEFAULTS.leaseMs; // 2 s, renewed every ~667 ms
@@ -47,7 +47,11 @@ forEachTopology('faults during the history workload', (ctx) => {
     await workload.launch(3);
     await sleep(500);
     // The victim takes alpha's write lock and holds it for long; it dies holding it.
-    const [victim] = await workload.launch(1, { resources: ['alpha'], writeShare: 1, minHoldMs: 5_000, maxHoldMs: 5_000, loops: 1, ops: 1 }, 'victim');
+    const [victim] = await workload.launch(
+      1,
+      { resources: ['alpha'], writeShare: 1, minHoldMs: 5_000, maxHoldMs: 5_000, loops: 1, ops: 1 },
+      'victim',
+    );
     await workload.waitFor((e, w) => w === victim && e.t === 'grant', 30_000);
     const killedAt = await workload.kill(victim!);
     await sleep(LEASE_MS + 2_000);
@@ -142,7 +146,13 @@ forEachTopology('faults during the history workload', (ctx) => {
       const crashedAt = Date.now();
       await ctx.server.kill('SIGKILL');
       await sleep(300);
-      const whileDown = await probe.lock('alpha').tryAcquireWrite().then(() => undefined, (e: unknown) => e);
+      const whileDown = await probe
+        .lock('alpha')
+        .tryAcquireWrite()
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       await sleep(2_500);
       await ctx.server.restart();
       const restartedAt = Date.now();
@@ -209,7 +219,9 @@ forEachTopology('faults during the history workload', (ctx) => {
       const cluster = ctx.cluster;
       const victim = await cluster.masterForKey(lockKeys('rwlock', 'alpha').state);
       const [replica] = await cluster.replicasOf(victim.port);
-      expect(replica, `a replica of ${victim.port} (the heal before each test waits for every replica to be linked)`).to.not.equal(undefined);
+      expect(replica, `a replica of ${victim.port} (the heal before each test waits for every replica to be linked)`).to.not.equal(
+        undefined,
+      );
       // Leases of 10 s, renewed every 3.3 s: they outlive the failover, so holders still believe they hold.
       const leaseMs = 10_000;
       workload = new Workload(targetOf(ctx), { durationMs: 60_000, ops: 100_000, leaseMs, resources: ['alpha', 'beta'], maxHoldMs: 50 });
@@ -242,7 +254,9 @@ forEachTopology('faults during the history workload', (ctx) => {
       const recovery = maxGapMs(history, 'alpha', killedAt - 1_000, promotedAt + 3_000);
       const { unaccounted } = accountedFor(history);
       // Holds granted after the pause and still held at the kill: the failover lost them.
-      const lostByFailover = history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > pausedAt && h.grantedAt < killedAt && holdEndAfter(h, killedAt));
+      const lostByFailover = history.holds.filter(
+        (h) => h.resource === 'alpha' && h.grantedAt > pausedAt && h.grantedAt < killedAt && holdEndAfter(h, killedAt),
+      );
       const result = checkAndReport('Cluster master killed, lagging replica promoted', ctx, history, {
         counters: await counters(ctx.client(), ['alpha', 'beta']),
         faults,
@@ -257,7 +271,10 @@ forEachTopology('faults during the history workload', (ctx) => {
       expect(lostByFailover.length).to.be.greaterThan(0);
       for (const h of lostByFailover) expect(h.lostAt, `hold ${h.id}, lost by the failover`).to.not.equal(undefined);
       expect(history.holds.filter((h) => h.grantedAt > promotedAt).length, 'grants after the failover').to.be.greaterThan(0);
-      expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > promotedAt).length, 'grants of alpha after the failover').to.be.greaterThan(0);
+      expect(
+        history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > promotedAt).length,
+        'grants of alpha after the failover',
+      ).to.be.greaterThan(0);
     });
 
     it('the slot of held locks migrates to another master mid-run: ASK/MOVED are followed, no violation', async function () {
@@ -267,11 +284,24 @@ forEachTopology('faults during the history workload', (ctx) => {
       const source = await cluster.masterForSlot(slot);
       const target = (await cluster.masters()).find((m) => m.port !== source.port)!;
       // Leases of 5 s: the migration (2 s) must not outlast them, or renewals that wait it out come too late.
-      workload = new Workload(targetOf(ctx), { durationMs: 30_000, ops: 100_000, resources: ['alpha', 'beta'], maxHoldMs: 20, leaseMs: 5_000 });
+      workload = new Workload(targetOf(ctx), {
+        durationMs: 30_000,
+        ops: 100_000,
+        resources: ['alpha', 'beta'],
+        maxHoldMs: 20,
+        leaseMs: 5_000,
+      });
       await workload.launch(4);
       await sleep(1_500);
       const started = Date.now();
-      const moved = await migrateSlot(slot, source, target, await cluster.masters(), Number(process.env['RESHARD_BATCH'] ?? 1), Number(process.env['RESHARD_PAUSE_MS'] ?? 300));
+      const moved = await migrateSlot(
+        slot,
+        source,
+        target,
+        await cluster.masters(),
+        Number(process.env.RESHARD_BATCH ?? 1),
+        Number(process.env.RESHARD_PAUSE_MS ?? 300),
+      );
       const ended = Date.now();
       await sleep(3_000);
       const history = await finish(workload);

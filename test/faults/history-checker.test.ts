@@ -2,8 +2,8 @@
 // workload that misbehaves (writes after its lease was reported lost) must be
 // caught by it, while the same workload that heeds the signal passes.
 import { expect } from 'chai';
-import { buildHistory, checkHistory, type HistoryEvent } from '../support/history.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { buildHistory, checkHistory, type HistoryEvent } from '../support/history.js';
 import { Workload } from '../support/history-run.js';
 import { targetOf } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
@@ -21,14 +21,25 @@ function writes(list: Write[], resource = 'r'): HistoryEvent[] {
 
 describe('history checker', () => {
   it('passes a correct history', () => {
-    const h = buildHistory(writes([['a:1', 10, 0, 5, 0], ['b:1', 11, 5, 9, 1], ['a:2', 12, 10, 12, 2]]));
+    const h = buildHistory(
+      writes([
+        ['a:1', 10, 0, 5, 0],
+        ['b:1', 11, 5, 9, 1],
+        ['a:2', 12, 10, 12, 2],
+      ]),
+    );
     const result = checkHistory(h, { counters: new Map([['r', 3]]) });
     expect(result.violations).to.deep.equal([]);
     expect(result.committedWrites).to.equal(3);
   });
 
   it('finds an overlap of two writers, and the lost update it caused', () => {
-    const h = buildHistory(writes([['a:1', 10, 0, 5, 0], ['b:1', 11, 4, 9, 0]]));
+    const h = buildHistory(
+      writes([
+        ['a:1', 10, 0, 5, 0],
+        ['b:1', 11, 4, 9, 0],
+      ]),
+    );
     const kinds = checkHistory(h, { counters: new Map([['r', 1]]) }).violations.map((v) => v.kind);
     expect(kinds).to.have.members(['overlap', 'lost-update']);
   });
@@ -43,7 +54,12 @@ describe('history checker', () => {
   });
 
   it('finds fences that go backwards', () => {
-    const h = buildHistory(writes([['a:1', 12, 0, 5, 0], ['b:1', 11, 6, 9, 1]]));
+    const h = buildHistory(
+      writes([
+        ['a:1', 12, 0, 5, 0],
+        ['b:1', 11, 6, 9, 1],
+      ]),
+    );
     expect(checkHistory(h).violations.map((v) => v.kind)).to.include('fence');
   });
 
@@ -61,7 +77,12 @@ describe('history checker', () => {
 
   it('tells a holder stalled past its fixed lease (and told so) from a violation', () => {
     // a's fence says granted at 1000 ms server time, lease 100 ms; b granted at 1150 ms, while a's process still ran.
-    const events: HistoryEvent[] = [...writes([['a:1', 1_000_000, 1000, 1200, 0], ['b:1', 1_150_000, 1150, 1160, 0]])];
+    const events: HistoryEvent[] = [
+      ...writes([
+        ['a:1', 1_000_000, 1000, 1200, 0],
+        ['b:1', 1_150_000, 1150, 1160, 0],
+      ]),
+    ];
     const silent = checkHistory(buildHistory(events), { fixedLeaseMs: 100 });
     expect(silent.violations.map((v) => v.kind)).to.include('overlap');
     const told = checkHistory(buildHistory([...events, { t: 'lost', id: 'a:1', at: 1190, reason: 'ran out' }]), { fixedLeaseMs: 100 });
@@ -72,11 +93,19 @@ describe('history checker', () => {
   });
 
   it('lists an overlap in a failover window separately when a loss was reported, and as a violation when not', () => {
-    const base: HistoryEvent[] = [...writes([['a:1', 10, 0, 100, 0], ['b:1', 20, 50, 60, 0]])];
+    const base: HistoryEvent[] = [
+      ...writes([
+        ['a:1', 10, 0, 100, 0],
+        ['b:1', 20, 50, 60, 0],
+      ]),
+    ];
     const faults = [{ kind: 'failover' as const, start: 40, end: 45, dataLoss: true, stateLoss: true }];
     const unreported = checkHistory(buildHistory(base), { faults, faultMarginMs: 10 });
     expect(unreported.violations.map((v) => v.kind)).to.deep.equal(['unreported-loss']);
-    const reported = checkHistory(buildHistory([...base, { t: 'lost', id: 'a:1', at: 70, reason: 'renewal found it gone' }]), { faults, faultMarginMs: 10 });
+    const reported = checkHistory(buildHistory([...base, { t: 'lost', id: 'a:1', at: 70, reason: 'renewal found it gone' }]), {
+      faults,
+      faultMarginMs: 10,
+    });
     expect(reported.violations).to.deep.equal([]);
     expect(reported.failoverWindow).to.have.length(1);
     expect(reported.dataLoss.map((f) => f.kind)).to.deep.equal(['data-loss']);
@@ -88,7 +117,16 @@ forEachTopology('history checker on a real workload', (ctx) => {
   afterEach(() => workload?.killAll());
   const run = async (ignoreLoss: boolean) => {
     // Fixed leases of 100 ms and holds of up to 250 ms: many leases run out mid-write.
-    workload = new Workload(targetOf(ctx), { resources: ['m'], ops: 30, loops: 2, writeShare: 0.8, fixedLeaseMs: 100, minHoldMs: 40, maxHoldMs: 250, ignoreLoss });
+    workload = new Workload(targetOf(ctx), {
+      resources: ['m'],
+      ops: 30,
+      loops: 2,
+      writeShare: 0.8,
+      fixedLeaseMs: 100,
+      minHoldMs: 40,
+      maxHoldMs: 250,
+      ignoreLoss,
+    });
     await workload.launch(3);
     const history = await workload.finish(60_000);
     return checkAndReport(ignoreLoss ? 'holders ignore loss (planted bug)' : 'leases run out mid-write', ctx, history, {

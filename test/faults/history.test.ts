@@ -2,7 +2,7 @@
 // find no violation in a few thousand mixed operations of several processes.
 import { expect } from 'chai';
 import { forEachTopology } from '../setup/topologies.js';
-import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
 import { targetOf } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
 

@@ -9,10 +9,10 @@
 // taken for a whole lease).
 import { setTimeout as delay } from 'node:timers/promises';
 import { expect } from 'chai';
-import { proxyCluster, startFaultProxy, type ClusterFaultProxy, type FaultProxy } from '../../src/testing/index.js';
+import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { longestHandoffMs, type FaultWindow } from '../support/history.js';
-import { Workload, WORKLOAD_DEFAULTS } from '../support/history-run.js';
+import { type FaultWindow, longestHandoffMs } from '../support/history.js';
+import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
 import { targetThrough } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
 

@@ -26,7 +26,10 @@ forEachTopology('a release that fails', (ctx) => {
       const closed = once(redis, 'close');
       await ctx.client().client('KILL', 'ID', id);
       await closed;
-      const error = await lease.release().then(() => undefined, (e: unknown) => e);
+      const error = await lease.release().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).to.be.instanceOf(RedisUnavailableError);
       expect(lease.held, 'the outcome is unknown: still counted as held').to.equal(true);
       await once(redis, 'ready');
@@ -44,7 +47,12 @@ forEachTopology('a release that fails', (ctx) => {
       const closed2 = once(redis, 'close');
       await ctx.client().client('KILL', 'ID', id2);
       await closed2;
-      expect(await second.release().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(RedisUnavailableError);
+      expect(
+        await second.release().then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      ).to.be.instanceOf(RedisUnavailableError);
       await once(redis, 'ready');
       await second.release();
       expect(second.held).to.equal(false);

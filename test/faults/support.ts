@@ -1,6 +1,6 @@
 import type { RedisClient } from '../../src/redis.js';
-import { checkHistory, report, type CheckOptions, type CheckResult, type History } from '../support/history.js';
 import type { TopologyContext } from '../setup/topologies.js';
+import { type CheckOptions, type CheckResult, checkHistory, type History, report } from '../support/history.js';
 
 /** The final counter of each resource. */
 export async function counters(redis: RedisClient, resources: readonly string[]): Promise<Map<string, number>> {
@@ -39,19 +39,26 @@ export function checkAndReport(
   });
   const messages = new Map<string, number>();
   for (const f of history.failures) {
-    const key = `${f.name}: ${f.message.replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 160)}`;
+    const key = `${f.name}: ${f.message
+      .replace(/"[^"]*"/g, '"…"')
+      .replace(/\d+/g, 'N')
+      .slice(0, 160)}`;
     messages.set(key, (messages.get(key) ?? 0) + 1);
   }
   for (const h of history.holds) {
     if (h.release === undefined || h.release === 'ok') continue;
-    const key = `release of a ${h.mode} lease: ${h.release} ${(h.releaseMessage ?? '').replace(/"[^"]*"/g, '"…"').replace(/\d+/g, 'N').slice(0, 200)}`;
+    const key = `release of a ${h.mode} lease: ${h.release} ${(h.releaseMessage ?? '')
+      .replace(/"[^"]*"/g, '"…"')
+      .replace(/\d+/g, 'N')
+      .slice(0, 200)}`;
     messages.set(key, (messages.get(key) ?? 0) + 1);
   }
   for (const [message, n] of messages) console.log(`        ${n} x ${message}`);
   for (const v of [...result.violations, ...result.failoverWindow].slice(0, options.quiet ? 0 : 10)) {
     console.log(`        ${v.kind}: ${v.resource ?? ''} ${v.detail}`);
     if (result.violations.includes(v)) {
-      for (const id of new Set(v.detail.match(/\bp\d+:\d+\b/g) ?? [])) console.log(`          ${JSON.stringify(history.holds.find((h) => h.id === id))}`);
+      for (const id of new Set(v.detail.match(/\bp\d+:\d+\b/g) ?? []))
+        console.log(`          ${JSON.stringify(history.holds.find((h) => h.id === id))}`);
     }
   }
   return result;

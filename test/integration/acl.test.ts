@@ -6,12 +6,13 @@
  * outside them the server refuses, and the caller gets a NoPermissionError
  * that names what is missing, with nothing left in Redis.
  */
-import { readFileSync } from 'node:fs';
+
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { EXIT } from '../../src/cli/command.js';
-import { LockClient, NoPermissionError, type LockClientOptions } from '../../src/index.js';
+import { LockClient, type LockClientOptions, NoPermissionError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
@@ -54,9 +55,7 @@ function cliTarget(ctx: TopologyContext): string[] {
 
 /** A Redis client logged in as `user`. */
 function clientAs(ctx: TopologyContext, user: string, password: string): RedisClient {
-  return ctx.kind === 'standalone'
-    ? ctx.client({ username: user, password })
-    : ctx.client({ redisOptions: { username: user, password } });
+  return ctx.kind === 'standalone' ? ctx.client({ username: user, password }) : ctx.client({ redisOptions: { username: user, password } });
 }
 
 forEachTopology('least privilege: the documented ACL', (ctx) => {
@@ -96,7 +95,9 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     const error = await rejection(locks.lock('x').acquireWrite({ waitMs: 500 }));
     expect(error).to.be.instanceOf(NoPermissionError);
     expect(error).to.include({ permission: 'keys', code: 'RWLOCK_NO_PERMISSION' });
-    expect(error.message).to.match(/NOPERM/).and.to.match(/grant the Redis user access to the lock's keys/);
+    expect(error.message)
+      .to.match(/NOPERM/)
+      .and.to.match(/grant the Redis user access to the lock's keys/);
     expect(await totalKeys(ctx.client())).to.equal(0);
   });
 
@@ -104,7 +105,10 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     await setUser(ctx, app, ['-spublish']);
     const locks = open(clientAs(ctx, 'app', passwordOf(app)));
     const lease = await locks.lock('job:{3}').acquireWrite();
-    const waiter = locks.lock('job:{3}').acquireWrite({ owner: 'next', waitMs: 2_000 }).catch((e: unknown) => e);
+    const waiter = locks
+      .lock('job:{3}')
+      .acquireWrite({ owner: 'next', waitMs: 2_000 })
+      .catch((e: unknown) => e);
     await eventually('the writer queued', async () => (await locks.inspect('job:{3}')).queue.length > 0);
     const error = await rejection(lease.release());
     expect(error).to.be.instanceOf(NoPermissionError);
@@ -148,7 +152,11 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
       const holder = open(clientAs(ctx, 'app', passwordOf(app)));
       await holder.lock('job:{4}').acquireWrite();
       const password = passwordOf(ops);
-      for (const args of [['inspect', 'job:{4}', '--json'], ['list', '--json'], ['top', '-n', '1', '--json']]) {
+      for (const args of [
+        ['inspect', 'job:{4}', '--json'],
+        ['list', '--json'],
+        ['top', '-n', '1', '--json'],
+      ]) {
         const run = await cliAs('ops', password, args);
         expect(run.code, `${args[0]}: ${run.out}`).to.equal(EXIT.OK);
         expect(run.out, args[0]).to.include('job:{4}');

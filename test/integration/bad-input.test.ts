@@ -9,17 +9,18 @@ import {
   AcquireAbortedError,
   ClientClosedError,
   InvalidArgumentError,
+  type Lease,
   LockClient,
   LockLostError,
   LockNotHeldError,
   RWLockError,
-  type Lease,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { totalKeys } from '../support/redis-stats.js';
 
-type Hostile = any; // hostile values on purpose
+// biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
+type Hostile = any;
 type ErrorClass = abstract new (...args: never[]) => RWLockError;
 
 /** Values of every wrong type for a string argument. */
@@ -153,21 +154,41 @@ forEachTopology('bad input', (ctx) => {
     cases.push({ entry, what, call, error, sends });
 
   // new LockClient(redis, options)
-  for (const [what, value] of [...NOT_STRINGS, ['a URL string', 'redis://127.0.0.1:6379'], ['an object without duplicate()', { defineCommand() {} }]] as [string, unknown][]) {
+  for (const [what, value] of [
+    ...NOT_STRINGS,
+    ['a URL string', 'redis://127.0.0.1:6379'],
+    ['an object without duplicate()', { defineCommand() {} }],
+  ] as [string, unknown][]) {
     add('new LockClient', `redis: ${what}`, () => new LockClient(value as Hostile));
   }
   for (const [what, value] of BAD_OPTION_BAGS) add('new LockClient', `options: ${what}`, () => new LockClient(redis, value as Hostile));
-  for (const [what, value] of [...BAD_NAMES, ['with braces', 'a{b}'], ['with "#"', 'a#b'], ['with a space', 'a b'], ['257 bytes', 'p'.repeat(257)]] as [string, unknown][]) {
+  for (const [what, value] of [
+    ...BAD_NAMES,
+    ['with braces', 'a{b}'],
+    ['with "#"', 'a#b'],
+    ['with a space', 'a b'],
+    ['257 bytes', 'p'.repeat(257)],
+  ] as [string, unknown][]) {
     add('new LockClient', `prefix: ${what}`, () => new LockClient(redis, { prefix: value as Hostile }));
   }
-  for (const [what, value] of NOT_STRINGS.filter(([w]) => w !== 'undefined')) add('new LockClient', `prefix: ${what}`, () => new LockClient(redis, { prefix: value as Hostile }));
-  for (const [name, min] of [['leaseMs', 10], ['waitMs', 0], ['recheckMs', 1]] as const) {
+  for (const [what, value] of NOT_STRINGS.filter(([w]) => w !== 'undefined'))
+    add('new LockClient', `prefix: ${what}`, () => new LockClient(redis, { prefix: value as Hostile }));
+  for (const [name, min] of [
+    ['leaseMs', 10],
+    ['waitMs', 0],
+    ['recheckMs', 1],
+  ] as const) {
     for (const [what, value] of [...BAD_DURATIONS, [`below the minimum ${min}`, min - 1]] as [string, unknown][]) {
       add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));
     }
   }
   for (const name of ['writerPreference', 'fair'] as const) {
-    for (const [what, value] of [['"true"', 'true'], ['1', 1], ['null', null], ['"false"', 'false']] as [string, unknown][]) {
+    for (const [what, value] of [
+      ['"true"', 'true'],
+      ['1', 1],
+      ['null', null],
+      ['"false"', 'false'],
+    ] as [string, unknown][]) {
       add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));
     }
   }
@@ -212,8 +233,10 @@ forEachTopology('bad input', (ctx) => {
     for (const [what, value] of [...NOT_STRINGS, ...BAD_NAMES]) add(entry, `resource: ${what}`, () => withLease(value, () => 1));
     for (const [what, value] of BAD_FNS) add(entry, `fn: ${what}`, () => withLease('target', value));
     for (const [what, value] of BAD_OPTION_BAGS) add(entry, `options: ${what}`, () => withLease('target', () => 1, value));
-    for (const [what, value] of BAD_DURATIONS.slice(0, 6)) add(entry, `options.leaseMs: ${what}`, () => withLease('target', () => 1, { leaseMs: value }));
-    for (const [what, value] of BAD_OWNERS.slice(0, 5)) add(entry, `options.owner: ${what}`, () => withLease('target', () => 1, { owner: value }));
+    for (const [what, value] of BAD_DURATIONS.slice(0, 6))
+      add(entry, `options.leaseMs: ${what}`, () => withLease('target', () => 1, { leaseMs: value }));
+    for (const [what, value] of BAD_OWNERS.slice(0, 5))
+      add(entry, `options.owner: ${what}`, () => withLease('target', () => 1, { owner: value }));
   }
 
   // inspect(resource)
@@ -249,8 +272,18 @@ forEachTopology('bad input', (ctx) => {
     await new Promise((resolve) => setTimeout(resolve, 120));
     const current = await lock().acquireWrite();
     const before = await totalKeys(redis);
-    expect(await lost.release().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockNotHeldError);
-    expect(await lost.extend().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockLostError);
+    expect(
+      await lost.release().then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    ).to.be.instanceOf(LockNotHeldError);
+    expect(
+      await lost.extend().then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    ).to.be.instanceOf(LockLostError);
     expect(await totalKeys(redis)).to.equal(before);
     expect((await lock().inspect()).writer?.owner).to.equal(current.token);
     await current.release();
@@ -263,17 +296,22 @@ forEachTopology('bad input', (ctx) => {
     sent.length = 0;
     await first.release();
     expect(sent, 'a second release sends nothing').to.deep.equal([]);
-    expect(await first.extend().then(() => undefined, (e: unknown) => e)).to.be.instanceOf(LockNotHeldError);
+    expect(
+      await first.extend().then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+    ).to.be.instanceOf(LockNotHeldError);
     expect((await lock().inspect()).writer?.owner).to.equal(next.token);
     await next.release();
   });
 
-  it('ignores inherited options, even when Object.prototype is polluted with another owner\'s token', async () => {
+  it("ignores inherited options, even when Object.prototype is polluted with another owner's token", async () => {
     const proto = Object.prototype as Record<string, unknown>;
-    proto['owner'] = held.token;
-    proto['leaseMs'] = 10;
-    proto['waitMs'] = -1;
-    proto['prefix'] = '{evil}';
+    proto.owner = held.token;
+    proto.leaseMs = 10;
+    proto.waitMs = -1;
+    proto.prefix = '{evil}';
     let lease: Lease | undefined;
     let polluted: LockClient | undefined;
     try {
@@ -282,10 +320,10 @@ forEachTopology('bad input', (ctx) => {
       const inherited = await locks.lock('existing').tryAcquireWrite(Object.create({ owner: held.token }));
       expect(inherited, "an inherited owner is not used: the lock stays the other owner's").to.equal(null);
     } finally {
-      delete proto['owner'];
-      delete proto['leaseMs'];
-      delete proto['waitMs'];
-      delete proto['prefix'];
+      delete proto.owner;
+      delete proto.leaseMs;
+      delete proto.waitMs;
+      delete proto.prefix;
     }
     expect(polluted.options.prefix).to.equal('rwlock');
     expect(lease.token).to.not.equal(held.token);

@@ -14,9 +14,9 @@ import {
   AcquireAbortedError,
   ClientClosedError,
   LockClient,
+  type LockClientOptions,
   LockLostError,
   RedisUnavailableError,
-  type LockClientOptions,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { findFreePort, startRedisServer } from '../../src/testing/index.js';
@@ -145,7 +145,16 @@ forEachTopology('hard bounds', (ctx) => {
     expect(released.error.message).to.include('the outcome is unknown');
     expect(released.ms).to.be.below(500 + LAG_MS);
     // Once Redis answers, the first release runs; a retry finds the hold gone and counts it released.
-    await eventually('a retried release to succeed', () => lease.release().then(() => true, () => false), 5_000, 50);
+    await eventually(
+      'a retried release to succeed',
+      () =>
+        lease.release().then(
+          () => true,
+          () => false,
+        ),
+      5_000,
+      50,
+    );
     expect(lease.held).to.equal(false);
     expect(await totalKeys(redis)).to.equal(0);
   });

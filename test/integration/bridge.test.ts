@@ -2,11 +2,11 @@ import { expect } from 'chai';
 import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { interopSuite } from '../support/interop-suite.js';
-import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { eventually } from '../support/eventually.js';
-import { totalKeys } from '../support/redis-stats.js';
+import { interopSuite } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
+import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { totalKeys } from '../support/redis-stats.js';
 
 forEachTopology('bridge mode', (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'bridge'));
@@ -60,7 +60,13 @@ forEachTopology('bridge mode', (ctx) => {
       const hr = await hash.lock(R).acquireRead();
       const upgrading = bridge.lock(R).acquireWrite({ owner: br.token, waitMs: 5_000 });
       await eventually('the bridge reader to wait to upgrade', async () => (await hash.inspect(R)).waitingWriter?.owner === br.token);
-      const error = await hash.lock(R).acquireWrite({ owner: hr.token, waitMs: 1_000 }).then(() => undefined, (e: unknown) => e);
+      const error = await hash
+        .lock(R)
+        .acquireWrite({ owner: hr.token, waitMs: 1_000 })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
       expect(error).to.be.instanceOf(UpgradeConflictError);
       await hr.release();
       const w = await upgrading;
@@ -123,7 +129,7 @@ forEachTopology('bridge mode', (ctx) => {
         return undefined;
       };
 
-      it('refuses legacy keys outside the lock\'s slot at lock(), saying why and what to do, with Redis untouched', async () => {
+      it("refuses legacy keys outside the lock's slot at lock(), saying why and what to do, with Redis untouched", async () => {
         const redis = ctx.client();
         const before = await totalKeys(redis);
         const error = refuse(redis, 'cache:user:42');
@@ -137,7 +143,7 @@ forEachTopology('bridge mode', (ctx) => {
         expect(await totalKeys(redis)).to.equal(before);
       });
 
-      it("works for a resource with its own hash tag when the legacy keys carry that tag", async () => {
+      it('works for a resource with its own hash tag when the legacy keys carry that tag', async () => {
         const redis = ctx.client();
         const locks = new LockClient(redis, { mode: 'bridge', legacyKeys: (r) => ({ read: `${r}:read`, write: `${r}:write` }) });
         const w = await locks.lock('user:{42}:profile').acquireWrite();
@@ -178,7 +184,10 @@ forEachTopology('bridge mode', (ctx) => {
       ]);
       const redis = ctx.client();
       expect(await expectNoLostUpdates(redis, results, RESOURCES)).to.be.greaterThan(100);
-      expect(results.reduce((s, r) => s + r.halfBuilt, 0), 'reads that saw a half-built value').to.equal(0);
+      expect(
+        results.reduce((s, r) => s + r.halfBuilt, 0),
+        'reads that saw a half-built value',
+      ).to.equal(0);
       expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
     });
   });

@@ -12,7 +12,7 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { EXIT } from '../../src/cli/command.js';
 import { LockClient } from '../../src/index.js';
-import { startRedisServer, type RedisServerHandle, type TlsEndpoint } from '../../src/testing/index.js';
+import { type RedisServerHandle, startRedisServer, type TlsEndpoint } from '../../src/testing/index.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
 const PASSWORD = 'pw-7f3a-secret';
@@ -92,7 +92,9 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
 
   it('connects over TLS to a server whose certificate the --tls-ca signed, and refuses an unknown one', async () => {
     const url = `rediss://127.0.0.1:${tlsPort}`;
-    const trusted = await cli(['inspect', 'job:{1}', '--redis', url, '--tls-ca', certs.caFile, '--user', 'operator', '--json'], { REDIS_PASSWORD: PASSWORD });
+    const trusted = await cli(['inspect', 'job:{1}', '--redis', url, '--tls-ca', certs.caFile, '--user', 'operator', '--json'], {
+      REDIS_PASSWORD: PASSWORD,
+    });
     expect(trusted.code, trusted.out).to.equal(EXIT.OK);
     expect(JSON.parse(trusted.out).mode).to.equal('write');
 
@@ -100,7 +102,17 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
     expect(unknown.code).to.equal(EXIT.FAILED);
     expect(unknown.out).to.match(/certificate/i);
 
-    const withClientCert = await cli(['list', '--redis', url, '--tls-ca', certs.caFile, '--tls-cert', certs.certFile, '--tls-key', certs.keyFile]);
+    const withClientCert = await cli([
+      'list',
+      '--redis',
+      url,
+      '--tls-ca',
+      certs.caFile,
+      '--tls-cert',
+      certs.certFile,
+      '--tls-key',
+      certs.keyFile,
+    ]);
     expect(withClientCert.code, withClientCert.out).to.equal(EXIT.OK);
   });
 
@@ -115,7 +127,11 @@ describe('CLI connections: ACL users, passwords, REDIS_URL and TLS', function ()
   const refused: [string, string[], RegExp][] = [
     ['--ask-pass without a terminal', ['inspect', 'x', '--redis', nowhere, '--ask-pass'], /--ask-pass needs a terminal/],
     ['--tls-cert without --tls-key', ['inspect', 'x', '--redis', nowhere, '--tls-cert', 'c.pem'], /--tls-cert and --tls-key go together/],
-    ['a CA file that is not there', ['inspect', 'x', '--redis', nowhere, '--tls-ca', '/nonexistent/ca.pem'], /--tls-ca: cannot read \/nonexistent\/ca.pem \(ENOENT\)/],
+    [
+      'a CA file that is not there',
+      ['inspect', 'x', '--redis', nowhere, '--tls-ca', '/nonexistent/ca.pem'],
+      /--tls-ca: cannot read \/nonexistent\/ca.pem \(ENOENT\)/,
+    ],
     ['a URL that is not redis://', ['inspect', 'x', '--redis', `http://u:${PASSWORD}@h`], /not a redis:\/\/ or rediss:\/\/ URL/],
   ];
   for (const [what, args, message] of refused) {

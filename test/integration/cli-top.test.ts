@@ -5,7 +5,7 @@
  * SIGINT, and the redrawn screen on a terminal (main() in-process with a
  * scripted terminal).
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -14,7 +14,7 @@ import type { Cluster } from 'ioredis';
 import type { CliIO } from '../../src/cli/command.js';
 import type { TopLock, TopSnapshot } from '../../src/cli/commands/top.js';
 import { main } from '../../src/cli/main.js';
-import { LockClient, type Lease } from '../../src/index.js';
+import { type Lease, LockClient } from '../../src/index.js';
 import { isCluster, type RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -64,7 +64,10 @@ async function contend(holder: LockClient, waiters: LockClient): Promise<{ hot: 
     waiters.lock('hot').acquireRead({ waitMs: 60_000 }), // waiting readers leave nothing in Redis
   ];
   for (const w of waiting) w.catch(() => undefined); // ended by close() after the test
-  await eventually('the writers to queue', async () => (await holder.inspect('hot')).queue.length === 2 && (await holder.inspect('warm')).queue.length === 1);
+  await eventually(
+    'the writers to queue',
+    async () => (await holder.inspect('hot')).queue.length === 2 && (await holder.inspect('warm')).queue.length === 1,
+  );
   return { hot, waiting };
 }
 
@@ -81,7 +84,7 @@ describe('CLI top without a server', function () {
     expect(code).to.equal(0);
     expect(out).to.match(/^Usage: redis-rwlock top /);
     const docs = readFileSync(fileURLToPath(new URL('../../docs/cli.md', import.meta.url)), 'utf8');
-    expect(docs).to.include('```\n' + out.trimEnd() + '\n```');
+    expect(docs).to.include(`\`\`\`\n${out.trimEnd()}\n\`\`\``);
   });
 
   for (const [args, message] of [
@@ -156,7 +159,11 @@ forEachTopology('CLI top', (ctx) => {
     this.timeout(60_000);
     const { hot, waiting } = await contend(holder, waiters);
     const top = run(['top', '--interval-ms', '50']);
-    await eventually('a first refresh', () => /RESOURCE\s+MODE\s+HOLDERS\s+WAITING WRITER\s+WRITERS WAITING\s+AGE\s+LEASE LEFT/.test(top.stdout), 20_000);
+    await eventually(
+      'a first refresh',
+      () => /RESOURCE\s+MODE\s+HOLDERS\s+WAITING WRITER\s+WRITERS WAITING\s+AGE\s+LEASE LEFT/.test(top.stdout),
+      20_000,
+    );
     const firstTable = top.stdout.split('\n').find((line) => line.startsWith('hot'));
     expect(firstTable).to.match(/^hot\s+write\s+writer\s+\S+\s+2\s+/);
     expect(top.stdout).to.match(/3 lock\(s\): 2 write, 1 read, 0 free; 2 with writers waiting \(3 writer\(s\)\)/);
@@ -165,7 +172,7 @@ forEachTopology('CLI top', (ctx) => {
     const seen = top.stdout.length;
     await hot.release();
     const next = await Promise.race(waiting.slice(0, 2));
-    await eventually('a refresh with the new holder', () => new RegExp(`^hot\\s+write\\s+writer\\s+\\S+\\s+1\\s+`, 'm').test(top.stdout.slice(seen)), 20_000);
+    await eventually('a refresh with the new holder', () => /^hot\s+write\s+writer\s+\S+\s+1\s+/m.test(top.stdout.slice(seen)), 20_000);
     expect(next.resource).to.equal('hot');
     expect(top.stdout).to.not.include(next.token).and.to.not.include(hot.token); // shown shortened, whole only with --json
     top.child.kill('SIGINT');
@@ -181,13 +188,15 @@ forEachTopology('CLI top', (ctx) => {
     it(`quits on ${name} on a real terminal (a pseudo-terminal made by script(1)), restoring the cursor`, async function () {
       this.timeout(60_000);
       await contend(holder, waiters);
-      const command = [process.execPath, '--import', 'tsx', CLI, 'top', '--interval-ms', '100', ...target(ctx)].map((a) => `'${a}'`).join(' ');
+      const command = [process.execPath, '--import', 'tsx', CLI, 'top', '--interval-ms', '100', ...target(ctx)]
+        .map((a) => `'${a}'`)
+        .join(' ');
       const child = spawn('script', ['-qfec', `stty cols 100 rows 20; ${command}`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
       let out = '';
       child.stdout.on('data', (d) => (out += d));
       const exited = once(child, 'exit');
       try {
-        await eventually('a frame on the terminal', () => /\x1b\[H\x1b\[J[^]*RESOURCE[^]*\nhot /.test(out), 20_000);
+        await eventually('a frame on the terminal', () => /\x1b\[H\x1b\[J[\s\S]*RESOURCE[\s\S]*\nhot /.test(out), 20_000);
         child.stdin.write(key);
         const [code] = await exited;
         expect(code, out).to.equal(0);

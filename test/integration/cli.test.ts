@@ -1,23 +1,23 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { once } from 'node:events';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { EXIT, type CliIO } from '../../src/cli/command.js';
+import { type CliIO, EXIT } from '../../src/cli/command.js';
 import { CONNECT_TIMEOUT_MS } from '../../src/cli/connect.js';
 import { shortToken } from '../../src/cli/format.js';
 import { main } from '../../src/cli/main.js';
 import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '../support/eventually.js';
 import { allKeys } from '../support/mixed-workers.js';
-import { targetOf } from '../support/targets.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
+import { targetOf } from '../support/targets.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
 const WORKER = fileURLToPath(new URL('../workers/mixed-worker.ts', import.meta.url));
@@ -119,7 +119,9 @@ describe('CLI without a server', function () {
       const ms = performance.now() - started;
       expect(code).to.equal(EXIT.FAILED);
       expect(stderr).to.match(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+: no answer within 5 s/);
-      expect(ms, 'time to give up').to.be.at.least(CONNECT_TIMEOUT_MS - 50).and.below(CONNECT_TIMEOUT_MS + 1_500);
+      expect(ms, 'time to give up')
+        .to.be.at.least(CONNECT_TIMEOUT_MS - 50)
+        .and.below(CONNECT_TIMEOUT_MS + 1_500);
     } finally {
       for (const socket of sockets) socket.destroy();
       silent.close();
@@ -159,7 +161,14 @@ forEachTopology('CLI', (ctx) => {
       expect(run.code).to.equal(0);
       const doc = JSON.parse(run.stdout);
       const info = await locks.inspect('cache:user:42');
-      expect(doc).to.include({ layout: 'hash', resource: 'cache:user:42', key: info.key, mode: 'read', fence: info.fence, slot: locks.lock('cache:user:42').keys.slot });
+      expect(doc).to.include({
+        layout: 'hash',
+        resource: 'cache:user:42',
+        key: info.key,
+        mode: 'read',
+        fence: info.fence,
+        slot: locks.lock('cache:user:42').keys.slot,
+      });
       expect(doc.readers.map((r: { owner: string }) => r.owner).sort()).to.deep.equal([a.token, b.token].sort());
       expect(doc.writer).to.equal(null);
     });
@@ -217,7 +226,11 @@ forEachTopology('CLI', (ctx) => {
           const l = byResource.get(r) as { layout: string; mode: string; fence: number };
           expect(l, r).to.include({ layout: 'hash', mode: i % 2 ? 'read' : 'write', fence: held[i]!.fence });
         });
-        expect(byResource.get('doc:1')).to.deep.include({ layout: 'hash', mode: 'write', writer: { owner: bw.token, holds: 1, ttlMs: (byResource.get('doc:1') as { writer: { ttlMs: number } }).writer.ttlMs } });
+        expect(byResource.get('doc:1')).to.deep.include({
+          layout: 'hash',
+          mode: 'write',
+          writer: { owner: bw.token, holds: 1, ttlMs: (byResource.get('doc:1') as { writer: { ttlMs: number } }).writer.ttlMs },
+        });
         expect(byResource.get('{doc:2}:read')).to.include({ layout: 'legacy', mode: 'read' });
         expect((byResource.get('{doc:2}:read') as { readers: { owner: string }[] }).readers[0]!.owner).to.equal(lr.token);
         const limited = JSON.parse((await cli(['list', '--json', '--limit', '2', ...target(ctx)])).stdout);
@@ -262,7 +275,10 @@ forEachTopology('CLI', (ctx) => {
         const next = await waiting; // woken by the published wake-up, long before its 20 s re-check
         expect(performance.now() - started).to.be.below(5_000);
         expect(next.token).to.not.equal(w.token);
-        const error = await w.extend().then(() => undefined, (e: unknown) => e);
+        const error = await w.extend().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(error).to.be.instanceOf(LockLostError);
         await next.release();
       } finally {
@@ -276,7 +292,7 @@ forEachTopology('CLI', (ctx) => {
       expect(run.stdout).to.include('nothing to release');
     });
 
-    it('also deletes the legacy keys in legacy mode, an old process\'s included, in human output', async () => {
+    it("also deletes the legacy keys in legacy mode, an old process's included, in human output", async () => {
       const keys = taggedLegacyKeys('report:7');
       await new OldLocker(redis, keys.read, keys.write).tryRead();
       const legacy = new LockClient(redis, { mode: 'legacy', legacyKeys: taggedLegacyKeys });
@@ -330,7 +346,14 @@ forEachTopology('CLI', (ctx) => {
       const worker = (kind: string, until: string) =>
         new Promise<void>((resolve, reject) => {
           const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
-            env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, RWLOCK_UNTIL_FILE: join(dir, until), RWLOCK_RESOURCES: 'alpha,beta', RWLOCK_OLD_TTL: String(OLD_TTL_S) },
+            env: {
+              ...process.env,
+              RWLOCK_TARGET: JSON.stringify(targetOf(ctx)),
+              RWLOCK_KIND: kind,
+              RWLOCK_UNTIL_FILE: join(dir, until),
+              RWLOCK_RESOURCES: 'alpha,beta',
+              RWLOCK_OLD_TTL: String(OLD_TTL_S),
+            },
             stdio: ['ignore', 'ignore', 'pipe'],
           });
           let err = '';

@@ -21,12 +21,19 @@ function admins(ctx: TopologyContext): Redis[] {
 /** Connections named NAME on every node, with their flags (P: a subscriber). */
 async function named(nodes: readonly Redis[]): Promise<string[]> {
   const lists = await Promise.all(nodes.map(async (node) => (await node.client('LIST')) as string));
-  return lists.flatMap((list) => list.split('\n').filter((line) => line.includes(` name=${NAME} `)).map((line) => /flags=(\S+)/.exec(line)![1]!));
+  return lists.flatMap((list) =>
+    list
+      .split('\n')
+      .filter((line) => line.includes(` name=${NAME} `))
+      .map((line) => /flags=(\S+)/.exec(line)![1]!),
+  );
 }
 
 /** Subscribers of shard channel `channel`, summed over the nodes (only its slot's master has any). */
 async function subscribers(nodes: readonly Redis[], channel: string): Promise<number> {
-  const counts = await Promise.all(nodes.map(async (node) => Number(((await node.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number])[1])));
+  const counts = await Promise.all(
+    nodes.map(async (node) => Number(((await node.call('PUBSUB', 'SHARDNUMSUB', channel)) as [string, number])[1])),
+  );
   return counts.reduce((a, b) => a + b, 0);
 }
 
@@ -40,12 +47,15 @@ forEachTopology('connections', (ctx) => {
       const lease = await holder.lock('conn').acquireWrite();
       await locks.inspect('conn'); // the client's own connection to the lock's node exists
       const before = await named(nodes);
-      expect(before.every((flags) => !flags.includes('P')), 'no subscriber yet').to.equal(true);
+      expect(
+        before.every((flags) => !flags.includes('P')),
+        'no subscriber yet',
+      ).to.equal(true);
 
       const waiting = locks.lock('conn').acquireWrite({ waitMs: 20_000 });
       waiting.catch(() => undefined); // a failed check below closes the client under it
       const channel = locks.lock('conn').keys.channel;
-      await eventually('the writer to subscribe to its lock\'s wake-ups', async () => (await subscribers(nodes, channel)) === 1);
+      await eventually("the writer to subscribe to its lock's wake-ups", async () => (await subscribers(nodes, channel)) === 1);
       const during = await named(nodes);
       expect(during.length - before.length, `connections named ${NAME}: ${before.join(' ')} -> ${during.join(' ')}`).to.equal(1);
       expect(during.filter((flags) => flags.includes('P'))).to.have.length(1);

@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { Redis, type Cluster } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import type { DemoSummary } from '../../src/demo/index.js';
-import { isPortFree, startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
+import { isPortFree, type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 
@@ -25,7 +25,13 @@ interface DemoRun {
   readonly pid: number;
   /** Human output so far (stderr, since --json puts the summary alone on stdout). */
   readonly stderr: () => string;
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; summary: DemoSummary | undefined; stdout: string; stderr: string }>;
+  readonly exited: Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    summary: DemoSummary | undefined;
+    stdout: string;
+    stderr: string;
+  }>;
   kill(signal: NodeJS.Signals): void;
 }
 
@@ -62,9 +68,7 @@ function startDemo(args: readonly string[], { cli = false, env = {} as Record<st
  */
 async function workersAtWork(run: DemoRun): Promise<void> {
   const atWork = (): boolean =>
-    [...run.stderr().matchAll(/^\[ +\d+\.\d s\] reads ([\d,]+), rebuilds ([\d,]+),/gm)].some(
-      (m) => m[1] !== '0' && m[2] !== '0',
-    );
+    [...run.stderr().matchAll(/^\[ +\d+\.\d s\] reads ([\d,]+), rebuilds ([\d,]+),/gm)].some((m) => m[1] !== '0' && m[2] !== '0');
   await eventually('a progress line with reads and rebuilds done', atWork, 60_000, 50);
 }
 
@@ -122,7 +126,7 @@ function expectCleanSummary(summary: DemoSummary | undefined, stderr: string): a
   expect(summary!.rebuilds).to.be.greaterThan(0);
   // Every read and rebuild took a lock (and the warm-up one read per value and worker): the workers' stats() agree.
   const locks = summary!.lockStats!;
-  expect(locks, 'the workers\' LockClient.stats()').to.not.equal(null);
+  expect(locks, "the workers' LockClient.stats()").to.not.equal(null);
   expect(locks.acquires).to.be.at.least(summary!.reads + summary!.rebuilds);
   expect(locks.releases).to.equal(locks.acquires);
   expect(locks).to.include({ heldLeases: 0, losses: 0, timeouts: 0, failures: 0 });
@@ -257,13 +261,19 @@ describe('the demo', function () {
     const PASSWORD = 'demo-pw-51c2';
     let server: RedisServerHandle;
     before(async () => {
-      server = await startRedisServer({ tls: true, users: [{ name: 'demo', password: PASSWORD, rules: ['~rwlock-demo*', '&rwlock-demo*', '+@all'] }] });
+      server = await startRedisServer({
+        tls: true,
+        users: [{ name: 'demo', password: PASSWORD, rules: ['~rwlock-demo*', '&rwlock-demo*', '+@all'] }],
+      });
     });
     after(() => server.stop());
 
     it('runs with rediss://, --tls-ca, --user and $REDIS_PASSWORD, passes its checks, and never shows the password', async () => {
       const url = server.tls!.url;
-      const run = startDemo(['--redis', url, '--tls-ca', server.tls!.caFile, '--user', 'demo', '--duration', '2s', ...LIGHT], { cli: true, env: { REDIS_PASSWORD: PASSWORD } });
+      const run = startDemo(['--redis', url, '--tls-ca', server.tls!.caFile, '--user', 'demo', '--duration', '2s', ...LIGHT], {
+        cli: true,
+        env: { REDIS_PASSWORD: PASSWORD },
+      });
       const { code, summary, stdout, stderr } = await run.exited;
       expectCleanSummary(summary, stderr);
       expect(code, stderr).to.equal(0);

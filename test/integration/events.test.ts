@@ -7,11 +7,11 @@ import { expect } from 'chai';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
-  RedisUnavailableError,
   type ContentionInfo,
   type Lease,
   type LockClientOptions,
   type LockStats,
+  RedisUnavailableError,
 } from '../../src/index.js';
 import { isCluster, type RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -45,7 +45,9 @@ forEachTopology('LockClient events and stats', (ctx) => {
     expect(histogramTotal(stats)).to.equal(3);
     expect(stats.waitTime.count).to.equal(3);
     expect(stats.waitTime.counts).to.have.length(stats.waitTime.boundsMs.length + 1);
-    expect(acquired.map(([l]) => l)).to.include.members([a, b]).and.to.have.length(3);
+    expect(acquired.map(([l]) => l))
+      .to.include.members([a, b])
+      .and.to.have.length(3);
     for (const [, ms] of acquired) expect(ms).to.be.a('number').and.at.least(0);
     expect(released.map(([l]) => l.resource)).to.deep.equal(['ev:1', 'ev:3']);
     expect(released[0]![1]).to.be.at.least(0);
@@ -76,7 +78,9 @@ forEachTopology('LockClient events and stats', (ctx) => {
     expect(stats).to.include({ acquires: 1, waits: 1, pollingFallbacks: 0 });
     // The wait is the time from the call to the grant, and lands in its bucket.
     expect(waited).to.have.length(1);
-    expect(waited[0]).to.be.at.least(releasedAt - called).and.at.most(performance.now() - called);
+    expect(waited[0])
+      .to.be.at.least(releasedAt - called)
+      .and.at.most(performance.now() - called);
     expect(stats.waitTime.sumMs).to.equal(waited[0]);
     const bucket = stats.waitTime.boundsMs.findIndex((bound) => waited[0]! <= bound);
     expect(stats.waitTime.counts[bucket < 0 ? stats.waitTime.boundsMs.length : bucket]).to.equal(1);
@@ -126,7 +130,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
     await lease.release();
   });
 
-  it('reports a release that failed after the function threw as backgroundError, and throws the function\'s error', async () => {
+  it("reports a release that failed after the function threw as backgroundError, and throws the function's error", async () => {
     const locks = open({ redisTimeoutMs: 100 });
     const background: Error[] = [];
     locks.on('backgroundError', (error) => background.push(error));
@@ -150,7 +154,9 @@ forEachTopology('LockClient events and stats', (ctx) => {
     for (const node of nodes) await node.call('ACL', 'SETUSER', user, 'on', 'nopass', '~*', '&*', '+@all', '-ssubscribe');
     try {
       const limited =
-        ctx.kind === 'cluster' ? ctx.client({ redisOptions: { username: user, password: 'x' } }) : ctx.client({ username: user, password: 'x' });
+        ctx.kind === 'cluster'
+          ? ctx.client({ redisOptions: { username: user, password: 'x' } })
+          : ctx.client({ username: user, password: 'x' });
       const holder = open();
       const waiter = open({ recheckMs: 50 }, limited);
       const errors: Error[] = [];

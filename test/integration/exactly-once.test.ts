@@ -7,15 +7,15 @@
  */
 import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
-import { AcquireAbortedError, LockClient, LockNotHeldError, type Lease, type LockClientOptions } from '../../src/index.js';
+import { AcquireAbortedError, type Lease, LockClient, type LockClientOptions, LockNotHeldError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import {
-  proxyCluster,
-  startFaultProxy,
-  startRedisMasters,
   type ClusterFaultProxy,
   type FaultProxy,
+  proxyCluster,
   type RedisMastersHandle,
+  startFaultProxy,
+  startRedisMasters,
 } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';

@@ -4,11 +4,11 @@
  */
 import { expect } from 'chai';
 import calculateSlot from 'cluster-key-slot';
-import { fenceKeyOf, fencedGet, fencedSet, InvalidArgumentError, LockClient, StaleFenceError } from '../../src/index.js';
-import { eventually } from '../support/eventually.js';
-import type { RedisClient } from '../../src/redis.js';
 import { runFencingExample } from '../../examples/fencing.js';
+import { fencedGet, fencedSet, fenceKeyOf, InvalidArgumentError, LockClient, StaleFenceError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
 
 forEachTopology('fencing', (ctx) => {
@@ -88,7 +88,7 @@ forEachTopology('fencing', (ctx) => {
     await locks.close();
   });
 
-  it('keeps the fence in the key\'s slot, sets an expiry on the value only, and refuses bad input', async () => {
+  it("keeps the fence in the key's slot, sets an expiry on the value only, and refuses bad input", async () => {
     for (const key of ['plain', 'user:{42}:profile', 'a{b', '{x}{}']) {
       expect(calculateSlot(fenceKeyOf(key)), key).to.equal(calculateSlot(key));
     }

@@ -66,7 +66,7 @@ forEachTopology('forceRelease', (ctx) => {
     expect(lease.held).to.equal(true);
   });
 
-  it('in legacy mode, also deletes the legacy keys, an old process\'s included', async () => {
+  it("in legacy mode, also deletes the legacy keys, an old process's included", async () => {
     const locks = clients.open({ mode: 'legacy', legacyKeys: taggedLegacyKeys });
     const keys = taggedLegacyKeys('report');
     const old = new OldLocker(clients.redis, keys.read, keys.write);

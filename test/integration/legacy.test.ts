@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { CrossSlotError, InvalidArgumentError, LockClient, RWLockError } from '../../src/index.js';
+import { CrossSlotError, InvalidArgumentError, LockClient, type RWLockError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
@@ -7,7 +7,8 @@ import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-w
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 
-type AnyOptions = any; // hostile values on purpose
+// biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
+type AnyOptions = any;
 
 forEachTopology('legacy mode', (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'legacy'));
@@ -26,7 +27,9 @@ forEachTopology('legacy mode', (ctx) => {
         const w = await lock.acquireWrite();
         expect(await redis.get(expected.write)).to.equal(w.token);
         expect(lock.keys.state).to.equal(`rwlock#legacy:${expected.read}`);
-        expect(await allKeys(redis)).to.deep.equal([expected.write, `rwlock#legacy-leases:${expected.read}`, `rwlock#legacy:${expected.read}`].sort());
+        expect(await allKeys(redis)).to.deep.equal(
+          [expected.write, `rwlock#legacy-leases:${expected.read}`, `rwlock#legacy:${expected.read}`].sort(),
+        );
         await w.release();
         expect(await allKeys(redis)).to.deep.equal([]);
         await locks.close();
@@ -82,15 +85,57 @@ forEachTopology('legacy mode', (ctx) => {
     const cases: [string, (redis: RedisClient) => unknown, abstract new (...args: never[]) => RWLockError][] = [
       ['an unknown mode', (redis) => new LockClient(redis, { mode: 'two-key' as AnyOptions }), InvalidArgumentError],
       ['a mode that is not a string', (redis) => new LockClient(redis, { mode: 1 as AnyOptions }), InvalidArgumentError],
-      ['legacyKeys that is not a function', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: { read: 'r', write: 'w' } as AnyOptions }), InvalidArgumentError],
-      ['legacyKeys in hash mode', (redis) => new LockClient(redis, { legacyKeys: (r: string) => ({ read: `${r}:r`, write: `${r}:w` }) }), InvalidArgumentError],
-      ['legacyKeys returning non-strings', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: 1, write: 2 }) as AnyOptions }).lock('x'), InvalidArgumentError],
-      ['legacyKeys returning nothing', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: (() => undefined) as AnyOptions }).lock('x'), InvalidArgumentError],
-      ['legacyKeys returning an empty name', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '', write: 'w' }) }).lock('x'), InvalidArgumentError],
-      ['legacyKeys returning the same key twice', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '{x}k', write: '{x}k' }) }).lock('x'), InvalidArgumentError],
-      ['legacyKeys returning a name with a newline', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '{x}r\n', write: '{x}w' }) }).lock('x'), InvalidArgumentError],
-      ['legacyKeys returning one of the library\'s own names', (redis) => new LockClient(redis, { mode: 'bridge', legacyKeys: () => ({ read: '{x}:r', write: 'rwlock:{x}' }) }).lock('x'), InvalidArgumentError],
-      ['legacyKeys that throws', (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => { throw new Error('boom'); } }).lock('x'), InvalidArgumentError],
+      [
+        'legacyKeys that is not a function',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: { read: 'r', write: 'w' } as AnyOptions }),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys in hash mode',
+        (redis) => new LockClient(redis, { legacyKeys: (r: string) => ({ read: `${r}:r`, write: `${r}:w` }) }),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys returning non-strings',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: 1, write: 2 }) as AnyOptions }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys returning nothing',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: (() => undefined) as AnyOptions }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys returning an empty name',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '', write: 'w' }) }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys returning the same key twice',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '{x}k', write: '{x}k' }) }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys returning a name with a newline',
+        (redis) => new LockClient(redis, { mode: 'legacy', legacyKeys: () => ({ read: '{x}r\n', write: '{x}w' }) }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        "legacyKeys returning one of the library's own names",
+        (redis) => new LockClient(redis, { mode: 'bridge', legacyKeys: () => ({ read: '{x}:r', write: 'rwlock:{x}' }) }).lock('x'),
+        InvalidArgumentError,
+      ],
+      [
+        'legacyKeys that throws',
+        (redis) =>
+          new LockClient(redis, {
+            mode: 'legacy',
+            legacyKeys: () => {
+              throw new Error('boom');
+            },
+          }).lock('x'),
+        InvalidArgumentError,
+      ],
     ];
     if (ctx.kind === 'cluster') {
       cases.push(['legacy keys in two slots on a Cluster', (redis) => new LockClient(redis, { mode: 'legacy' }).lock('x'), CrossSlotError]);
@@ -146,7 +191,9 @@ forEachTopology('legacy mode', (ctx) => {
       const redis = ctx.client();
       const writes = await expectNoLostUpdates(redis, results, RESOURCES);
       expect(writes).to.be.greaterThan(100);
-      expect(results.filter((r) => r.kind === 'old').reduce((s, r) => s + Object.values(r.writes).reduce((a, b) => a + b, 0), 0)).to.be.greaterThan(20);
+      expect(
+        results.filter((r) => r.kind === 'old').reduce((s, r) => s + Object.values(r.writes).reduce((a, b) => a + b, 0), 0),
+      ).to.be.greaterThan(20);
       expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
       expect(await allKeys(redis, '*:read')).to.deep.equal([]);
       expect(await allKeys(redis, '*:write')).to.deep.equal([]);
@@ -162,7 +209,10 @@ forEachTopology('legacy mode', (ctx) => {
       ]);
       await expectNoLostUpdates(ctx.client(), results, RESOURCES);
       expect(results.reduce((s, r) => s + r.reads, 0)).to.be.greaterThan(100);
-      expect(results.reduce((s, r) => s + r.halfBuilt, 0), 'reads that saw a half-built value').to.equal(0);
+      expect(
+        results.reduce((s, r) => s + r.halfBuilt, 0),
+        'reads that saw a half-built value',
+      ).to.equal(0);
     });
   });
 });

@@ -1,12 +1,12 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { AcquireTimeoutError, LockClient, RedisUnavailableError, type Lease, type LockClientOptions } from '../../src/index.js';
-import type { RedisClient } from '../../src/redis.js';
 import { defineScripts, runScript } from '../../src/backends/scripts.js';
+import { AcquireTimeoutError, type Lease, LockClient, type LockClientOptions, RedisUnavailableError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
-import { forEachTopology } from '../setup/topologies.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 forEachTopology('liveness', (ctx) => {
   let redis: RedisClient;
@@ -55,7 +55,10 @@ forEachTopology('liveness', (ctx) => {
     const error = await waiter
       .lock('patient')
       .acquireRead({ waitMs: 2_000 })
-      .then(() => undefined, (e) => e);
+      .then(
+        () => undefined,
+        (e) => e,
+      );
     expect(error).to.be.instanceOf(AcquireTimeoutError);
     const calls = (await scriptCalls(redis)) - before;
     // 2 s / 200 ms re-checks = 10, plus the first try and the try right after subscribing.
@@ -75,8 +78,7 @@ forEachTopology('liveness', (ctx) => {
     let inspects = 0;
     for (const [i, owner] of owners.entries()) {
       waiting.push(
-        waiters[i]!
-          .lock('herd')
+        waiters[i]!.lock('herd')
           .acquireWrite({ owner, waitMs: 10_000 })
           .then(async (lease) => {
             order.push(owner);
@@ -133,7 +135,10 @@ forEachTopology('liveness', (ctx) => {
     const writing = writers
       .lock('hot')
       .acquireWrite({ waitMs: 1_500 })
-      .then((lease) => lease.release(), (e: unknown) => e)
+      .then(
+        (lease) => lease.release(),
+        (e: unknown) => e,
+      )
       .finally(() => (settled = true));
     await eventually('the writer to wait', async () => (await readers.inspect('hot')).queue.length === 1);
     let passed = 0;
@@ -161,7 +166,10 @@ forEachTopology('liveness', (ctx) => {
     const error = await impatient
       .lock('unknown')
       .acquireWrite({ waitMs: 0 })
-      .then(() => undefined, (e) => e);
+      .then(
+        () => undefined,
+        (e) => e,
+      );
     expect(error).to.be.instanceOf(RedisUnavailableError);
     await sleep(700); // the paused acquire ran, granting; the best-effort release ran right after it
     expect((await impatient.inspect('unknown')).mode).to.equal('free');
@@ -268,15 +276,24 @@ forEachTopology('liveness', (ctx) => {
     const own = ctx.client(); // its own connection, cut below as when its process dies
     const waiter = new LockClient(own, { recheckMs });
     const askedAt = performance.now();
-    const waiting = waiter.lock('beat').acquireWrite({ waitMs: 20_000 }).catch((error: unknown) => error);
+    const waiting = waiter
+      .lock('beat')
+      .acquireWrite({ waitMs: 20_000 })
+      .catch((error: unknown) => error);
     await eventually('the writer to queue', async () => (await locks.inspect('beat')).queue.length === 1);
     const [entry] = (await locks.inspect('beat')).queue;
     const since = performance.now() - askedAt; // its last try was at most this long ago
-    expect(entry!.ttlMs).to.be.at.most(2 * recheckMs + 100).and.at.least(2 * recheckMs + 100 - since - 2);
+    expect(entry!.ttlMs)
+      .to.be.at.most(2 * recheckMs + 100)
+      .and.at.least(2 * recheckMs + 100 - since - 2);
     // It dies: no more tries, no clean-up. Its place lapses at its deadline, server time.
     own.disconnect();
     const [left] = (await locks.inspect('beat')).queue;
-    await eventually('the dead waiter to drop out of the queue', async () => (await locks.inspect('beat')).queue.length === 0, left!.ttlMs + 2_000);
+    await eventually(
+      'the dead waiter to drop out of the queue',
+      async () => (await locks.inspect('beat')).queue.length === 0,
+      left!.ttlMs + 2_000,
+    );
     await waiting;
     await waiter.close();
     await holder.release();

@@ -1,20 +1,20 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
   ClientClosedError,
+  type Lease,
   LockClient,
+  type LockClientOptions,
   LockLostError,
   LockNotHeldError,
   UpgradeConflictError,
-  type Lease,
-  type LockClientOptions,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '../support/eventually.js';
+import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
 forEachTopology('read-write lock', (ctx) => {

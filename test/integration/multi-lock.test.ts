@@ -11,10 +11,10 @@ import {
   AcquireAbortedError,
   AcquireTimeoutError,
   InvalidArgumentError,
-  LeaseGroup,
-  LockClient,
-  LockLostError,
   type Lease,
+  LeaseGroup,
+  type LockClient,
+  LockLostError,
 } from '../../src/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -43,7 +43,9 @@ function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise
     let err = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`worker exited ${code}: ${err}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`worker exited ${code}: ${err}`)),
+    );
   });
 }
 
@@ -78,7 +80,12 @@ forEachTopology('several locks at once', (ctx) => {
     const locks = open();
     expect(await rejection(locks.acquireAll([]))).to.be.instanceOf(InvalidArgumentError);
     expect(await rejection(locks.acquireAll([{ resource: 'a', mode: 'exclusive' as 'write' }]))).to.be.instanceOf(InvalidArgumentError);
-    const twice = await rejection(locks.acquireAll([{ resource: 'x', mode: 'read' }, { resource: '{x}', mode: 'write' }]));
+    const twice = await rejection(
+      locks.acquireAll([
+        { resource: 'x', mode: 'read' },
+        { resource: '{x}', mode: 'write' },
+      ]),
+    );
     expect(twice).to.be.instanceOf(InvalidArgumentError);
     expect(twice.message).to.include('same lock');
     expect(await totalKeys(clients.redis)).to.equal(0);
@@ -95,8 +102,10 @@ forEachTopology('several locks at once', (ctx) => {
     const took = performance.now() - started;
     expect(error).to.be.instanceOf(AcquireTimeoutError);
     expect(error).to.include({ waitMs: 300, resource: last, mode: 'write' });
-    expect(error.message).to.include('after 1 of the set\'s 2 locks; those were released');
-    expect(took).to.be.at.least(290).and.below(300 + 1_000);
+    expect(error.message).to.include("after 1 of the set's 2 locks; those were released");
+    expect(took)
+      .to.be.at.least(290)
+      .and.below(300 + 1_000);
     expect((await locks.inspect(first!)).mode).to.equal('free');
     expect(locks.stats()).to.include({ acquires: 1, releases: 1, heldLeases: 0, timeouts: 1 });
     await held.release();
@@ -108,14 +117,30 @@ forEachTopology('several locks at once', (ctx) => {
     const [first, last] = ['job:a', 'job:b'].sort((a, b) => (locks.lock(a).keys.state < locks.lock(b).keys.state ? -1 : 1));
     const held = await other.lock(last!).acquireWrite();
     const controller = new AbortController();
-    const aborted = rejection(locks.acquireAll([{ resource: first!, mode: 'write' }, { resource: last!, mode: 'read' }], { signal: controller.signal, waitMs: 20_000 }));
+    const aborted = rejection(
+      locks.acquireAll(
+        [
+          { resource: first!, mode: 'write' },
+          { resource: last!, mode: 'read' },
+        ],
+        { signal: controller.signal, waitMs: 20_000 },
+      ),
+    );
     await eventually('the first lock to be taken', async () => (await locks.inspect(first!)).mode === 'write');
     controller.abort(new Error('shutting down'));
     expect(await aborted).to.be.instanceOf(AcquireAbortedError);
     expect((await locks.inspect(first!)).mode).to.equal('free');
 
     // Now the first lock is lost while the set waits for the second: the wait ends with the loss.
-    const waiting = rejection(locks.acquireAll([{ resource: first!, mode: 'write' }, { resource: last!, mode: 'write' }], { waitMs: 20_000, leaseMs: 400 }));
+    const waiting = rejection(
+      locks.acquireAll(
+        [
+          { resource: first!, mode: 'write' },
+          { resource: last!, mode: 'write' },
+        ],
+        { waitMs: 20_000, leaseMs: 400 },
+      ),
+    );
     await eventually('the first lock to be taken', async () => (await locks.inspect(first!)).mode === 'write');
     const error = await waiting; // its 400 ms lease, not renewed, runs out
     expect(error).to.be.instanceOf(LockLostError);
@@ -127,7 +152,10 @@ forEachTopology('several locks at once', (ctx) => {
     const locks = open();
     let inner: Lease | undefined;
     const result = await locks.withLocks(
-      [{ resource: 'doc:1', mode: 'read' }, { resource: 'doc:2', mode: 'write' }],
+      [
+        { resource: 'doc:1', mode: 'read' },
+        { resource: 'doc:2', mode: 'write' },
+      ],
       async (group) => {
         expect(group.signal.aborted).to.equal(false);
         inner = await locks.lock('doc:2').acquireWrite({ waitMs: 0 }); // reentrant: same owner
@@ -138,7 +166,13 @@ forEachTopology('several locks at once', (ctx) => {
     );
     expect(result).to.equal(42);
     expect(await totalKeys(clients.redis)).to.equal(0);
-    const short = await locks.acquireAll([{ resource: 'doc:1', mode: 'read' }, { resource: 'doc:2', mode: 'read' }], { leaseMs: 200 });
+    const short = await locks.acquireAll(
+      [
+        { resource: 'doc:1', mode: 'read' },
+        { resource: 'doc:2', mode: 'read' },
+      ],
+      { leaseMs: 200 },
+    );
     await eventually('the group signal to abort as its leases run out', () => short.signal.aborted);
     expect(short.signal.reason).to.be.instanceOf(LockLostError);
     expect(short.held).to.equal(false);
@@ -158,7 +192,10 @@ forEachTopology('several locks at once', (ctx) => {
         return locks.withWrite(y, () => 'done', { waitMs: 300 });
       });
     const outcomes = await Promise.allSettled([naive(a, 'n:1', 'n:2'), naive(b, 'n:2', 'n:1')]);
-    expect(outcomes.some((o) => o.status === 'rejected' && o.reason instanceof AcquireTimeoutError), 'a deadlock broken by a timeout').to.equal(true);
+    expect(
+      outcomes.some((o) => o.status === 'rejected' && o.reason instanceof AcquireTimeoutError),
+      'a deadlock broken by a timeout',
+    ).to.equal(true);
     const naiveTimeouts = a.stats().timeouts + b.stats().timeouts;
 
     let done = 0;
@@ -181,10 +218,19 @@ forEachTopology('several locks at once', (ctx) => {
     ]);
     const operations = results.reduce((n, r) => n + r.operations, 0);
     const longest = Math.max(...results.map((r) => r.longestWaitMs));
-    expect(results.reduce((n, r) => n + r.violations, 0), 'exclusion violations').to.equal(0);
-    expect(results.reduce((n, r) => n + r.timeouts, 0), 'timeouts (a deadlock would end in them)').to.equal(0);
+    expect(
+      results.reduce((n, r) => n + r.violations, 0),
+      'exclusion violations',
+    ).to.equal(0);
+    expect(
+      results.reduce((n, r) => n + r.timeouts, 0),
+      'timeouts (a deadlock would end in them)',
+    ).to.equal(0);
     expect(operations).to.equal(4 * 2 * ROUNDS);
-    expect(results.reduce((n, r) => n + r.waits, 0), 'contended acquisitions').to.be.greaterThan(0);
+    expect(
+      results.reduce((n, r) => n + r.waits, 0),
+      'contended acquisitions',
+    ).to.be.greaterThan(0);
     expect(longest, 'longest wait for one lock, ms').to.be.below(10_000);
     // Each transfer moved one unit: the counters sum to zero, and no update was lost.
     const sum = (await Promise.all(['a', 'b', 'c'].map((r) => clients.redis.get(`data:{${r}}`)))).reduce((n, v) => n + Number(v ?? 0), 0);

@@ -50,9 +50,22 @@ forEachTopology('several processes', (ctx) => {
     }
     operations += results.reduce((sum, r) => sum + r.reads, 0);
     expect(operations).to.equal(PROCESSES * OPS_PER_PROCESS);
-    expect(results.reduce((sum, r) => sum + r.halfBuilt, 0), 'reads that saw a half-built value').to.equal(0);
+    expect(
+      results.reduce((sum, r) => sum + r.halfBuilt, 0),
+      'reads that saw a half-built value',
+    ).to.equal(0);
     // Every lock was released: only the data keys remain.
-    const keys = ctx.kind === 'cluster' ? (await Promise.all(ctx.client().nodes('master').map((n) => n.keys('rwlock*')))).flat() : await redis.keys('rwlock*');
+    const keys =
+      ctx.kind === 'cluster'
+        ? (
+            await Promise.all(
+              ctx
+                .client()
+                .nodes('master')
+                .map((n) => n.keys('rwlock*')),
+            )
+          ).flat()
+        : await redis.keys('rwlock*');
     expect(keys).to.deep.equal([]);
   });
 });

@@ -8,7 +8,7 @@ import { checkOpenTelemetryOutcome, runOpenTelemetryExample } from '../../exampl
 import { forEachTopology } from '../setup/topologies.js';
 
 forEachTopology('OpenTelemetry example', (ctx) => {
-  it('examples/opentelemetry.ts: one span per acquisition and release, children of the caller\'s span; metrics equal to stats()', async () => {
+  it("examples/opentelemetry.ts: one span per acquisition and release, children of the caller's span; metrics equal to stats()", async () => {
     const lines: string[] = [];
     const outcome = await runOpenTelemetryExample(ctx.client(), (line) => lines.push(line));
     expect(() => checkOpenTelemetryOutcome(outcome), lines.join('\n')).to.not.throw();

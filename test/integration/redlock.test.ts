@@ -4,19 +4,13 @@
  * SIGSTOP, data loss), loss signals, read/write conflicts across majorities,
  * clean-up of failed attempts, wake-ups, bad input.
  */
+
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
-import {
-  InvalidArgumentError,
-  LockClient,
-  LockLostError,
-  QuorumError,
-  type Lease,
-  type LockClientOptions,
-} from '../../src/index.js';
-import { startRedisMasters, type RedisClusterHandle, type RedisMastersHandle } from '../../src/testing/index.js';
+import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
+import { type RedisClusterHandle, type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { sharedCluster } from '../setup/topologies.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
 
@@ -109,13 +103,17 @@ function suite(n: number): void {
       await Promise.all(
         racers.map(async (locks) => {
           for (let k = 0; k < 4; k++) {
-            await locks.withWrite('account', async () => {
-              inside++;
-              most = Math.max(most, inside);
-              await sleep(15);
-              inside--;
-              done++;
-            }, { waitMs: 20_000 });
+            await locks.withWrite(
+              'account',
+              async () => {
+                inside++;
+                most = Math.max(most, inside);
+                await sleep(15);
+                inside--;
+                done++;
+              },
+              { waitMs: 20_000 },
+            );
           }
         }),
       );
@@ -137,7 +135,9 @@ function suite(n: number): void {
         expect(q.nodes[i]!.outcome).to.be.oneOf(['error', 'timeout']);
       });
       for (const node of q.nodes.slice(down.length)) expect(node.outcome).to.equal('ok');
-      expect(q.message).to.match(new RegExp(`needs a majority, ${quorum} of ${n} Redis nodes`)).and.to.include(`127.0.0.1:${down[0]!.port}`);
+      expect(q.message)
+        .to.match(new RegExp(`needs a majority, ${quorum} of ${n} Redis nodes`))
+        .and.to.include(`127.0.0.1:${down[0]!.port}`);
       // What the live nodes granted was taken back.
       for (let i = down.length; i < n; i++) expect(await keysOn(i)).to.deep.equal([]);
     });
@@ -209,7 +209,11 @@ function suite(n: number): void {
         await onEveryNode();
         await masters.servers[1]!.restart(); // node B comes back without lease 1
         const two = await locks.lock('two').acquireWrite();
-        await eventually('lease 2 on every node', async () => (await Promise.all(admin.map((a) => a.exists('rwlock:{two}')))).every((e) => e === 1), 2_000);
+        await eventually(
+          'lease 2 on every node',
+          async () => (await Promise.all(admin.map((a) => a.exists('rwlock:{two}')))).every((e) => e === 1),
+          2_000,
+        );
         await masters.servers[2]!.pause(); // node C answers nothing: lease 1 is undecided (A holds it, B not)
         await eventually('lease 1 to be reported lost at its deadline', () => !one.held, 3_000);
         await sleep(1_000); // renewals go on with C hung
@@ -379,14 +383,20 @@ describe('redlock mode: bad input', () => {
   const cases: [string, () => unknown][] = [
     ['fewer than 3 clients', () => new LockClient(clients().slice(0, 2), { mode: 'redlock' })],
     ['no clients', () => new LockClient([], { mode: 'redlock' })],
-    ['the same client twice', () => {
-      const [a, b] = clients();
-      return new LockClient([a!, b!, a!], { mode: 'redlock' });
-    }],
-    ['two clients of one server', () => {
-      const [a, b] = clients();
-      return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
-    }],
+    [
+      'the same client twice',
+      () => {
+        const [a, b] = clients();
+        return new LockClient([a!, b!, a!], { mode: 'redlock' });
+      },
+    ],
+    [
+      'two clients of one server',
+      () => {
+        const [a, b] = clients();
+        return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
+      },
+    ],
     ['a non-client among them', () => new LockClient([...clients().slice(0, 2), {} as Redis], { mode: 'redlock' })],
     ['one client in redlock mode', () => new LockClient(clients()[0]!, { mode: 'redlock' })],
     ['an array without mode redlock', () => new LockClient(clients())],

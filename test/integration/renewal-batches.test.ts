@@ -16,12 +16,19 @@ forEachTopology('renewal batches', (ctx) => {
     const redis = ctx.client();
     const backend = new HashBackend(redis, 'rwlock');
     // One hash tag: every lock in one slot, so on a Cluster too they live on one master.
-    const requests = Array.from({ length: 2 * EXTEND_BATCH + 1 }, (_, i) => ({ keys: lockKeys('rwlock', `{batch}:${i}`), owner: `o${i}`, leaseMs: 10_000 }));
+    const requests = Array.from({ length: 2 * EXTEND_BATCH + 1 }, (_, i) => ({
+      keys: lockKeys('rwlock', `{batch}:${i}`),
+      owner: `o${i}`,
+      leaseMs: 10_000,
+    }));
     await backend.extend(requests.slice(0, 1)); // the script loaded on that node
     const before = await scriptCalls(redis);
     const left = await backend.extend(requests);
     expect((await scriptCalls(redis)) - before).to.equal(3);
     expect(left).to.have.length(requests.length);
-    expect(left.every((ms) => ms === 0), 'nothing was held, so nothing was extended').to.equal(true);
+    expect(
+      left.every((ms) => ms === 0),
+      'nothing was held, so nothing was extended',
+    ).to.equal(true);
   });
 });

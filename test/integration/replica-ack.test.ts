@@ -9,7 +9,7 @@
  */
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
-import { LockClient, ReplicaAckError, type LockClientOptions } from '../../src/index.js';
+import { LockClient, type LockClientOptions, ReplicaAckError } from '../../src/index.js';
 import { withAdminConnection } from '../../src/testing/admin.js';
 import type { RedisClusterHandle, RedisClusterNode, RedisServerHandle } from '../../src/testing/index.js';
 import { sharedCluster, sharedStandalone } from '../setup/topologies.js';
@@ -123,7 +123,7 @@ describe('replica acknowledgement [cluster]', function () {
     await accepted.release();
   });
 
-  it('sends WAIT to the master of the lock\'s slot, and no WAIT at all when not asked', async () => {
+  it("sends WAIT to the master of the lock's slot, and no WAIT at all when not asked", async () => {
     const locks = open();
     const lock = locks.lock('invoice:10');
     const master = await cluster.masterForKey(lock.keys.state);
@@ -175,10 +175,13 @@ describe('replica acknowledgement [standalone]', () => {
     expect(() => new LockClient(redis, { replicaAck: { replicas: 0, timeoutMs: 10 } })).to.throw(/replicaAck.replicas/);
     expect(() => new LockClient(redis, { replicaAck: { replicas: 1 } as never })).to.throw(/replicaAck.timeoutMs/);
     expect(() => new LockClient(redis, { replicaAck: { replicas: 1, timeoutMs: 0 } })).to.throw(/replicaAck.timeoutMs/);
-    expect(() => new LockClient(redis, { replicaAck: { replicas: 1, timeoutMs: 5, onShortfall: 'ignore' as never } })).to.throw(/onShortfall/);
+    expect(() => new LockClient(redis, { replicaAck: { replicas: 1, timeoutMs: 5, onShortfall: 'ignore' as never } })).to.throw(
+      /onShortfall/,
+    );
     const locks = new LockClient(redis);
     expect(await rejection(locks.lock('x').acquireWrite({ replicaAck: { replicas: 1, timeoutMs: 5, extra: 1 } as never })))
-      .to.have.property("message").that.matches(/unknown option "extra"/);
+      .to.have.property('message')
+      .that.matches(/unknown option "extra"/);
     await locks.close();
   });
 });

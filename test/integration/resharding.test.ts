@@ -7,12 +7,12 @@
  * resharding"); then RedisUnavailableError.
  */
 import { expect } from 'chai';
-import { LockClient, RedisUnavailableError, type Lease } from '../../src/index.js';
 import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
+import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
-import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js';
 import { rejection } from '../support/rejection.js';
+import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js';
 
 /** ioredis' own TRYAGAIN retries inside one call, at most: maxRedirections (16) x retryDelayOnTryAgain (100 ms). */
 const IOREDIS_TRYAGAIN_MS = 16 * 100;
@@ -34,7 +34,10 @@ forEachTopology('a lock whose slot is mid-migration', (ctx) => {
     try {
       const lease = await lock.acquireWrite();
       // A writer that queues spills the lock into all three of its keys (hash, leases, queue).
-      const queued = waiter.lock('mid-migration').acquireWrite({ waitMs: 60_000 }).catch((error: unknown) => error);
+      const queued = waiter
+        .lock('mid-migration')
+        .acquireWrite({ waitMs: 60_000 })
+        .catch((error: unknown) => error);
       await eventually('the writer to queue', async () => (await holder.inspect('mid-migration')).queue.length === 1);
       await beginMigration(lock.keys.slot, source, target, masters);
       migrating = true;
@@ -50,14 +53,17 @@ forEachTopology('a lock whose slot is mid-migration', (ctx) => {
       expect(error.message, error.message).to.match(/TRYAGAIN|Too many Cluster redirections/);
       // Not ioredis' own retries alone (about 1.1 s measured here, at most 1.6 s): the library's 3 s
       // of tries, the last of which ioredis retries too (measured: 3.95 and 4.25 s).
-      expect(ms).to.be.at.least(MIGRATION_RETRY_MS).and.below(MIGRATION_RETRY_MS + 2 * IOREDIS_TRYAGAIN_MS + 1_500);
+      expect(ms)
+        .to.be.at.least(MIGRATION_RETRY_MS)
+        .and.below(MIGRATION_RETRY_MS + 2 * IOREDIS_TRYAGAIN_MS + 1_500);
 
       await migrateKeys(source, target, [lock.keys.state, lock.keys.leases]);
       await endMigration(lock.keys.slot, source, target, masters);
       migrating = false;
       await lease.release();
       const got = await queued;
-      if (got instanceof Error) expect(got).to.be.instanceOf(RedisUnavailableError); // it may have run out of tries too
+      if (got instanceof Error)
+        expect(got).to.be.instanceOf(RedisUnavailableError); // it may have run out of tries too
       else await (got as Lease).release();
       const next = await third.lock('mid-migration').acquireWrite({ waitMs: 5_000 });
       await next.release();

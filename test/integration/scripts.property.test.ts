@@ -17,9 +17,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { describeState, parseAcquireReply } from '../../src/backends/hash.js';
-import { lockKeys, type LockKeys } from '../../src/keys/keys.js';
-import type { RedisClient } from '../../src/redis.js';
 import { defineScripts, runScript } from '../../src/backends/scripts.js';
+import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
+import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
 
 const OWNERS = ['A', 'B', 'C', 'D'] as const;
@@ -299,7 +299,11 @@ class Model {
       if (!ids.includes(id)) return `released:${ids.length}`;
       left = ids.length - 1;
       if (left === 0) this.readers.delete(o);
-      else this.readers.set(o, ids.filter((x) => x !== id));
+      else
+        this.readers.set(
+          o,
+          ids.filter((x) => x !== id),
+        );
     }
     if (left > 0) return `released:${left}`;
     if (this.live().length === 0) this.freedAt = this.step;
@@ -352,7 +356,13 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
         const [writer, fence] = await redis.hmget(keys.state, 'w', 'f');
         const field = writer === s.owner ? 'wc' : `r:${s.owner}`;
         const holds = `${fence} ${await redis.hget(keys.state, field)}`;
-        await redis.multi().zadd(keys.leases, at, s.owner).pexpireat(keys.leases, at).hset(keys.state, field, holds).hdel(keys.state, 'o').exec();
+        await redis
+          .multi()
+          .zadd(keys.leases, at, s.owner)
+          .pexpireat(keys.leases, at)
+          .hset(keys.state, field, holds)
+          .hdel(keys.state, 'o')
+          .exec();
       }
       await redis.zadd(keys.leases, 'XX', 1, s.owner);
       return { reply: null };
@@ -376,11 +386,23 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 4, arbitrary: owner.map((o) => ({ op: 'read', owner: o }) as Step) },
   { weight: 4, arbitrary: fc.record({ op: fc.constant('write' as const), owner, wait: fc.boolean() }) },
   { weight: 2, arbitrary: fc.constant({ op: 'repeat' } as Step) },
-  { weight: 5, arbitrary: fc.record({ op: fc.constant('release' as const), owner, mode: fc.constantFrom('read' as const, 'write' as const), pick: fc.nat(7) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      op: fc.constant('release' as const),
+      owner,
+      mode: fc.constantFrom('read' as const, 'write' as const),
+      pick: fc.nat(7),
+    }),
+  },
   { weight: 1, arbitrary: owner.map((o) => ({ op: 'extend', owner: o }) as Step) },
   {
     weight: 1,
-    arbitrary: fc.record({ op: fc.constant('abandon' as const), owner, drop: fc.oneof(fc.constantFrom('withdraw' as const, 'all' as const), fc.nat(7)) }),
+    arbitrary: fc.record({
+      op: fc.constant('abandon' as const),
+      owner,
+      drop: fc.oneof(fc.constantFrom('withdraw' as const, 'all' as const), fc.nat(7)),
+    }),
   },
   { weight: 1, arbitrary: owner.map((o) => ({ op: 'expire', owner: o }) as Step) },
 );
@@ -446,14 +468,14 @@ forEachTopology('lock scripts against a model (properties)', (ctx) => {
     console.log(`      (${runNo} runs, ${checked} steps checked)`);
     expect(checked).to.be.greaterThan(numRuns);
   };
-  const runs = (standalone: number) => Number(process.env['SM_RUNS'] ?? (ctx.kind === 'standalone' ? standalone : standalone / 3));
+  const runs = (standalone: number) => Number(process.env.SM_RUNS ?? (ctx.kind === 'standalone' ? standalone : standalone / 3));
 
   it('agree with the model on every reply and every state, for random sequences of steps', async function () {
     this.timeout(120_000);
     await check('any', config, step, runs(300));
   });
 
-  it('agree with the model on the writers\' queue and its pass-over rules', async function () {
+  it("agree with the model on the writers' queue and its pass-over rules", async function () {
     this.timeout(120_000);
     await check('queue', fc.record({ fair: fc.constant(false), writerPreference: fc.boolean() }), writerStep, runs(300), QUEUED);
   });

@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import { commandName, defineScripts } from '../../src/backends/scripts.js';
-import { masters } from '../support/redis-stats.js';
+import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { masters } from '../support/redis-stats.js';
 
 forEachTopology('Lua scripts', (ctx) => {
   for (const [name, lua] of Object.entries(LUA_SOURCES)) {
@@ -12,7 +12,9 @@ forEachTopology('Lua scripts', (ctx) => {
       defineScripts(redis);
       const sha = createHash('sha1').update(lua).digest('hex');
       // ioredis keeps the Script it sends EVALSHA with under the command's name.
-      const script = (redis as unknown as { scriptsSet: Record<string, { sha: string }> }).scriptsSet[commandName(name as keyof typeof LUA_SOURCES)];
+      const script = (redis as unknown as { scriptsSet: Record<string, { sha: string }> }).scriptsSet[
+        commandName(name as keyof typeof LUA_SOURCES)
+      ];
       expect(script?.sha).to.equal(sha);
       for (const node of await masters(redis)) expect(await node.script('LOAD', lua)).to.equal(sha);
     });

@@ -8,11 +8,11 @@
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { LockClient, UnsupportedServerError } from '../../src/index.js';
-import { startRedisServer, type RedisServerHandle } from '../../src/testing/index.js';
+import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { suiteLockClients } from '../support/lock-clients.js';
 import { commandCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
-import { suiteLockClients } from '../support/lock-clients.js';
 
 describe('server check: a server without SPUBLISH', function () {
   this.timeout(30_000);
@@ -39,7 +39,9 @@ describe('server check: a server without SPUBLISH', function () {
         const error = await rejection(attempt());
         expect(error).to.be.instanceOf(UnsupportedServerError);
         expect(error).to.have.property('code', 'RWLOCK_UNSUPPORTED_SERVER');
-        expect(error.message).to.match(/Redis 7\.0 or later/).and.to.match(/upgrade the server/);
+        expect(error.message)
+          .to.match(/Redis 7\.0 or later/)
+          .and.to.match(/upgrade the server/);
       }
       expect(await redis.dbsize()).to.equal(0);
       expect(await commandCalls(redis, ['eval', 'evalsha'])).to.equal(0);

@@ -14,13 +14,13 @@ import {
   CLUSTER_SLOTS,
   findFreePorts,
   isPortFree,
-  reapStaleServers,
+  type RedisClusterHandle,
   RedisServerStartError,
+  reapStaleServers,
   runningServers,
   startRedisCluster,
   startRedisMasters,
   startRedisServer,
-  type RedisClusterHandle,
 } from '../../src/testing/index.js';
 import { forEachTopology, sharedCluster } from '../setup/topologies.js';
 import { rejection } from '../support/rejection.js';
@@ -67,7 +67,11 @@ async function onNode<T>(port: number, fn: (redis: Redis) => Promise<T>): Promis
  * Runs a child Node process that imports the harness, starts a server, prints
  * `{ pid, dir }` and then does what `script` says.
  */
-function runChild(script: string): { ready: Promise<{ pid: number; dir: string }>; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>; kill(signal: NodeJS.Signals): void } {
+function runChild(script: string): {
+  ready: Promise<{ pid: number; dir: string }>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill(signal: NodeJS.Signals): void;
+} {
   const source = `
     const { startRedisServer } = await import(${JSON.stringify(testingIndexUrl)});
     const server = await startRedisServer();
@@ -78,7 +82,9 @@ function runChild(script: string): { ready: Promise<{ pid: number; dir: string }
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const ready = new Promise<{ pid: number; dir: string }>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
@@ -430,7 +436,9 @@ describe('redis-rwlock/testing', function () {
       const oldPid = master.pid;
 
       const result = await cluster.killMaster(master.port);
-      console.log(`      (killMaster: replica promoted and cluster settled ${result.elapsedMs} ms after SIGKILL, node timeout ${nodeTimeoutMs} ms)`);
+      console.log(
+        `      (killMaster: replica promoted and cluster settled ${result.elapsedMs} ms after SIGKILL, node timeout ${nodeTimeoutMs} ms)`,
+      );
       expect(result.promoted.port).to.equal(replica!.port);
       expect(result.replaced.port).to.equal(master.port);
       expect(isAlive(oldPid)).to.equal(false);
@@ -452,7 +460,12 @@ describe('redis-rwlock/testing', function () {
       expect(down!.running).to.equal(true);
       expect(down!.role).to.equal('replica');
       expect(down!.masterPort).to.equal(promoted);
-      expect(await onNode(down!.port, async (redis) => (await redis.readonly(), redis.get('km')))).to.equal('kept');
+      expect(
+        await onNode(down!.port, async (redis) => {
+          await redis.readonly();
+          return redis.get('km');
+        }),
+      ).to.equal('kept');
       // Healthy in every node's view as soon as restartNode returns: nobody still flags it, its link is up.
       for (const node of cluster.nodes) {
         const view = String(await onNode(node.port, (redis) => redis.cluster('NODES')));
@@ -482,10 +495,16 @@ describe('redis-rwlock/testing', function () {
       await replica!.pause();
       try {
         const err = await rejection(cluster.killMaster(master.port, { timeoutMs: 1_000 }));
-        expect(err.message).to.match(new RegExp(`^killMaster: timed out after 1000 ms waiting for a replica of ${master.port} ready to take over \\(.*master_link_status:up.*\\): replica ${replica!.port}: does not answer`));
+        expect(err.message).to.match(
+          new RegExp(
+            `^killMaster: timed out after 1000 ms waiting for a replica of ${master.port} ready to take over \\(.*master_link_status:up.*\\): replica ${replica!.port}: does not answer`,
+          ),
+        );
         expect(master.running, 'the master is not killed when no replica is ready').to.equal(true);
         const notOk = await rejection(cluster.waitForClusterOk({ timeoutMs: 1_000 }));
-        expect(notOk.message).to.match(new RegExp(`^Redis Cluster: timed out after 1000 ms waiting for .*: node ${replica!.port} does not answer`));
+        expect(notOk.message).to.match(
+          new RegExp(`^Redis Cluster: timed out after 1000 ms waiting for .*: node ${replica!.port} does not answer`),
+        );
       } finally {
         await replica!.resume();
       }

@@ -11,7 +11,13 @@ import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
 import { fencedGet, fencedSet, LockClient, RedisUnavailableError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { startRedisCluster, startRedisServer, type AclUser, type RedisClusterHandle, type RedisServerHandle } from '../../src/testing/index.js';
+import {
+  type AclUser,
+  type RedisClusterHandle,
+  type RedisServerHandle,
+  startRedisCluster,
+  startRedisServer,
+} from '../../src/testing/index.js';
 import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
 

@@ -8,13 +8,13 @@ import { tracingChannel } from 'node:diagnostics_channel';
 import { expect } from 'chai';
 import {
   AcquireTimeoutError,
+  type AcquireTraceContext,
+  type LeaseTraceContext,
   LockClient,
   LockLostError,
   LockNotHeldError,
-  TRACING_CHANNELS,
-  type AcquireTraceContext,
-  type LeaseTraceContext,
   type RenewTraceContext,
+  TRACING_CHANNELS,
 } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -28,7 +28,10 @@ class Recorder<C extends object> {
   private readonly channel;
   private readonly handlers;
 
-  constructor(name: string, private readonly store?: AsyncLocalStorage<unknown>) {
+  constructor(
+    name: string,
+    private readonly store?: AsyncLocalStorage<unknown>,
+  ) {
     this.channel = tracingChannel<unknown, C>(name);
     const on = (phase: Phase) => (context: C) => this.events.push({ phase, context, store: this.store?.getStore() });
     this.handlers = { start: on('start'), end: on('end'), asyncStart: on('asyncStart'), asyncEnd: on('asyncEnd'), error: on('error') };
@@ -80,7 +83,15 @@ forEachTopology('tracing channels', (ctx) => {
     const [acquire, ...more] = acquires.operations();
     expect(more).to.have.length(0);
     expect(acquire!.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
-    expect(acquire!.context).to.include({ resource: 'traced:1', mode: 'write', waiting: true, owner: lease.token, outcome: 'granted', fence: lease.fence, attempts: 1 });
+    expect(acquire!.context).to.include({
+      resource: 'traced:1',
+      mode: 'write',
+      waiting: true,
+      owner: lease.token,
+      outcome: 'granted',
+      fence: lease.fence,
+      attempts: 1,
+    });
     expect(acquire!.context.waitedMs).to.be.a('number').and.at.least(0);
     expect((acquire!.context as { result?: unknown }).result).to.equal(lease);
     // The continuation runs in the store bound to `start`: a span kept there is the parent of what follows.
@@ -89,7 +100,13 @@ forEachTopology('tracing channels', (ctx) => {
 
     const [release] = releases.operations();
     expect(release!.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
-    expect(release!.context).to.include({ resource: 'traced:1', mode: 'write', owner: lease.token, fence: lease.fence, outcome: 'released' });
+    expect(release!.context).to.include({
+      resource: 'traced:1',
+      mode: 'write',
+      owner: lease.token,
+      fence: lease.fence,
+      outcome: 'released',
+    });
     expect(release!.context.heldMs).to.be.at.least(0);
   });
 

@@ -18,12 +18,12 @@
  */
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import {
-  startRedisCluster,
-  startRedisServer,
-  stopAllServers,
   type FlushOptions,
   type RedisClusterHandle,
   type RedisServerHandle,
+  startRedisCluster,
+  startRedisServer,
+  stopAllServers,
 } from '../../src/testing/index.js';
 
 /** The topologies a suite runs on. */
@@ -82,11 +82,12 @@ export async function stopSharedTopologies(): Promise<void> {
 
 /** The topologies selected by `TEST_TOPOLOGIES` (default: all). */
 export function selectedTopologies(): TopologyKind[] {
-  const raw = process.env['TEST_TOPOLOGIES']?.trim();
+  const raw = process.env.TEST_TOPOLOGIES?.trim();
   if (!raw) return [...ALL_TOPOLOGIES];
   const kinds = raw.split(',').map((s) => s.trim());
   for (const kind of kinds) {
-    if (!ALL_TOPOLOGIES.includes(kind as TopologyKind)) throw new Error(`TEST_TOPOLOGIES: unknown topology "${kind}" (use ${ALL_TOPOLOGIES.join(', ')})`);
+    if (!ALL_TOPOLOGIES.includes(kind as TopologyKind))
+      throw new Error(`TEST_TOPOLOGIES: unknown topology "${kind}" (use ${ALL_TOPOLOGIES.join(', ')})`);
   }
   return ALL_TOPOLOGIES.filter((k) => kinds.includes(k));
 }
@@ -107,7 +108,7 @@ export function selectedTopologies(): TopologyKind[] {
  */
 export function forEachTopology(title: string, body: (ctx: TopologyContext) => void): void {
   for (const kind of selectedTopologies()) {
-    describe(`${title} [${kind}]`, function () {
+    describe(`${title} [${kind}]`, () => {
       const suiteClients = new Set<Redis | Cluster>();
       const testClients = new Set<Redis | Cluster>();
       let inTest = false;
@@ -180,7 +181,8 @@ export function forEachTopology(title: string, body: (ctx: TopologyContext) => v
  */
 async function heal(server: RedisServerHandle | undefined, clusterHandle: RedisClusterHandle | undefined): Promise<void> {
   if (server) {
-    if (server.running) await server.resume(); // in case a test left it paused
+    if (server.running)
+      await server.resume(); // in case a test left it paused
     else await server.restart();
   }
   if (clusterHandle) {

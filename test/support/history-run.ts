@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { buildHistory, type History, type HistoryEvent, type WorkerConfig } from './history.js';
 
@@ -116,7 +116,10 @@ export class Workload {
    * rejects after `timeoutMs`, when `pred` throws, or as soon as the workload
    * fails.
    */
-  waitFor(pred: (event: HistoryEvent, worker: WorkerHandle) => boolean, timeoutMs: number): Promise<{ event: HistoryEvent; worker: WorkerHandle }> {
+  waitFor(
+    pred: (event: HistoryEvent, worker: WorkerHandle) => boolean,
+    timeoutMs: number,
+  ): Promise<{ event: HistoryEvent; worker: WorkerHandle }> {
     return new Promise((resolve, reject) => {
       if (this.failure) {
         reject(this.failure);

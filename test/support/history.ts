@@ -90,12 +90,32 @@ export interface WorkerConfig {
 /** One line a worker prints. */
 export type HistoryEvent =
   | { t: 'start'; process: string; pid: number; at: number }
-  | { t: 'grant'; id: string; process: string; resource: string; mode: 'read' | 'write'; owner: string; fence: number; requestedAt: number; grantedAt: number }
+  | {
+      t: 'grant';
+      id: string;
+      process: string;
+      resource: string;
+      mode: 'read' | 'write';
+      owner: string;
+      fence: number;
+      requestedAt: number;
+      grantedAt: number;
+    }
   | { t: 'data'; id: string; seen?: number; wrote?: boolean; skippedWrite?: boolean; state?: string | null; dataError?: string }
   | { t: 'lost'; id: string; at: number; reason: string }
   | { t: 'release-sent'; id: string; at: number }
   | { t: 'released'; id: string; at: number; outcome: string; message?: string }
-  | { t: 'error'; id: string; process: string; resource: string; mode: 'read' | 'write'; at: number; name: string; typed: boolean; message: string }
+  | {
+      t: 'error';
+      id: string;
+      process: string;
+      resource: string;
+      mode: 'read' | 'write';
+      at: number;
+      name: string;
+      typed: boolean;
+      message: string;
+    }
   | { t: 'hang'; process: string; at: number }
   | { t: 'done'; process: string; at: number; closeMs: number; operations: number };
 
@@ -296,9 +316,20 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         const [first, second] = a.h.fence < b.h.fence ? [a.h, b.h] : [b.h, a.h];
         const told = first.lostAt !== undefined || first.release === 'LockNotHeldError';
         if (options.fixedLeaseMs !== undefined && told && second.fence / 1000 >= first.fence / 1000 + options.fixedLeaseMs) {
-          expiredHolder.push({ kind: 'expired-holder', resource, detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - first.fence / 1000 - options.fixedLeaseMs).toFixed(1)} ms before ${second.id} was granted` });
+          expiredHolder.push({
+            kind: 'expired-holder',
+            resource,
+            detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - first.fence / 1000 - options.fixedLeaseMs).toFixed(1)} ms before ${second.id} was granted`,
+          });
         } else if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
-          failoverWindow.push({ kind: 'failover-window', resource, detail: `${detail}; reported lost: ${[a, b].filter((s) => s.h.lostAt !== undefined).map((s) => s.h.id).join(', ')}` });
+          failoverWindow.push({
+            kind: 'failover-window',
+            resource,
+            detail: `${detail}; reported lost: ${[a, b]
+              .filter((s) => s.h.lostAt !== undefined)
+              .map((s) => s.h.id)
+              .join(', ')}`,
+          });
         } else if (failover) {
           violations.push({ kind: 'unreported-loss', resource, detail: `${detail}; neither lease was reported lost` });
         } else {
@@ -313,7 +344,11 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
       const a = writes[i - 1]!;
       const b = writes[i]!;
       if (a.h.fence >= b.h.fence && !(b.start < a.end)) {
-        violations.push({ kind: 'fence', resource, detail: `write ${b.h.id} (fence ${b.h.fence}) was granted after write ${a.h.id} (fence ${a.h.fence})` });
+        violations.push({
+          kind: 'fence',
+          resource,
+          detail: `write ${b.h.id} (fence ${b.h.fence}) was granted after write ${a.h.id} (fence ${a.h.fence})`,
+        });
       }
     }
     // ...and every grant above every grant that ended before it was requested.
@@ -331,7 +366,11 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         k++;
       }
       if (s.h.fence <= maxFence) {
-        violations.push({ kind: 'fence', resource, detail: `${s.h.mode} ${s.h.id} (fence ${s.h.fence}) requested after ${maxId} (fence ${maxFence}) had ended` });
+        violations.push({
+          kind: 'fence',
+          resource,
+          detail: `${s.h.mode} ${s.h.id} (fence ${s.h.fence}) requested after ${maxId} (fence ${maxFence}) had ended`,
+        });
       }
     }
 
@@ -345,7 +384,11 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         continue;
       }
       if (expected !== undefined && h.seen !== expected) {
-        const finding: Finding = { kind: 'lost-update', resource, detail: `write ${h.id} (fence ${h.fence}) read counter ${h.seen}, expected ${expected}` };
+        const finding: Finding = {
+          kind: 'lost-update',
+          resource,
+          detail: `write ${h.id} (fence ${h.fence}) read counter ${h.seen}, expected ${expected}`,
+        };
         if (inFault(h.grantedAt, (f) => f.dataLoss === true)) dataLoss.push({ ...finding, kind: 'data-loss' });
         else violations.push(finding);
       }
@@ -360,14 +403,23 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     }
     const final = options.counters?.get(resource);
     if (final !== undefined && expected !== undefined && final !== expected) {
-      const finding: Finding = { kind: 'counter', resource, detail: `counter is ${final}, the committed writes leave ${expected} (${committed} committed)` };
+      const finding: Finding = {
+        kind: 'counter',
+        resource,
+        detail: `counter is ${final}, the committed writes leave ${expected} (${committed} committed)`,
+      };
       if (faults.some((f) => f.dataLoss)) dataLoss.push({ ...finding, kind: 'data-loss' });
       else violations.push(finding);
     }
   }
 
   for (const f of history.failures) {
-    if (!f.typed) violations.push({ kind: 'untyped-error', resource: f.resource, detail: `${f.mode} acquire ${f.id} failed with ${f.name}: ${f.message}` });
+    if (!f.typed)
+      violations.push({
+        kind: 'untyped-error',
+        resource: f.resource,
+        detail: `${f.mode} acquire ${f.id} failed with ${f.name}: ${f.message}`,
+      });
   }
   for (const p of history.hangs) violations.push({ kind: 'hang', detail: `process ${p} did not finish in time` });
 
@@ -476,5 +528,5 @@ export function printReport(): void {
         `| ${r.fault} | ${r.topology} | ${r.operations} | ${r.violations} | ${r.failoverWindow} | ${r.recoveryMs === undefined ? '-' : `${Math.round(r.recoveryMs)} ms`} | ${r.leasesLost} | ${r.notes ?? ''} |`,
     ),
   ];
-  console.log('\n' + lines.join('\n') + '\n');
+  console.log(`\n${lines.join('\n')}\n`);
 }

@@ -4,20 +4,21 @@
  * old processes would, and the library improves on the old scheme where it
  * can without breaking old peers. Declared inside a `forEachTopology` body.
  */
+
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import {
   defaultLegacyKeys,
   InvalidArgumentError,
+  type LegacyKeyPair,
   LockClient,
   LockLostError,
   LockNotHeldError,
-  type LegacyKeyPair,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';
 import { OldLocker, taggedLegacyKeys } from './old-scripts.js';
 import { totalKeys } from './redis-stats.js';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Default key names on one server; tagged ones on a Cluster, where both keys must share a slot. */
 export function legacyKeysFor(ctx: TopologyContext): (resource: string) => LegacyKeyPair {
@@ -50,7 +51,10 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     expect(await old.tryWrite()).to.equal(true);
     const before = await totalKeys(redis);
     for (const attempt of [() => lock().tryAcquireWrite({ owner: '1' }), () => lock().acquireRead({ owner: '1', waitMs: 0 })]) {
-      const error = await attempt().then(() => undefined, (e: unknown) => e);
+      const error = await attempt().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(error).to.be.instanceOf(InvalidArgumentError);
       expect((error as Error).message).to.include('old processes');
     }
@@ -133,7 +137,7 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     await w!.release();
   });
 
-  it("notices every old reader, also one that comes after the library took the read key over", async () => {
+  it('notices every old reader, also one that comes after the library took the read key over', async () => {
     const r = await lock().acquireRead({ leaseMs: 5_000 });
     expect(await new OldLocker(redis, keys.read, keys.write, 10).tryRead()).to.equal(true);
     const r2 = await lock().acquireRead({ leaseMs: 5_000 }); // converts the key back to a library token
@@ -152,7 +156,10 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     const w = await lock().acquireWrite({ leaseMs: 60 });
     await sleep(120);
     expect(await old.tryWrite()).to.equal(true);
-    const error = await w.release().then(() => undefined, (e: unknown) => e);
+    const error = await w.release().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).to.be.instanceOf(LockNotHeldError);
     expect(await redis.get(keys.write)).to.equal('1');
     expect(await old.tryRead()).to.equal(false);
@@ -174,7 +181,10 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     expect(await old.tryRead()).to.equal(true);
     await old.releaseRead();
     expect(await old.tryWrite()).to.equal(true); // the hazard the old scheme has; the library can only detect it
-    const error = await r.extend().then(() => undefined, (e: unknown) => e);
+    const error = await r.extend().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).to.be.instanceOf(LockLostError);
     expect(r.signal.aborted).to.equal(true);
     expect(await redis.get(keys.write)).to.equal('1');
@@ -183,9 +193,16 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
   it('reports a library writer lost when its write key was deleted under it', async () => {
     const w = await lock().acquireWrite();
     await old.releaseWrite(); // an old process's unconditional DEL
-    const error = await w.extend().then(() => undefined, (e: unknown) => e);
+    const error = await w.extend().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(error).to.be.instanceOf(LockLostError);
-    expect(await lock().inspect().then((i) => i.mode)).to.equal('free');
+    expect(
+      await lock()
+        .inspect()
+        .then((i) => i.mode),
+    ).to.equal('free');
   });
 
   it('a waiting library writer gets in soon after an old reader releases (re-checks; old processes publish nothing)', async () => {
@@ -249,7 +266,7 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     expect(await redis.get(keys.read)).to.equal('1'); // the old reader's
   });
 
-  it("an upgrade waits for an old reader to leave", async () => {
+  it('an upgrade waits for an old reader to leave', async () => {
     const r = await lock().acquireRead();
     expect(await old.tryRead()).to.equal(true);
     expect(await lock().tryAcquireWrite({ owner: r.token })).to.equal(null);

@@ -48,4 +48,3 @@ export async function expectNoLostUpdates(redis: RedisClient, results: MixedResu
   }
   return total;
 }
-

@@ -9,8 +9,12 @@ import { Redis } from 'ioredis';
 import type { RedisClusterNode } from '../../src/testing/index.js';
 
 /** Connections to `nodes`, by port, and their node ids; disconnect them when done. */
-export async function slotAdmin(nodes: readonly RedisClusterNode[]): Promise<{ conns: Map<number, Redis>; idOf(port: number): Promise<string>; close(): void }> {
-  const conns = new Map<number, Redis>(nodes.map((n) => [n.port, new Redis(n.port, n.host, { lazyConnect: false, maxRetriesPerRequest: 1 })]));
+export async function slotAdmin(
+  nodes: readonly RedisClusterNode[],
+): Promise<{ conns: Map<number, Redis>; idOf(port: number): Promise<string>; close(): void }> {
+  const conns = new Map<number, Redis>(
+    nodes.map((n) => [n.port, new Redis(n.port, n.host, { lazyConnect: false, maxRetriesPerRequest: 1 })]),
+  );
   return {
     conns,
     idOf: async (port) => String(await conns.get(port)!.call('CLUSTER', 'MYID')),
@@ -22,7 +26,12 @@ export async function slotAdmin(nodes: readonly RedisClusterNode[]): Promise<{ c
  * IMPORTING on the target, MIGRATING on the source: from now on a script
  * whose keys are not all on one side gets TRYAGAIN until {@link endMigration}.
  */
-export async function beginMigration(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[]): Promise<void> {
+export async function beginMigration(
+  slot: number,
+  source: RedisClusterNode,
+  target: RedisClusterNode,
+  all: readonly RedisClusterNode[],
+): Promise<void> {
   const admin = await slotAdmin(all);
   try {
     await admin.conns.get(target.port)!.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', await admin.idOf(source.port));
@@ -43,13 +52,19 @@ export async function migrateKeys(source: RedisClusterNode, target: RedisCluster
 }
 
 /** SETSLOT NODE on the target, the source and every other master: the slot is the target's. */
-export async function endMigration(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[]): Promise<void> {
+export async function endMigration(
+  slot: number,
+  source: RedisClusterNode,
+  target: RedisClusterNode,
+  all: readonly RedisClusterNode[],
+): Promise<void> {
   const admin = await slotAdmin(all);
   try {
     const targetId = await admin.idOf(target.port);
     await admin.conns.get(target.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
     await admin.conns.get(source.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
-    for (const [port, conn] of admin.conns) if (port !== source.port && port !== target.port) await conn.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
+    for (const [port, conn] of admin.conns)
+      if (port !== source.port && port !== target.port) await conn.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
   } finally {
     admin.close();
   }
@@ -59,7 +74,14 @@ export async function endMigration(slot: number, source: RedisClusterNode, targe
  * Live resharding of one slot: begin, MIGRATE its keys in small batches
  * (with pauses, so that clients meet the migration half-way), end.
  */
-export async function migrateSlot(slot: number, source: RedisClusterNode, target: RedisClusterNode, all: readonly RedisClusterNode[], batchSize = 2, pauseMs = 100) {
+export async function migrateSlot(
+  slot: number,
+  source: RedisClusterNode,
+  target: RedisClusterNode,
+  all: readonly RedisClusterNode[],
+  batchSize = 2,
+  pauseMs = 100,
+) {
   await beginMigration(slot, source, target, all);
   await sleep(pauseMs); // clients meet the slot half-open before any key moved too
   const src = new Redis(source.port, source.host, { lazyConnect: false, maxRetriesPerRequest: 1 });

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import type { ClusterFaultProxy, FaultProxy } from '../../src/testing/index.js';
 import type { TopologyContext } from '../setup/topologies.js';
 
@@ -24,7 +24,8 @@ export function targetOf(ctx: TopologyContext): WorkerTarget {
 
 /** The servers behind `proxy`, reached through it: every connection goes through the proxy. */
 export function targetThrough(proxy: FaultProxy | ClusterFaultProxy): WorkerTarget {
-  if ('natMap' in proxy) return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap };
+  if ('natMap' in proxy)
+    return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap };
   return { kind: 'standalone', nodes: [{ host: proxy.host, port: proxy.port }] };
 }
 

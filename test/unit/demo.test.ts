@@ -1,11 +1,11 @@
 // The demo's pieces that need no server: its command line, and the check
 // that tells a whole cached value from a half-built one.
 import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
 import { UsageError } from '../../src/cli/command.js';
 import { parseDemoArgs, parseDuration } from '../../src/demo/args.js';
 import { cachedValueNames, checkValue, metaValue, partValue } from '../../src/demo/cache-value.js';
-import { mergeStats, emptyStats } from '../../src/demo/protocol.js';
-import calculateSlot from 'cluster-key-slot';
+import { emptyStats, mergeStats } from '../../src/demo/protocol.js';
 
 /** No Redis variables, and a terminal that nobody answers. */
 const ENV = {};
@@ -24,7 +24,17 @@ async function usageError(argv: string[]): Promise<string> {
 
 describe('demo: command line', () => {
   it('has defaults: 10 s on an embedded cluster, 4 processes of 6 readers and 1 rebuild writer', async () => {
-    expect(await parse([])).to.deep.include({ durationMs: 10_000, target: undefined, processes: 4, readers: 6, writers: 1, values: 3, parts: 5, withoutLocks: false, json: false });
+    expect(await parse([])).to.deep.include({
+      durationMs: 10_000,
+      target: undefined,
+      processes: 4,
+      readers: 6,
+      writers: 1,
+      values: 3,
+      parts: 5,
+      withoutLocks: false,
+      json: false,
+    });
   });
 
   it('reads durations in ms, s, m, h and bare seconds, from 100 ms to 24 h', () => {
@@ -52,8 +62,9 @@ describe('demo: command line', () => {
     expect(await usageError(['--redis', 'redis://a', '--cluster', 'b:1'])).to.match(/--redis or --cluster, not both/);
   });
 
-  it('takes the CLI\'s user, password and TLS options for --redis or --cluster, and the password from the environment only', async () => {
-    const target = (await parseDemoArgs(['--cluster', '127.0.0.1:7000', '--user', 'demo', '--insecure'], { REDIS_PASSWORD: 'pw' }, IO)).target;
+  it("takes the CLI's user, password and TLS options for --redis or --cluster, and the password from the environment only", async () => {
+    const target = (await parseDemoArgs(['--cluster', '127.0.0.1:7000', '--user', 'demo', '--insecure'], { REDIS_PASSWORD: 'pw' }, IO))
+      .target;
     expect(target).to.deep.equal({
       kind: 'cluster',
       nodes: [{ host: '127.0.0.1', port: 7000 }],
@@ -61,7 +72,11 @@ describe('demo: command line', () => {
       password: 'pw',
       tls: { rejectUnauthorized: false },
     });
-    expect((await parse(['--redis', 'rediss://127.0.0.1:6390'])).target).to.deep.equal({ kind: 'redis', url: 'rediss://127.0.0.1:6390', tls: {} });
+    expect((await parse(['--redis', 'rediss://127.0.0.1:6390'])).target).to.deep.equal({
+      kind: 'redis',
+      url: 'rediss://127.0.0.1:6390',
+      tls: {},
+    });
     expect(await usageError(['--tls'])).to.match(/--tls is for --redis or --cluster; without them the demo starts its own Cluster/);
     expect(await usageError(['--redis', 'redis://a', '--ask-pass'])).to.match(/--ask-pass needs a terminal/);
   });

@@ -15,7 +15,10 @@ describe('extendByGroup', () => {
   it('throws the first error when every group failed', async () => {
     const error = await extendByGroup(2, [[0], [1]], async () => {
       throw new Error('all down');
-    }).then(() => undefined, (e: Error) => e);
+    }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(error?.message).to.equal('all down');
   });
 });

@@ -19,8 +19,14 @@ describe('Holdings (renewal timing and loss)', () => {
   const backend: LockBackend = {
     keysFor: (resource) => lockKeys('p', resource),
     acquire: () => Promise.reject(new Error('unused')),
-    release: async (_keys, _mode, owner) => (released.push(owner), true),
-    extend: async (requests) => (extendCalls.push([...requests]), extendReply(requests)),
+    release: async (_keys, _mode, owner) => {
+      released.push(owner);
+      return true;
+    },
+    extend: async (requests) => {
+      extendCalls.push([...requests]);
+      return extendReply(requests);
+    },
     abandon: async () => undefined,
     inspect: () => Promise.reject(new Error('unused')),
   };
@@ -37,7 +43,17 @@ describe('Holdings (renewal timing and loss)', () => {
 
   const grant = (resource: string, owner: string, autoRenew = true, leaseMs = 3000) =>
     holdings.add(
-      { resource, keys: lockKeys('p', resource), owner, mode: 'write', holdId: `h-${owner}`, leaseMs, honourIntent: true, waitBeatMs: 0, fair: false },
+      {
+        resource,
+        keys: lockKeys('p', resource),
+        owner,
+        mode: 'write',
+        holdId: `h-${owner}`,
+        leaseMs,
+        honourIntent: true,
+        waitBeatMs: 0,
+        fair: false,
+      },
       { granted: true, fence: 1, leaseRemainingMs: leaseMs },
       autoRenew,
       performance.now(),

@@ -31,7 +31,27 @@ function redisSlot(name: string): number {
 }
 
 /** Characters that matter to routing, plus some that matter to encodings. */
-const AWKWARD = ['{', '}', '{', '}', 'a', 'b', ':', '#', ' ', 'é', '日', '😀', '\u200d', '\ufeff', '\ud800', '\udfff', '\n', '\u0000', '\u007f'];
+const AWKWARD = [
+  '{',
+  '}',
+  '{',
+  '}',
+  'a',
+  'b',
+  ':',
+  '#',
+  ' ',
+  'é',
+  '日',
+  '😀',
+  '\u200d',
+  '\ufeff',
+  '\ud800',
+  '\udfff',
+  '\n',
+  '\u0000',
+  '\u007f',
+];
 const awkwardString = fc.string({ unit: fc.constantFrom(...AWKWARD), maxLength: 12 });
 /** Any string: awkward characters, any code point, or any UTF-16 unit (lone surrogates included). */
 const anyString = fc.oneof(
@@ -75,7 +95,7 @@ describe('key routing (properties)', () => {
     );
   });
 
-  it('puts every name of a lock in one slot, the slot of the resource\'s own hash tag when it has one', () => {
+  it("puts every name of a lock in one slot, the slot of the resource's own hash tag when it has one", () => {
     fc.assert(
       fc.property(prefix, anyString, (p, resource) => {
         fc.pre(isValidResource(resource));
@@ -87,7 +107,9 @@ describe('key routing (properties)', () => {
         const tag = hashTagOf(resource);
         if (tag !== undefined) {
           // The user's own data key with that tag lands in the lock's slot.
-          expect(keys.slot).to.equal(redisSlot(resource)).and.to.equal(redisSlot(`{${tag}}`));
+          expect(keys.slot)
+            .to.equal(redisSlot(resource))
+            .and.to.equal(redisSlot(`{${tag}}`));
         }
         expect(new Set([keys.state, keys.leases, keys.queue]).size).to.equal(3);
       }),

@@ -1,5 +1,5 @@
-import calculateSlot from 'cluster-key-slot';
 import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { hashTagOf, lockKeys, MAX_RESOURCE_BYTES, slotPart, validatePrefix, validateResource } from '../../src/keys/keys.js';
 
@@ -32,10 +32,10 @@ describe('key routing', () => {
     ['日本語{ロック}', 'ロック'],
     ['emoji 🔒 lock', undefined],
     ['x'.repeat(1024), undefined],
-    ['{' + 'y'.repeat(1022) + '}', 'y'.repeat(1022)],
+    [`{${'y'.repeat(1022)}}`, 'y'.repeat(1022)],
   ];
   for (const [resource, tag] of awkward) {
-    it(`routes ${JSON.stringify(resource.length > 30 ? resource.slice(0, 12) + '…(' + resource.length + ')' : resource)} to one slot`, () => {
+    it(`routes ${JSON.stringify(resource.length > 30 ? `${resource.slice(0, 12)}…(${resource.length})` : resource)} to one slot`, () => {
       expect(hashTagOf(resource)).to.equal(tag);
       const keys = lockKeys('rwlock', resource);
       const slots = [keys.state, keys.leases, keys.queue, keys.channel].map((k) => calculateSlot(k));
@@ -77,7 +77,18 @@ describe('key routing', () => {
   });
 
   describe('validation', () => {
-    const badResources: unknown[] = ['', 42, null, undefined, {}, ['a'], 'a\u0000b', 'tab\there', '\ud800', 'x'.repeat(MAX_RESOURCE_BYTES + 1)];
+    const badResources: unknown[] = [
+      '',
+      42,
+      null,
+      undefined,
+      {},
+      ['a'],
+      'a\u0000b',
+      'tab\there',
+      '\ud800',
+      'x'.repeat(MAX_RESOURCE_BYTES + 1),
+    ];
     for (const bad of badResources) {
       it(`refuses the resource ${typeof bad === 'string' ? JSON.stringify(bad.slice(0, 12)) : String(bad)}`, () => {
         expect(() => validateResource(bad)).to.throw(InvalidArgumentError, /resource/);

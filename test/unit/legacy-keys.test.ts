@@ -1,14 +1,13 @@
-import calculateSlot from 'cluster-key-slot';
 import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
+import { resourceOf } from '../../src/cli/commands/list.js';
 import { parseClusterNodes, redact } from '../../src/cli/connect.js';
 import { duration, table } from '../../src/cli/format.js';
 import { templateGlob } from '../../src/cli/lock-options.js';
-import { resourceOf } from '../../src/cli/commands/list.js';
 import { CrossSlotError, InvalidArgumentError } from '../../src/errors.js';
-import { lockKeys } from '../../src/keys/keys.js';
+import { lockKeys, validatePrefix } from '../../src/keys/keys.js';
 import { defaultLegacyKeys, isLegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../../src/keys/legacy.js';
 import { resolveClientOptions } from '../../src/options.js';
-import { validatePrefix } from '../../src/keys/keys.js';
 
 describe('legacy key names', () => {
   it('defaults to <resource>:read and <resource>:write', () => {
@@ -33,7 +32,7 @@ describe('legacy key names', () => {
     expect(isLegacyLockKeys(lockKeys('rwlock', 'r'))).to.equal(false);
   });
 
-  it("uses the hash-mode lock itself in bridge mode, and wakes legacy-mode waiters on their channel", () => {
+  it('uses the hash-mode lock itself in bridge mode, and wakes legacy-mode waiters on their channel', () => {
     const k = legacyLockKeys('rwlock', 'r', { read: '{r}:read', write: '{r}:write' }, 'bridge', true);
     const hash = lockKeys('rwlock', 'r');
     expect(k).to.include({ state: hash.state, leases: hash.leases, queue: hash.queue, channel: hash.channel, slot: hash.slot });
@@ -47,7 +46,9 @@ describe('legacy key names', () => {
     // Bridge: a common tag is not enough, it must be the lock's.
     expect(() => legacyLockKeys('rwlock', 'a', { read: '{b}r', write: '{b}w' }, 'bridge', true)).to.throw(CrossSlotError, /rwlock:\{a\}/);
     expect(() => legacyLockKeys('rwlock', 'a', { read: '{b}r', write: '{b}w' }, 'legacy', true)).to.not.throw();
-    expect(() => legacyLockKeys('rwlock', 'user:{42}:p', { read: 'user:{42}:p:read', write: 'user:{42}:p:write' }, 'bridge', true)).to.not.throw();
+    expect(() =>
+      legacyLockKeys('rwlock', 'user:{42}:p', { read: 'user:{42}:p:read', write: 'user:{42}:p:write' }, 'bridge', true),
+    ).to.not.throw();
   });
 
   it('refuses what a legacyKeys function must not return', () => {
@@ -58,20 +59,29 @@ describe('legacy key names', () => {
       ['one key twice', () => ({ read: 'k', write: 'k' })],
       ['control characters', () => ({ read: 'r\u0000', write: 'w' })],
       ['an oversized name', () => ({ read: 'r'.repeat(9000), write: 'w' })],
-      ['an exception', () => {
-        throw new Error('boom');
-      }],
+      [
+        'an exception',
+        () => {
+          throw new Error('boom');
+        },
+      ],
     ];
     for (const [what, fn] of bad) {
       expect(() => resolveLegacyPair(fn as never, 'x'), what).to.throw(InvalidArgumentError);
     }
-    expect(() => legacyLockKeys('rwlock', 'x', { read: 'rwlock:{x}', write: 'w' }, 'bridge', false)).to.throw(InvalidArgumentError, /library's own/);
+    expect(() => legacyLockKeys('rwlock', 'x', { read: 'rwlock:{x}', write: 'w' }, 'bridge', false)).to.throw(
+      InvalidArgumentError,
+      /library's own/,
+    );
   });
 
   it('validates mode and legacyKeys options', () => {
     expect(() => resolveClientOptions({ mode: 'redis' }, validatePrefix)).to.throw(InvalidArgumentError, /mode/);
     expect(() => resolveClientOptions({ mode: 'legacy', legacyKeys: 'x:read' }, validatePrefix)).to.throw(InvalidArgumentError, /function/);
-    expect(() => resolveClientOptions({ legacyKeys: defaultLegacyKeys }, validatePrefix)).to.throw(InvalidArgumentError, /"legacy" or "bridge"/);
+    expect(() => resolveClientOptions({ legacyKeys: defaultLegacyKeys }, validatePrefix)).to.throw(
+      InvalidArgumentError,
+      /"legacy" or "bridge"/,
+    );
     expect(resolveClientOptions({ mode: 'bridge' }, validatePrefix).mode).to.equal('bridge');
     expect(resolveClientOptions(undefined, validatePrefix).mode).to.equal('hash');
   });
@@ -109,14 +119,14 @@ describe('CLI helpers', () => {
   });
 
   it('formats durations and tables', () => {
-    expect([duration(null), duration(350), duration(1_234), duration(125_000), duration(3 * 3_600_000 + 600_000), duration(Number.MAX_SAFE_INTEGER)]).to.deep.equal([
-      '-',
-      '350ms',
-      '1.2s',
-      '2m05s',
-      '3h10m',
-      'until deleted',
-    ]);
+    expect([
+      duration(null),
+      duration(350),
+      duration(1_234),
+      duration(125_000),
+      duration(3 * 3_600_000 + 600_000),
+      duration(Number.MAX_SAFE_INTEGER),
+    ]).to.deep.equal(['-', '350ms', '1.2s', '2m05s', '3h10m', 'until deleted']);
     expect(table(['A', 'BB'], [['xxx', 'y']])).to.equal('A    BB\nxxx  y');
   });
 });

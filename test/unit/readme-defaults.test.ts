@@ -20,7 +20,7 @@ function optionRows(): Map<string, string> {
 }
 
 /** A default as the README writes it: `'text'`, `30000`, `true`, `{ a: 1 }`, or `off`. */
-function valueOf(cell: string): unknown {
+function defaultIn(cell: string): unknown {
   const code = cell.replace(/^`+\s?|\s?`+$/g, '');
   if (code === 'off') return undefined;
   if (code.startsWith("'")) return code.slice(1, -1);
@@ -38,12 +38,13 @@ describe('README: the LockClient options table', () => {
   it('gives each default as the code applies it', () => {
     for (const [name, cell] of rows) {
       if (name === 'legacyKeys') continue; // a function: checked below
-      expect(valueOf(cell), name).to.deep.equal(CLIENT_DEFAULTS[name as keyof typeof CLIENT_DEFAULTS]);
+      expect(defaultIn(cell), name).to.deep.equal(CLIENT_DEFAULTS[name as keyof typeof CLIENT_DEFAULTS]);
     }
   });
 
   it('writes the default legacy key names the way the code makes them', () => {
     const cell = rows.get('legacyKeys')!;
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the README shows the template itself
     expect(cell).to.include('read: `${r}:read`, write: `${r}:write`');
     expect(CLIENT_DEFAULTS.legacyKeys('r')).to.deep.equal({ read: 'r:read', write: 'r:write' });
   });

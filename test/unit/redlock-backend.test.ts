@@ -3,13 +3,21 @@
  * drift, the fence, clean-up of failed attempts (also of nodes that answer
  * late), renewal verdicts, refusal reasons, per-node errors.
  */
-import { expect } from 'chai';
-import { ALL_HOLDS, type AcquireOutcome, type AcquireRequest, type BlockReason, type ExtendRequest, type LockInfo } from '../../src/backends/backend.js';
-import { QuorumError, type LockMode } from '../../src/errors.js';
-import { lockKeys, type LockKeys } from '../../src/keys/keys.js';
-import { RedlockBackend, type NodeBackend } from '../../src/backends/redlock.js';
-import type { RedisClient } from '../../src/redis.js';
+
 import { setTimeout as sleep } from 'node:timers/promises';
+import { expect } from 'chai';
+import {
+  type AcquireOutcome,
+  type AcquireRequest,
+  ALL_HOLDS,
+  type BlockReason,
+  type ExtendRequest,
+  type LockInfo,
+} from '../../src/backends/backend.js';
+import { type NodeBackend, RedlockBackend } from '../../src/backends/redlock.js';
+import { type LockMode, QuorumError } from '../../src/errors.js';
+import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
+import type { RedisClient } from '../../src/redis.js';
 
 type Answer<T> = T | Error | 'hang' | { delayMs: number; value: T | Error };
 
@@ -76,7 +84,7 @@ const request = (mode: LockMode = 'write', extra: Partial<AcquireRequest> = {}):
 });
 
 describe('RedlockBackend (majority logic, stub nodes)', () => {
-  it('grants on a majority: lease left = the majority\'s shortest, less the drift; fence = the highest', async () => {
+  it("grants on a majority: lease left = the majority's shortest, less the drift; fence = the highest", async () => {
     const { nodes, backend } = setup(5);
     const answers = [granted(10, 1_000), granted(30, 990), granted(20, 980), refused('write'), new Error('down')];
     nodes.forEach((node, i) => (node.acquireAnswer = answers[i]!));

@@ -85,7 +85,12 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
       on: () => subscriber,
       disconnect: () => void calls.push('disconnect'),
     };
-    const client = { duplicate: () => (duplicates++, subscriber) } as unknown as RedisClient;
+    const client = {
+      duplicate: () => {
+        duplicates++;
+        return subscriber;
+      },
+    } as unknown as RedisClient;
     return { client, calls, duplicates: () => duplicates };
   }
 

@@ -45,4 +45,4 @@ const loops = 4;
 await Promise.all(Array.from({ length: loops }, (_, i) => worker(Math.floor(ops / loops) + (i < ops % loops ? 1 : 0))));
 await locks.close();
 await redis.quit();
-process.stdout.write(JSON.stringify({ writes, reads, halfBuilt }) + '\n');
+process.stdout.write(`${JSON.stringify({ writes, reads, halfBuilt })}\n`);

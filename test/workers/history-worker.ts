@@ -14,21 +14,24 @@
 // whichever comes first, or when the parent sends 'stop' over IPC; then closes
 // the LockClient and prints { t: 'done' }.
 import type { ClusterOptions, RedisOptions } from 'ioredis';
-import { LockClient, RWLockError, type Lease, type LockClientOptions } from '../../src/index.js';
+import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
 import type { HistoryEvent, WorkerConfig } from '../support/history.js';
 import { connectTarget } from '../support/targets.js';
 
-const config = JSON.parse(process.env['HISTORY_CONFIG']!) as WorkerConfig;
+const config = JSON.parse(process.env.HISTORY_CONFIG!) as WorkerConfig;
 const { target, name } = config;
 
-const redis = connectTarget(target, config.redisOptions as RedisOptions, { scaleReads: 'master', ...(config.clusterOptions as ClusterOptions) });
+const redis = connectTarget(target, config.redisOptions as RedisOptions, {
+  scaleReads: 'master',
+  ...(config.clusterOptions as ClusterOptions),
+});
 redis.on('error', () => undefined); // reconnects are ioredis' business; failures show up on the commands
 
 const clientOptions: LockClientOptions = { leaseMs: config.leaseMs, waitMs: config.waitMs, ...config.lockOptions };
 const locks = new LockClient(redis, clientOptions);
 locks.on('lost', () => undefined); // each lease's own signal is recorded below
 
-const emit = (event: HistoryEvent) => process.stdout.write(JSON.stringify(event) + '\n');
+const emit = (event: HistoryEvent) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.length)]!;
 const errorName = (e: unknown) => (e instanceof Error ? e.name : typeof e);
@@ -64,13 +67,24 @@ async function operation(): Promise<void> {
     const options = config.fixedLeaseMs === undefined ? {} : { leaseMs: config.fixedLeaseMs };
     lease = await (mode === 'write' ? lock.acquireWrite(options) : lock.acquireRead(options));
   } catch (error) {
-    emit({ t: 'error', id, process: name, resource, mode, at: Date.now(), name: errorName(error), typed: error instanceof RWLockError, message: String((error as Error)?.message ?? error).slice(0, 300) });
+    emit({
+      t: 'error',
+      id,
+      process: name,
+      resource,
+      mode,
+      at: Date.now(),
+      name: errorName(error),
+      typed: error instanceof RWLockError,
+      message: String((error as Error)?.message ?? error).slice(0, 300),
+    });
     return;
   }
   emit({ t: 'grant', id, process: name, resource, mode, owner: lease.token, fence: lease.fence, requestedAt, grantedAt: Date.now() });
   // A lease can be lost by the time it is granted (an acquire that waited out a failover in ioredis'
   // queue for longer than the lease): its signal is then already aborted and fires no event.
-  const reportLost = () => emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) });
+  const reportLost = () =>
+    emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) });
   if (lease.signal.aborted) reportLost();
   else lease.signal.addEventListener('abort', reportLost, { once: true });
 
@@ -94,7 +108,11 @@ async function operation(): Promise<void> {
   } else {
     const read = await attempt(redis.mget(`${data}:state`, `${data}:counter`));
     await sleep(hold);
-    emit(read.error ? { t: 'data', id, dataError: read.error } : { t: 'data', id, state: read.value![0] ?? null, seen: Number(read.value![1] ?? 0) });
+    emit(
+      read.error
+        ? { t: 'data', id, dataError: read.error }
+        : { t: 'data', id, state: read.value![0] ?? null, seen: Number(read.value![1] ?? 0) },
+    );
   }
 
   const releaseAt = Date.now();

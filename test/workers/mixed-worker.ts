@@ -21,7 +21,10 @@ const oldTtlSeconds = Number(process.env.RWLOCK_OLD_TTL ?? 30);
 
 const redis = connectTarget(target);
 const legacyKeys = taggedLegacyKeys;
-const locks = kind === 'old' ? undefined : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
+const locks =
+  kind === 'old'
+    ? undefined
+    : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -80,4 +83,4 @@ const loops = 4;
 await Promise.all(Array.from({ length: loops }, (_, i) => worker(Math.floor(ops / loops) + (i < ops % loops ? 1 : 0))));
 await locks?.close();
 await redis.quit();
-process.stdout.write(JSON.stringify({ kind, writes, reads, halfBuilt }) + '\n');
+process.stdout.write(`${JSON.stringify({ kind, writes, reads, halfBuilt })}\n`);

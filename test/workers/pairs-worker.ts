@@ -51,4 +51,4 @@ await Promise.all([loop(0), loop(1)]);
 const stats = locks.stats();
 await locks.close();
 await redis.quit();
-process.stdout.write(JSON.stringify({ operations, violations, timeouts, longestWaitMs, waits: stats.waits }) + '\n');
+process.stdout.write(`${JSON.stringify({ operations, violations, timeouts, longestWaitMs, waits: stats.waits })}\n`);

@@ -1,5 +1,5 @@
 import type { LockInfo } from '../../backends/backend.js';
-import { EXIT, type CliCommand } from '../command.js';
+import { type CliCommand, EXIT } from '../command.js';
 import { duration, fields, json, shortToken, table } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';
 
@@ -28,7 +28,7 @@ Exit codes: 0 shown (also when the lock is free), 1 failed, 2 bad command line.`
       const info = await lock.inspect();
       const layout = modeOf(ctx.values);
       if (ctx.json) ctx.io.out(json({ layout, slot: lock.keys.slot, ...info }));
-      else ctx.io.out(describeLock(info, layout, lock.keys.slot) + '\n');
+      else ctx.io.out(`${describeLock(info, layout, lock.keys.slot)}\n`);
       return EXIT.OK;
     } finally {
       await locks.close();
@@ -44,7 +44,10 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
       ['layout', `${layout} (key ${info.key}, slot ${slot})`],
       ['mode', info.mode],
       ['fence', info.fence === null ? '-' : String(info.fence)],
-      ['waiting writer', info.waitingWriter ? `${shortToken(info.waitingWriter.owner)} (keeps waiting ${duration(info.waitingWriter.ttlMs)})` : '-'],
+      [
+        'waiting writer',
+        info.waitingWriter ? `${shortToken(info.waitingWriter.owner)} (keeps waiting ${duration(info.waitingWriter.ttlMs)})` : '-',
+      ],
     ]),
   ];
   const holders = [
@@ -53,7 +56,12 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
   ];
   parts.push(holders.length > 0 ? table(['ROLE', 'OWNER', 'HOLDS', 'LEASE LEFT'], holders) : 'no holders');
   if (info.queue.length > 0) {
-    parts.push(table(['QUEUED WRITER', 'KEEPS WAITING'], info.queue.map((w) => [shortToken(w.owner), duration(w.ttlMs)])));
+    parts.push(
+      table(
+        ['QUEUED WRITER', 'KEEPS WAITING'],
+        info.queue.map((w) => [shortToken(w.owner), duration(w.ttlMs)]),
+      ),
+    );
   }
   if (info.legacy) {
     const l = info.legacy;
@@ -61,8 +69,24 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
       table(
         ['LEGACY KEY', 'VALUE', 'TTL', 'HELD BY'],
         [
-          [l.read.key, l.read.value === null ? '-' : shortToken(l.read.value), duration(l.read.ttlMs), l.read.value === null ? '-' : l.oldReadersTtlMs > 0 ? (l.readers.length > 0 ? 'old processes and the library' : 'old processes') : 'the library'],
-          [l.write.key, l.write.value === null ? '-' : shortToken(l.write.value), duration(l.write.ttlMs), l.write.value === null ? '-' : l.oldWriter ? 'an old process' : 'the library'],
+          [
+            l.read.key,
+            l.read.value === null ? '-' : shortToken(l.read.value),
+            duration(l.read.ttlMs),
+            l.read.value === null
+              ? '-'
+              : l.oldReadersTtlMs > 0
+                ? l.readers.length > 0
+                  ? 'old processes and the library'
+                  : 'old processes'
+                : 'the library',
+          ],
+          [
+            l.write.key,
+            l.write.value === null ? '-' : shortToken(l.write.value),
+            duration(l.write.ttlMs),
+            l.write.value === null ? '-' : l.oldWriter ? 'an old process' : 'the library',
+          ],
         ],
       ),
     );

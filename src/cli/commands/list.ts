@@ -1,11 +1,11 @@
 import calculateSlot from 'cluster-key-slot';
 import type { LockInfo } from '../../backends/backend.js';
 import { HashBackend } from '../../backends/hash.js';
-import { hashTagOf, lockKeys, validatePrefix, type LockKeys } from '../../keys/keys.js';
+import { hashTagOf, type LockKeys, lockKeys, validatePrefix } from '../../keys/keys.js';
 import { legacyTwinNames } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
-import { EXIT, UsageError, type CliCommand } from '../command.js';
+import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, json, shortToken, table } from '../format.js';
 import { globEscape, scanKeys } from '../scan.js';
 
@@ -39,8 +39,8 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
   options: { prefix: { type: 'string' }, limit: { type: 'string' } },
   positionals: { min: 0, max: 0, names: '' },
   async run(ctx) {
-    const prefix = prefixOf(ctx.values['prefix'] as string | undefined);
-    const limit = limitOf(ctx.values['limit'] as string | undefined);
+    const prefix = prefixOf(ctx.values.prefix as string | undefined);
+    const limit = limitOf(ctx.values.limit as string | undefined);
     const redis = await ctx.redis();
     const backend = new HashBackend(redis, prefix);
     const found = await findLocks(redis, prefix);
@@ -66,7 +66,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
       String(info.queue.length + (info.waitingWriter && !info.queue.some((q) => q.owner === info.waitingWriter!.owner) ? 1 : 0)),
       info.fence === null ? '-' : String(info.fence),
     ]);
-    ctx.io.out(table(['RESOURCE', 'MODE', 'WRITER', 'READERS', 'LEASE LEFT', 'WAITING', 'FENCE'], rows) + '\n');
+    ctx.io.out(`${table(['RESOURCE', 'MODE', 'WRITER', 'READERS', 'LEASE LEFT', 'WAITING', 'FENCE'], rows)}\n`);
     if (omitted > 0) ctx.io.out(`... and ${omitted} more (raise --limit)\n`);
     return EXIT.OK;
   },

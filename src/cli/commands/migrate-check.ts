@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { validatePrefix } from '../../keys/keys.js';
 import { OLD_READERS_MEMBER } from '../../backends/legacy.js';
+import { validatePrefix } from '../../keys/keys.js';
 import { readersKeyName } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
-import { EXIT, UsageError, type CliCommand } from '../command.js';
+import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, json, table } from '../format.js';
 import { DEFAULT_LEGACY_READ, DEFAULT_LEGACY_WRITE, template, templateGlob } from '../lock-options.js';
 import { globEscape, scanKeys } from '../scan.js';
@@ -93,7 +93,12 @@ keys, 1 failed, 2 bad command line.`,
   positionals: { min: 0, max: 0, names: '' },
   async run(ctx) {
     const watchMs = wholeMs(ctx.values['watch-ms'] as string | undefined, 'watch-ms', DEFAULT_WATCH_MS, 0);
-    const intervalMs = wholeMs(ctx.values['interval-ms'] as string | undefined, 'interval-ms', Math.min(MAX_ROUND_INTERVAL_MS, Math.max(10, Math.floor(watchMs / 10))), 1);
+    const intervalMs = wholeMs(
+      ctx.values['interval-ms'] as string | undefined,
+      'interval-ms',
+      Math.min(MAX_ROUND_INTERVAL_MS, Math.max(10, Math.floor(watchMs / 10))),
+      1,
+    );
     let prefix: string;
     try {
       prefix = validatePrefix((ctx.values['prefix'] as string | undefined) ?? CLIENT_DEFAULTS.prefix);
@@ -101,7 +106,10 @@ keys, 1 failed, 2 bad command line.`,
       throw new UsageError(`--prefix: ${(error as Error).message}`);
     }
     const given = ctx.values['legacy-pattern'] as string[] | undefined;
-    const patterns = given && given.length > 0 ? given : [templateGlob(template(ctx.values, 'legacy-read')), templateGlob(template(ctx.values, 'legacy-write'))];
+    const patterns =
+      given && given.length > 0
+        ? given
+        : [templateGlob(template(ctx.values, 'legacy-read')), templateGlob(template(ctx.values, 'legacy-write'))];
     const report = await watch(await ctx.redis(), patterns, prefix, watchMs, intervalMs);
     if (ctx.json) ctx.io.out(json(report));
     else ctx.io.out(describeReport(report));
@@ -112,14 +120,21 @@ keys, 1 failed, 2 bad command line.`,
 function wholeMs(value: string | undefined, name: string, fallback: number, min: number): number {
   if (value === undefined) return fallback;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min || n > 24 * 3_600_000) throw new UsageError(`--${name}: must be a whole number of ms from ${min}, got "${value}"`);
+  if (!Number.isInteger(n) || n < min || n > 24 * 3_600_000)
+    throw new UsageError(`--${name}: must be a whole number of ms from ${min}, got "${value}"`);
   return n;
 }
 
 const writerOf = (value: string | null): Writer => (value === '1' ? 'old' : 'library');
 
 /** Looks at the legacy keys every `intervalMs` for `watchMs` and reports what changed. */
-export async function watch(redis: RedisClient, patterns: readonly string[], prefix: string, watchMs: number, intervalMs: number): Promise<MigrateReport> {
+export async function watch(
+  redis: RedisClient,
+  patterns: readonly string[],
+  prefix: string,
+  watchMs: number,
+  intervalMs: number,
+): Promise<MigrateReport> {
   const registryPrefix = readersKeyName(prefix, '');
   const started = performance.now();
   const history = new Map<string, Look[]>();
@@ -141,7 +156,10 @@ export async function watch(redis: RedisClient, patterns: readonly string[], pre
       history.set(key, list);
     }
     const registries = await scanKeys(redis, `${globEscape(registryPrefix)}*`, 'zset');
-    const scores = await inBatches(registries, async (key) => [key.slice(registryPrefix.length), Number((await redis.zscore(key, OLD_READERS_MEMBER)) ?? 0)] as const);
+    const scores = await inBatches(
+      registries,
+      async (key) => [key.slice(registryPrefix.length), Number((await redis.zscore(key, OLD_READERS_MEMBER)) ?? 0)] as const,
+    );
     for (const [readKey, score] of scores) {
       const list = oldReaders.get(readKey) ?? Array.from({ length: rounds }, () => 0);
       list.push(score > now ? score : 0);
@@ -215,7 +233,8 @@ async function inBatches<T, R>(items: readonly T[], fn: (item: T) => Promise<R>)
 }
 
 function describeReport(r: MigrateReport): string {
-  const count = (e: Record<Writer, number>) => (e.old + e.library === 0 ? '' : [e.old ? `${e.old} old` : '', e.library ? `${e.library} lib` : ''].filter(Boolean).join('+'));
+  const count = (e: Record<Writer, number>) =>
+    e.old + e.library === 0 ? '' : [e.old ? `${e.old} old` : '', e.library ? `${e.library} lib` : ''].filter(Boolean).join('+');
   const rows = r.keys.map((k) => [
     k.key,
     k.old ? (k.events.created.library + k.events.refreshed.library + k.events.deleted.library > 0 ? 'old+library' : 'old') : 'library',

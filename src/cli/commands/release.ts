@@ -1,12 +1,12 @@
 import { lockFootprint } from '../../force-release.js';
-import { EXIT, UsageError, type CliCommand } from '../command.js';
+import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { json } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';
 import { describeLock } from './inspect.js';
 
 export const release: CliCommand = {
   name: 'release',
-  summary: "force-release one lock: delete its keys and wake its waiters",
+  summary: 'force-release one lock: delete its keys and wake its waiters',
   usage: 'redis-rwlock release --force <resource> [--yes] [--mode hash|legacy|bridge] [--prefix p] [--json]',
   help: `Deletes every key of one lock, whoever holds it, and publishes a wake-up
 on its channel(s) so that waiting clients try again at once. For a lock whose
@@ -33,7 +33,7 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
   options: { force: { type: 'boolean' }, yes: { type: 'boolean', short: 'y' }, ...LOCK_OPTIONS },
   positionals: { min: 1, max: 1, names: '<resource>' },
   async run(ctx) {
-    if (ctx.values['force'] !== true) {
+    if (ctx.values.force !== true) {
       throw new UsageError("release deletes a lock's keys whatever its holders believe; pass --force to say you mean it");
     }
     const resource = ctx.positionals[0]!;
@@ -52,13 +52,15 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
         else ctx.io.out(`lock "${resource}" has no keys: nothing to release\n`);
         return EXIT.NOTHING;
       }
-      if (ctx.values['yes'] !== true) {
+      if (ctx.values.yes !== true) {
         if (!ctx.io.interactive) {
           ctx.io.err(`redis-rwlock release: not on a terminal, so there is nobody to confirm; pass --yes to release "${resource}"\n`);
           return EXIT.CANCELLED;
         }
-        ctx.io.out(describeLock(info, layout, lock.keys.slot) + '\n\n');
-        const answer = await ctx.io.ask(`Delete ${present.length} key(s) of lock "${resource}" (${present.join(', ')})? Its holders will lose it. [y/N] `);
+        ctx.io.out(`${describeLock(info, layout, lock.keys.slot)}\n\n`);
+        const answer = await ctx.io.ask(
+          `Delete ${present.length} key(s) of lock "${resource}" (${present.join(', ')})? Its holders will lose it. [y/N] `,
+        );
         if (!/^y(es)?$/i.test(answer.trim())) {
           ctx.io.out('not released\n');
           return EXIT.CANCELLED;
@@ -70,7 +72,9 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
       } else {
         ctx.io.out(
           `released "${resource}": deleted ${deleted.join(', ') || 'nothing (its keys had gone meanwhile)'} and woke its waiters` +
-            (info.mode === 'free' ? '\n' : `; its ${info.mode === 'write' ? 'writer' : 'readers'} will find the lock lost at their next renewal\n`),
+            (info.mode === 'free'
+              ? '\n'
+              : `; its ${info.mode === 'write' ? 'writer' : 'readers'} will find the lock lost at their next renewal\n`),
         );
       }
       return EXIT.OK;

@@ -3,9 +3,9 @@ import type { LockInfo } from '../../backends/backend.js';
 import { HashBackend } from '../../backends/hash.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
-import { EXIT, UsageError, type CliCommand } from '../command.js';
+import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, shortToken, table } from '../format.js';
-import { findLocks, limitOf, longestLease, prefixOf, type FoundLock } from './list.js';
+import { type FoundLock, findLocks, limitOf, longestLease, prefixOf } from './list.js';
 
 const DEFAULT_INTERVAL_MS = 1_000;
 const DEFAULT_LIMIT = 1000;
@@ -70,10 +70,10 @@ Exit codes: 0 quit or done, 1 failed, 2 bad command line.`,
   },
   positionals: { min: 0, max: 0, names: '' },
   async run(ctx) {
-    const prefix = prefixOf(ctx.values['prefix'] as string | undefined);
+    const prefix = prefixOf(ctx.values.prefix as string | undefined);
     const intervalMs = whole(ctx.values['interval-ms'] as string | undefined, 'interval-ms', DEFAULT_INTERVAL_MS, 10);
-    const iterations = ctx.values['iterations'] === undefined ? Infinity : whole(ctx.values['iterations'] as string, 'iterations', 1, 1);
-    const limit = limitOf(ctx.values['limit'] as string | undefined);
+    const iterations = ctx.values.iterations === undefined ? Infinity : whole(ctx.values.iterations as string, 'iterations', 1, 1);
+    const limit = limitOf(ctx.values.limit as string | undefined);
     const redis = await ctx.redis();
     const target = await ctx.target();
     const screen = ctx.json ? undefined : ctx.io.screen;
@@ -86,9 +86,9 @@ Exit codes: 0 quit or done, 1 failed, 2 bad command line.`,
         const looking = look(redis, prefix, limit);
         const snapshot = await untilAborted(looking, signal);
         if (snapshot === undefined) break;
-        if (ctx.json) ctx.io.out(JSON.stringify(snapshot) + '\n');
+        if (ctx.json) ctx.io.out(`${JSON.stringify(snapshot)}\n`);
         else if (screen) ctx.io.out(CLEAR + frame(snapshot, header(target, prefix, intervalMs, true), ctx.io.screen ?? screen));
-        else ctx.io.out(frame(snapshot, header(target, prefix, intervalMs, false)) + '\n');
+        else ctx.io.out(`${frame(snapshot, header(target, prefix, intervalMs, false))}\n`);
       }
     } finally {
       if (screen) ctx.io.out(SHOW_CURSOR);
@@ -125,7 +125,11 @@ function topLock(found: FoundLock, info: LockInfo): TopLock {
 
 /** Most waiting writers first; then the longest since its last grant; then by name. */
 function byContention(a: TopLock, b: TopLock): number {
-  return b.waitingWriters - a.waitingWriters || (b.ageMs ?? -1) - (a.ageMs ?? -1) || (a.resource < b.resource ? -1 : a.resource > b.resource ? 1 : 0);
+  return (
+    b.waitingWriters - a.waitingWriters ||
+    (b.ageMs ?? -1) - (a.ageMs ?? -1) ||
+    (a.resource < b.resource ? -1 : a.resource > b.resource ? 1 : 0)
+  );
 }
 
 function header(target: string, prefix: string, intervalMs: number, live: boolean): string {
@@ -161,7 +165,7 @@ export function frame(snapshot: TopSnapshot, title: string, screen?: { columns: 
     if (shown.length < locks.length) lines.push(`... and ${locks.length - shown.length} more`);
   }
   const text = screen ? lines.map((line) => line.slice(0, screen.columns)) : lines;
-  return text.join('\n') + '\n';
+  return `${text.join('\n')}\n`;
 }
 
 function holders(l: TopLock): string {
