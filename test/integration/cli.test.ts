@@ -326,8 +326,18 @@ forEachTopology('CLI', (ctx) => {
         // A library writer re-taking its lock during the watch: library writes, no old ones.
         const renewals = setInterval(() => void legacy.withWrite('b', () => sleep(20)).catch(() => undefined), 50);
         try {
-          const quiet = await cli(['migrate-check', '--watch-ms', '800', ...TAGGED, ...target(ctx)]);
+          const quiet = await cli(['migrate-check', '--watch-ms', '2500', ...TAGGED, ...target(ctx)]);
           expect(quiet.code).to.equal(0);
+          // It shows its progress while it watches, on stderr (at most one line a second), and the report on stdout.
+          const progress = quiet.stderr
+            .split('\n')
+            .filter((line) =>
+              /^\[ *\d+\.\d s of 2\.5 s\] look \d+: \d+ legacy key\(s\) seen; writes so far: 0 by old processes, \d+ by the library$/.test(
+                line,
+              ),
+            );
+          expect(progress.length, quiet.stderr).to.be.within(2, 3);
+          expect(quiet.stdout).to.not.include('writes so far');
           expect(quiet.stdout).to.include('{b}:write');
           expect(quiet.stdout).to.match(/ written or held, 0 of them by old processes\n/); // library keys are not counted as old
           expect(quiet.stdout).to.match(/no old process seen \(\d+ write\(s\) by library processes\)/);

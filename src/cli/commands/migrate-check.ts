@@ -5,7 +5,7 @@ import { readersKeyName } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
-import { duration, json, table } from '../format.js';
+import { duration, json, shortToken, table } from '../format.js';
 import { DEFAULT_LEGACY_READ, DEFAULT_LEGACY_WRITE, template, templateGlob } from '../lock-options.js';
 import { globEscape, scanKeys } from '../scan.js';
 
@@ -46,6 +46,16 @@ export interface MigrateReport {
   readonly oldHolding: number;
   /** `old-processes-active`: keep bridge mode. `no-old-processes-seen`: switching to hash is safe as far as this watch can tell. */
   readonly verdict: 'old-processes-active' | 'no-old-processes-seen';
+}
+
+/** How a watch is going, after each look. */
+export interface WatchProgress {
+  readonly elapsedMs: number;
+  readonly rounds: number;
+  readonly keysSeen: number;
+  /** Changes seen between looks so far, by writer (a first count; the report's are exact). */
+  readonly oldWrites: number;
+  readonly libraryWrites: number;
 }
 
 interface Look {
@@ -101,7 +111,7 @@ keys, 1 failed, 2 bad command line.`,
     );
     let prefix: string;
     try {
-      prefix = validatePrefix((ctx.values['prefix'] as string | undefined) ?? CLIENT_DEFAULTS.prefix);
+      prefix = validatePrefix((ctx.values.prefix as string | undefined) ?? CLIENT_DEFAULTS.prefix);
     } catch (error) {
       throw new UsageError(`--prefix: ${(error as Error).message}`);
     }
@@ -110,7 +120,17 @@ keys, 1 failed, 2 bad command line.`,
       given && given.length > 0
         ? given
         : [templateGlob(template(ctx.values, 'legacy-read')), templateGlob(template(ctx.values, 'legacy-write'))];
-    const report = await watch(await ctx.redis(), patterns, prefix, watchMs, intervalMs);
+    // Progress on stderr (stdout keeps the report alone), at most once a second: a long watch is not silent.
+    let shownAt = Number.NEGATIVE_INFINITY;
+    const progress = (p: WatchProgress) => {
+      if (p.elapsedMs - shownAt < 1_000) return;
+      shownAt = p.elapsedMs;
+      ctx.io.err(
+        `[${(p.elapsedMs / 1000).toFixed(1).padStart(5)} s of ${(watchMs / 1000).toFixed(1)} s] look ${p.rounds}: ${p.keysSeen} legacy key(s) seen; ` +
+          `writes so far: ${p.oldWrites} by old processes, ${p.libraryWrites} by the library\n`,
+      );
+    };
+    const report = await watch(await ctx.redis(), patterns, prefix, watchMs, intervalMs, progress);
     if (ctx.json) ctx.io.out(json(report));
     else ctx.io.out(describeReport(report));
     return report.verdict === 'old-processes-active' ? EXIT.LEGACY_ACTIVE : EXIT.OK;
@@ -134,6 +154,7 @@ export async function watch(
   prefix: string,
   watchMs: number,
   intervalMs: number,
+  onProgress?: (progress: WatchProgress) => void,
 ): Promise<MigrateReport> {
   const registryPrefix = readersKeyName(prefix, '');
   const started = performance.now();
@@ -141,6 +162,7 @@ export async function watch(
   const oldReaders = new Map<string, number[]>(); // read key -> old readers' deadline at each look (0: none)
   const times: number[] = []; // server time of each look
   let rounds = 0;
+  const seenWrites: Record<Writer, number> = { old: 0, library: 0 };
   for (;;) {
     const now = await serverTimeMs(redis);
     times.push(now);
@@ -152,6 +174,8 @@ export async function watch(
     });
     for (const [key, look] of looks) {
       const list = history.get(key) ?? Array.from({ length: rounds }, () => ({ value: null, expireAt: -2 }));
+      const before = list[list.length - 1];
+      if (before && (before.value !== look.value || before.expireAt !== look.expireAt)) seenWrites[writerOf(look.value ?? before.value)]++;
       list.push(look);
       history.set(key, list);
     }
@@ -168,6 +192,7 @@ export async function watch(
     for (const list of oldReaders.values()) if (list.length === rounds) list.push(0);
     rounds++;
     const elapsed = performance.now() - started;
+    onProgress?.({ elapsedMs: elapsed, rounds, keysSeen: history.size, oldWrites: seenWrites.old, libraryWrites: seenWrites.library });
     if (rounds >= 2 && elapsed >= watchMs) break;
     await sleep(Math.max(0, Math.min(intervalMs, watchMs - elapsed)));
   }
@@ -242,12 +267,12 @@ function describeReport(r: MigrateReport): string {
     count(k.events.refreshed) || '-',
     count(k.events.deleted) || '-',
     k.oldReadersNoticed ? String(k.oldReadersNoticed) : '-',
-    k.value === null ? '-' : k.value === '1' ? '1 (old)' : k.value,
+    k.value === null ? '-' : k.value === '1' ? '1 (old)' : shortToken(k.value),
     duration(k.ttlMs),
   ]);
   const byOld = r.keys.filter((k) => k.old).length;
   const head = `watched ${r.patterns.join(', ')} for ${duration(r.watchedMs)} (${r.rounds} looks): ${r.keysSeen} legacy key(s) seen, ${r.keys.length} written or held, ${byOld} of them by old processes\n`;
-  const body = rows.length > 0 ? table(['KEY', 'WHO', 'CREATED', 'REFRESHED', 'DELETED', 'OLD READERS', 'VALUE', 'TTL'], rows) + '\n' : '';
+  const body = rows.length > 0 ? `${table(['KEY', 'WHO', 'CREATED', 'REFRESHED', 'DELETED', 'OLD READERS', 'VALUE', 'TTL'], rows)}\n` : '';
   const verdict =
     r.verdict === 'old-processes-active'
       ? `OLD PROCESSES ARE STILL ACTIVE: ${r.oldWrites} write(s) by old processes seen, ${r.oldHolding} key(s) held by them now. Keep every library process in bridge mode.\n`
