@@ -326,7 +326,8 @@ forEachTopology('CLI', (ctx) => {
         // A library writer re-taking its lock during the watch: library writes, no old ones.
         const renewals = setInterval(() => void legacy.withWrite('b', () => sleep(20)).catch(() => undefined), 50);
         try {
-          const quiet = await cli(['migrate-check', '--watch-ms', '2500', ...TAGGED, ...target(ctx)]);
+          // Looks 70 ms apart: a multiple of the writer's 50 ms period would see it at one phase only, maybe never held.
+          const quiet = await cli(['migrate-check', '--watch-ms', '2500', '--interval-ms', '70', ...TAGGED, ...target(ctx)]);
           expect(quiet.code).to.equal(0);
           // It shows its progress while it watches, on stderr (at most one line a second), and the report on stdout.
           const progress = quiet.stderr
