@@ -1,13 +1,22 @@
 // Turns lua/*.lua into src/lua/scripts.generated.ts, so that the runtime (ESM
 // and CJS builds alike) reads no files. `-- @include name` pulls in
-// lua/includes/name.lua; a `#!lua` shebang line stays first.
+// lua/includes/name.lua; a `#!lua` shebang line stays first. Refuses to
+// generate when an include's contract does not hold (scripts/lua-contracts.mjs).
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkLuaContracts } from './lua-contracts.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const luaDir = join(root, 'lua');
 const out = join(root, 'src', 'lua', 'scripts.generated.ts');
+
+// Every include's contract (its "-- @needs" line) must hold in every script that includes it.
+const problems = checkLuaContracts(luaDir);
+if (problems.length > 0) {
+  console.error(`gen-lua: ${problems.length} broken Lua include contract(s):\n  ${problems.join('\n  ')}`);
+  process.exit(1);
+}
 
 const camel = (file) => file.replace(/\.lua$/, '').replace(/-([a-z])/g, (_, c) => c.toUpperCase());
 const expand = (text, seen = new Set()) =>

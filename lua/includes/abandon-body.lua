@@ -4,6 +4,7 @@
   the peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/abandon.lua.
 ]]
+-- @needs rcall stateKey queueKey owner drop channel state peers
 local now = serverTime()
 spill()
 local changed = 0

@@ -4,6 +4,7 @@
   and the peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/acquire-read.lua.
 ]]
+-- @needs rcall stateKey owner holdId leaseMs honourIntent state peers
 local now, nowUs = serverTime()
 spill()
 pruneExpired(now)

@@ -4,6 +4,7 @@
   fair, and the peer hooks (`no-peers` or `legacy`). Returns the script's
   reply, as documented in lua/acquire-write.lua.
 ]]
+-- @needs rcall stateKey leasesKey queueKey owner holdId leaseMs waitBeatMs fair state peers
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()

@@ -14,6 +14,7 @@
   formatting would lose digits); the lock had no earlier fence to stay above.
   The reply is the bare fence: granted for exactly leaseMs.
 ]]
+-- @needs rcall stateKey leasesKey owner holdId leaseMs FRESH_WRITE
 if rcall('EXISTS', stateKey, leasesKey) == 0 then
   local t = rcall('TIME')
   local fence = t[1] .. string.sub('00000' .. t[2], -6)

@@ -34,6 +34,8 @@
   and an old reader's SET may shorten its TTL. The library restores readKey at
   its holders' next renewal and reports the lease lost if a writer got in.
 ]]
+-- @provides peers
+-- @needs rcall stateKey readKey writeKey readersKey peerChannel state
 
 local OLD = ''
 -- The deadline of an old key without a TTL: it is held until deleted.

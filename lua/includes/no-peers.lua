@@ -4,6 +4,7 @@
   layout in step (see lua/includes/legacy.lua); hash mode has none, so every
   hook does nothing.
 ]]
+-- @provides peers
 
 -- A writer outside this hash state: ms it still holds, or nil.
 local function peerWriter(_, _) return nil end

@@ -4,6 +4,7 @@
   peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/release.lua.
 ]]
+-- @needs rcall stateKey leasesKey queueKey owner mode holdId channel state peers
 local now, nowUs = serverTime()
 local mine = spilledDeadlineOf(owner)
 

@@ -28,6 +28,7 @@
   (a command resent after its reply was lost, or retried by the caller) finds
   its id already there, or already gone, and changes nothing.
 ]]
+-- @needs rcall stateKey leasesKey queueKey
 
 -- How many expired owners one call prunes at most: bounds every call's work,
 -- while each expired owner is pruned once, so pruning is amortised O(1).
