@@ -165,6 +165,20 @@ const { version } = JSON.parse(readFileSync('node_modules/ioredis/package.json',
 console.log(JSON.stringify({ ioredis: version, ok: true, notHeldCode: new LockNotHeldError('x').code }));
 `;
 
+/** A consumer's tsconfig: strict, Node's types, NodeNext unless `options` say otherwise. */
+function writeTsconfig(dir: string, name: string, options: Record<string, unknown>, files: string[]): void {
+  const compilerOptions = {
+    module: 'NodeNext',
+    moduleResolution: 'NodeNext',
+    target: 'ES2022',
+    lib: ['ES2023', 'ESNext.Disposable'],
+    strict: true,
+    types: ['node'],
+    ...options,
+  };
+  writeFileSync(path.join(dir, name), JSON.stringify({ compilerOptions, files }));
+}
+
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
 let failed = false;
 try {
@@ -243,41 +257,14 @@ try {
 
   writeFileSync(path.join(app, 'check-esm.mts'), ESM_TYPES);
   writeFileSync(path.join(app, 'check-cjs.cts'), CJS_TYPES);
-  writeFileSync(
-    path.join(app, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        module: 'NodeNext',
-        moduleResolution: 'NodeNext',
-        target: 'ES2022',
-        lib: ['ES2023', 'ESNext.Disposable'],
-        strict: true,
-        noEmit: true,
-        types: ['node'],
-      },
-      files: ['check-esm.mts', 'check-cjs.cts'],
-    }),
-  );
+  writeTsconfig(app, 'tsconfig.json', { noEmit: true }, ['check-esm.mts', 'check-cjs.cts']);
   step('tsc (NodeNext): the types of both the import and the require condition');
   await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app);
   // Older setups (many NestJS apps) resolve like Node 10, without "exports": typesVersions finds redis-rwlock/testing.
   writeFileSync(path.join(app, 'check-node10.ts'), CJS_TYPES);
-  writeFileSync(
-    path.join(app, 'tsconfig.node10.json'),
-    JSON.stringify({
-      compilerOptions: {
-        module: 'CommonJS',
-        moduleResolution: 'Node10',
-        target: 'ES2022',
-        lib: ['ES2023', 'ESNext.Disposable'],
-        strict: true,
-        noEmit: true,
-        types: ['node'],
-        esModuleInterop: true,
-      },
-      files: ['check-node10.ts'],
-    }),
-  );
+  writeTsconfig(app, 'tsconfig.node10.json', { module: 'CommonJS', moduleResolution: 'Node10', noEmit: true, esModuleInterop: true }, [
+    'check-node10.ts',
+  ]);
   step('tsc (moduleResolution Node10): redis-rwlock and redis-rwlock/testing resolve, typed');
   await run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], app);
 
@@ -294,21 +281,7 @@ try {
     app5,
   );
   writeFileSync(path.join(app5, 'app.mts'), IOREDIS5_CONSUMER);
-  writeFileSync(
-    path.join(app5, 'tsconfig.json'),
-    JSON.stringify({
-      compilerOptions: {
-        module: 'NodeNext',
-        moduleResolution: 'NodeNext',
-        target: 'ES2022',
-        lib: ['ES2023', 'ESNext.Disposable'],
-        strict: true,
-        outDir: 'out',
-        types: ['node'],
-      },
-      files: ['app.mts'],
-    }),
-  );
+  writeTsconfig(app5, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
   step('tsc, then node: new LockClient(an ioredis 5 Redis) type-checks, locks and releases');
   await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app5);
   console.log(`        ${(await run('node', ['out/app.mjs'], app5, 60_000)).trim()}`);
