@@ -6,7 +6,8 @@
 //    `attw` (@arethetypeswrong/cli) must find no problem in it.
 // 2. A new project in a temp dir: `npm install <tarball> ioredis @types/node`
 //    (with --prefer-offline: the npm cache serves what it can). A second one
-//    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too.
+//    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too,
+//    and a third on iovalkey (the fork of ioredis, taken by its shape).
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
 //    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
@@ -179,6 +180,26 @@ function writeTsconfig(dir: string, name: string, options: Record<string, unknow
   writeFileSync(path.join(dir, name), JSON.stringify({ compilerOptions, files }));
 }
 
+/** An application on iovalkey (the Valkey project's fork of ioredis): typed and run, on one server. */
+const IOVALKEY_CONSUMER = `
+import assert from 'node:assert/strict';
+import { Redis as Valkey } from 'iovalkey';
+import { LockClient } from 'redis-rwlock';
+import { startRedisServer } from 'redis-rwlock/testing';
+
+const server = await startRedisServer();
+const valkey = new Valkey({ host: '127.0.0.1', port: server.port });
+const locks = new LockClient(valkey);
+const writer = await locks.lock('orders:{6}').acquireWrite();
+assert.equal(await locks.lock('orders:{6}').tryAcquireRead({ owner: 'other' }), null);
+await writer.release();
+assert.equal((await locks.inspect('orders:{6}')).mode, 'free');
+await locks.close();
+valkey.disconnect();
+await server.stop();
+console.log(JSON.stringify({ client: 'iovalkey', ok: true }));
+`;
+
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
 let failed = false;
 try {
@@ -288,7 +309,25 @@ try {
   const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
   if (copies.length !== 1)
     throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
-  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5');
+
+  const appValkey = path.join(tmp, 'app-iovalkey');
+  mkdirSync(appValkey);
+  writeFileSync(
+    path.join(appValkey, 'package.json'),
+    JSON.stringify({ name: 'rwlock-iovalkey', version: '1.0.0', private: true, type: 'module' }, null, 2),
+  );
+  step(`npm install ${filename} iovalkey (a project on iovalkey)`);
+  await run(
+    'npm',
+    ['install', tarball, 'iovalkey', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    appValkey,
+  );
+  writeFileSync(path.join(appValkey, 'app.mts'), IOVALKEY_CONSUMER);
+  writeTsconfig(appValkey, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
+  step('tsc, then node: new LockClient(an iovalkey Redis) type-checks, locks and releases');
+  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], appValkey);
+  console.log(`        ${(await run('node', ['out/app.mjs'], appValkey, 60_000)).trim()}`);
+  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5 and on iovalkey');
 } catch (error) {
   failed = true;
   console.error(error instanceof Error ? error.message : error);

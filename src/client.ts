@@ -31,7 +31,7 @@ import {
   resolveClientOptions,
 } from './options.js';
 import { runAsOwner } from './owner-context.js';
-import { isClosed, isUsableClient, type RedisClient, redisFailure } from './redis.js';
+import { type IoredisCompatibleClient, isClosed, isUsableClient, type RedisClient, redisFailure } from './redis.js';
 import { WakeupHub } from './wakeups.js';
 
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
@@ -90,7 +90,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   private readonly recentLocks = new Map<string, RWLock>();
   private readonly telemetry: Telemetry;
 
-  constructor(redis: RedisClient | readonly RedisClient[], options?: LockClientOptions) {
+  constructor(redis: IoredisCompatibleClient | readonly IoredisCompatibleClient[], options?: LockClientOptions) {
     super();
     const redlock = (options as { mode?: unknown } | undefined)?.mode === 'redlock';
     if (Array.isArray(redis) && !redlock) {

@@ -3,7 +3,7 @@ import { defineScripts, runScript } from './backends/scripts.js';
 import { InvalidArgumentError, StaleFenceError } from './errors.js';
 import { describe, hashTagOf } from './keys/keys.js';
 import { duration } from './options.js';
-import { isUsableClient, type RedisClient, redisFailure } from './redis.js';
+import { asRedisClient, type IoredisCompatibleClient, isUsableClient, redisFailure } from './redis.js';
 
 /** Options of {@link fencedSet}. */
 export interface FencedSetOptions {
@@ -62,20 +62,21 @@ export function fenceKeyOf(key: string): string {
  * ```
  */
 export async function fencedSet(
-  redis: RedisClient,
+  redis: IoredisCompatibleClient,
   key: string,
   value: string | Buffer | number,
   fence: number | { readonly fence: number },
   options?: FencedSetOptions,
 ): Promise<void> {
   const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
+  const client = asRedisClient(redis);
   if (typeof value !== 'string' && typeof value !== 'number' && !Buffer.isBuffer(value)) {
     throw new InvalidArgumentError('value', `must be a string, number or Buffer, got ${describe(value)}`);
   }
   const ttlMs = options?.ttlMs === undefined ? 0 : duration('ttlMs', options.ttlMs, 1);
   let reply: [number, string];
   try {
-    reply = await runScript(redis, 'fencedSet', [key, fenceKey, value as string, f, ttlMs]);
+    reply = await runScript(client, 'fencedSet', [key, fenceKey, value as string, f, ttlMs]);
   } catch (error) {
     throw redisFailure(`writing "${key}" with fence ${f}`, error, {});
   }
@@ -99,14 +100,14 @@ export async function fencedSet(
  * ```
  */
 export async function fencedGet(
-  redis: RedisClient,
+  redis: IoredisCompatibleClient,
   key: string,
   fence: number | { readonly fence: number },
   options?: Pick<FencedSetOptions, 'fenceKey'>,
 ): Promise<string | null> {
   const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   try {
-    return await runScript(redis, 'fencedGet', [key, fenceKey, f]);
+    return await runScript(asRedisClient(redis), 'fencedGet', [key, fenceKey, f]);
   } catch (error) {
     throw redisFailure(`reading "${key}" with fence ${f}`, error, {});
   }
@@ -114,7 +115,7 @@ export async function fencedGet(
 
 /** The checked arguments of {@link fencedSet} and {@link fencedGet}; defines the scripts on `redis`. */
 function fencedArguments(
-  redis: RedisClient,
+  redis: IoredisCompatibleClient,
   key: string,
   fence: number | { readonly fence: number },
   fenceKeyOption: string | undefined,

@@ -72,4 +72,4 @@ export type {
   ResolvedReplicaAck,
   TryAcquireOptions,
 } from './options.js';
-export type { RedisClient } from './redis.js';
+export type { IoredisCompatibleClient, RedisClient } from './redis.js';

@@ -3,8 +3,32 @@ import type { Cluster, Redis } from 'ioredis';
 import { ClientClosedError, NoPermissionError, RedisUnavailableError, RWLockError, type RWLockErrorContext } from './errors.js';
 import { LUA_SOURCES } from './lua/scripts.generated.js';
 
-/** The ioredis clients a {@link LockClient} runs on. */
+/** The ioredis clients a {@link LockClient} runs on, as the library uses them inside. */
 export type RedisClient = Redis | Cluster;
+
+/**
+ * What `new LockClient(redis)` and the fencing functions take: an ioredis
+ * `Redis` or `Cluster` (ioredis 5 or 6), or a client with ioredis' API such
+ * as iovalkey's `Redis` and `Cluster`. Checked by shape, not by class, so
+ * another copy or a fork of ioredis fits; the library uses these methods
+ * and the rest of ioredis' API behind them (`duplicate`, sharded pub/sub,
+ * a Cluster's `nodes`).
+ */
+export interface IoredisCompatibleClient {
+  /** Defines a Lua script as a command (EVALSHA, EVAL on NOSCRIPT): how the library runs its scripts. */
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
+  /** A new connection with the same options: the library's wake-up subscriber. */
+  duplicate(...args: never[]): unknown;
+  /** Any command by name: the library's server check (`COMMAND INFO`). */
+  call(...args: never[]): unknown;
+  /** The connection's state (`ready`, `end`, ...): a closed client is refused. */
+  readonly status: string;
+}
+
+/** `client` as the library uses it inside (the constructor checked its shape). */
+export function asRedisClient(client: IoredisCompatibleClient): RedisClient {
+  return client as unknown as RedisClient;
+}
 
 /** Duck-typed, so that a Cluster from another copy of ioredis is recognised too. */
 export function isCluster(client: RedisClient): client is Cluster {
