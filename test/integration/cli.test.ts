@@ -325,6 +325,9 @@ forEachTopology('CLI', (ctx) => {
         await old.releaseWrite();
         // A library writer re-taking its lock during the watch: library writes, no old ones.
         const renewals = setInterval(() => void legacy.withWrite('b', () => sleep(20)).catch(() => undefined), 50);
+        // And one holding its lock through the watch, renewed every ~200 ms: its key holds a token at every look.
+        const renewing = new LockClient(redis, { mode: 'legacy', legacyKeys: taggedLegacyKeys, leaseMs: 600 });
+        const held = await renewing.lock('c').acquireWrite();
         try {
           // Looks 70 ms apart: a multiple of the writer's 50 ms period would see it at one phase only, maybe never held.
           const quiet = await cli(['migrate-check', '--watch-ms', '2500', '--interval-ms', '70', ...TAGGED, ...target(ctx)]);
@@ -340,10 +343,14 @@ forEachTopology('CLI', (ctx) => {
           expect(progress.length, quiet.stderr).to.be.within(2, 3);
           expect(quiet.stdout).to.not.include('writes so far');
           expect(quiet.stdout).to.include('{b}:write');
+          // Its VALUE column shows a writer's owner token shortened, never whole (tables; --json has it whole).
+          expect(quiet.stdout).to.include(`{c}:write`).and.to.include(shortToken(held.token));
+          expect(quiet.stdout).to.not.match(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/);
           expect(quiet.stdout).to.match(/ written or held, 0 of them by old processes\n/); // library keys are not counted as old
           expect(quiet.stdout).to.match(/no old process seen \(\d+ write\(s\) by library processes\)/);
         } finally {
           clearInterval(renewals);
+          await renewing.close();
         }
       } finally {
         await legacy.close();
