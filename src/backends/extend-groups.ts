@@ -1,3 +1,12 @@
+import type { LockKeys } from '../keys/keys.js';
+import type { ExtendRequest } from './backend.js';
+
+/**
+ * Leases renewed by one script call at most: bounds how long one renewal
+ * blocks the Redis server (each lease costs a handful of commands).
+ */
+export const EXTEND_BATCH = 2500;
+
 /**
  * Renews leases with one call per group of requests (a node, or a slot), so
  * that a group that fails (its node unreachable, its slot moving) does not
@@ -15,4 +24,28 @@ export async function extendByGroup(
   const failed = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed.length > 0 && failed.length === settled.length) throw failed[0]!.reason;
   return results;
+}
+
+/**
+ * Extends the leases of one group in script calls of at most
+ * {@link EXTEND_BATCH}, each call's arguments as the extend scripts take
+ * them (lua/extend.lua): the key count, the first lock's keys (they route the
+ * call), then each lease's keys, owner and lease length. Writes each
+ * lease's result into `results`.
+ */
+export async function extendInChunks(
+  requests: readonly ExtendRequest[],
+  indexes: readonly number[],
+  results: number[],
+  names: (keys: LockKeys) => readonly string[],
+  run: (args: (string | number)[]) => Promise<number[]>,
+): Promise<void> {
+  for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
+    const chunk = indexes.slice(start, start + EXTEND_BATCH);
+    const first = names(requests[chunk[0]!]!.keys);
+    const args: (string | number)[] = [first.length, ...first];
+    for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+    const reply = await run(args);
+    chunk.forEach((i, k) => (results[i] = reply[k]!));
+  }
 }

@@ -3,8 +3,8 @@ import type { LockKeys } from '../keys/keys.js';
 import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
 import { isCluster, type RedisClient } from '../redis.js';
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
-import { extendByGroup } from './extend-groups.js';
-import { describeState, EXTEND_BATCH, parseAcquireReply } from './hash.js';
+import { extendByGroup, extendInChunks } from './extend-groups.js';
+import { describeState, pairs, parseAcquireReply } from './replies.js';
 import { defineScripts, type LegacyKeys, runScript } from './scripts.js';
 
 /** The member of a lock's readers registry that stands for old readers (never an owner token). */
@@ -56,15 +56,9 @@ export class LegacyBackend implements LockBackend {
       if (list) list.push(i);
       else groups.set(slot, [i]);
     });
-    return extendByGroup(requests.length, [...groups.values()], async (indexes, results) => {
-      for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
-        const chunk = indexes.slice(start, start + EXTEND_BATCH);
-        const args: (string | number)[] = [6, ...legacyNames(requests[chunk[0]!]!.keys)];
-        for (const i of chunk) args.push(...legacyNames(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
-        const reply = await runScript(this.client, 'legacyExtend', args);
-        chunk.forEach((i, k) => (results[i] = reply[k]!));
-      }
-    });
+    return extendByGroup(requests.length, [...groups.values()], (indexes, results) =>
+      extendInChunks(requests, indexes, results, legacyNames, (args) => runScript(this.client, 'legacyExtend', args)),
+    );
   }
 
   async abandon(keys: LockKeys, owner: string, drop = ''): Promise<void> {
@@ -99,12 +93,6 @@ function asLegacy(keys: LockKeys): LegacyLockKeys {
 function legacyNames(keys: LockKeys): LegacyKeys {
   const k = asLegacy(keys);
   return [k.state, k.leases, k.queue, k.read, k.write, k.readers];
-}
-
-function pairs(flat: string[]): Map<string, string> {
-  const map = new Map<string, string>();
-  for (let i = 0; i < flat.length; i += 2) map.set(flat[i]!, flat[i + 1]!);
-  return map;
 }
 
 /** Until deleted: how inspect reports an old key without a TTL. */

@@ -5,7 +5,8 @@
  * up to that many leases.
  */
 import { expect } from 'chai';
-import { EXTEND_BATCH, HashBackend } from '../../src/backends/hash.js';
+import { EXTEND_BATCH } from '../../src/backends/extend-groups.js';
+import { HashBackend } from '../../src/backends/hash.js';
 import { lockKeys } from '../../src/keys/keys.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { scriptCalls } from '../support/redis-stats.js';

@@ -16,7 +16,7 @@
 // see when a lease ran out. Time is then a logical clock: the order of steps.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { describeState, parseAcquireReply } from '../../src/backends/hash.js';
+import { describeState, pairs, parseAcquireReply } from '../../src/backends/replies.js';
 import { defineScripts, runScript } from '../../src/backends/scripts.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
@@ -371,7 +371,6 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
 
 async function inspect(redis: RedisClient, keys: LockKeys) {
   const [now, fields, leases, queue] = await runScript(redis, 'inspect', [keys.state, keys.leases, keys.queue]);
-  const pairs = (flat: string[]) => new Map(flat.flatMap((v, i) => (i % 2 === 0 ? [[v, flat[i + 1]!] as const] : [])));
   const info = describeState('sm', keys.state, now, pairs(fields), pairs(leases), queue);
   return {
     writer: info.writer && { owner: info.writer.owner, holds: info.writer.holds },
