@@ -123,7 +123,7 @@ export class Holdings implements LeaseHost {
     // A reentrant hold of the same mode keeps its holding's fence (the server returns it too;
     // in redlock mode another majority of nodes may have answered, with another highest fence).
     const fence = holding.leases.find((l) => l.mode === mode)?.fence ?? grant.fence;
-    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, holdId);
+    const lease = new Lease(this, resource, mode, owner, fence, leaseMs, autoRenew, holdId, grant.replicasAcked);
     lease.grantedAt = sentAt;
     holding.leases.push(lease);
     this.leaseCount++;

@@ -32,12 +32,6 @@ export class Lease implements AsyncDisposable {
   releaseUnknown = false;
   /** @internal When its acquire was sent (performance.now): the grant came a little later. */
   grantedAt = 0;
-  /**
-   * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
-   * mode, the fewest of any granting node); undefined when not asked for.
-   */
-  replicasAcked: number | undefined;
-
   /** @internal Leases are made by acquisitions, never by users. */
   constructor(
     private readonly host: LeaseHost,
@@ -57,6 +51,11 @@ export class Lease implements AsyncDisposable {
     readonly autoRenew: boolean,
     /** @internal The id of the acquire that took this hold; its release names it. */
     readonly holdId: string,
+    /**
+     * With `replicaAck`: how many replicas acknowledged the grant (in `redlock`
+     * mode, the fewest of any granting node); undefined when not asked for.
+     */
+    readonly replicasAcked: number | undefined,
   ) {
     this.leaseMs = leaseMs;
   }

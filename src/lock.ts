@@ -206,7 +206,6 @@ export class RWLock {
         const outcome = await this.attempt(request, context, bound);
         if (outcome.granted) {
           const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
-          lease.replicasAcked = outcome.replicasAcked;
           ctx.telemetry.granted(lease, performance.now() - started);
           return lease;
         }
