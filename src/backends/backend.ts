@@ -15,10 +15,10 @@ export type AcquireOutcome =
     }
   | { readonly granted: false; readonly retryAfterMs: number; readonly reason: BlockReason };
 
-export interface AcquireRequest {
+export interface AcquireRequest<K extends LockKeys = LockKeys> {
   /** The resource name, for errors raised below the lock. */
   readonly resource: string;
-  readonly keys: LockKeys;
+  readonly keys: K;
   readonly mode: LockMode;
   readonly owner: string;
   /**
@@ -40,8 +40,8 @@ export interface AcquireRequest {
   readonly replicaAck?: ResolvedReplicaAck | undefined;
 }
 
-export interface ExtendRequest {
-  readonly keys: LockKeys;
+export interface ExtendRequest<K extends LockKeys = LockKeys> {
+  readonly keys: K;
   readonly owner: string;
   readonly leaseMs: number;
 }
@@ -134,29 +134,29 @@ export interface LegacyInfo {
  * One storage layout. The lock, waiting and renewal logic above it is the same
  * for every mode; a backend only says how one operation runs on Redis.
  */
-export interface LockBackend {
+export interface LockBackend<K extends LockKeys = LockKeys> {
   /** The Redis names of one resource's lock, checked to share one Cluster slot. */
-  keysFor(resource: string): LockKeys;
-  acquire(request: AcquireRequest): Promise<AcquireOutcome>;
+  keysFor(resource: string): K;
+  acquire(request: AcquireRequest<K>): Promise<AcquireOutcome>;
   /**
    * Releases hold `holdId`. True when it was released, now or by an earlier
    * delivery of the same release while the owner still holds that mode;
    * false when the owner holds nothing of that mode.
    */
-  release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean>;
+  release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean>;
   /**
    * For each request, the lease left in ms after extending, 0 when it is no
    * longer held, or NaN when its node could not be asked this time (the
    * caller tries again later). Throws when no request could be asked.
    */
-  extend(requests: readonly ExtendRequest[]): Promise<number[]>;
+  extend(requests: readonly ExtendRequest<K>[]): Promise<number[]>;
   /**
    * Withdraws a waiting writer's intent and, with `drop`, one hold (the id of
    * an acquire whose outcome was unknown) or, with {@link ALL_HOLDS}, every
    * hold of the owner. Repeating it changes nothing more.
    */
-  abandon(keys: LockKeys, owner: string, drop?: string): Promise<void>;
-  inspect(resource: string, keys: LockKeys): Promise<LockInfo>;
+  abandon(keys: K, owner: string, drop?: string): Promise<void>;
+  inspect(resource: string, keys: K): Promise<LockInfo>;
 }
 
 /** `abandon`'s `drop` for every hold of the owner (never a hold id). */

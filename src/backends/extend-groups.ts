@@ -33,11 +33,11 @@ export async function extendByGroup(
  * call), then each lease's keys, owner and lease length. Writes each
  * lease's result into `results`.
  */
-export async function extendInChunks(
-  requests: readonly ExtendRequest[],
+export async function extendInChunks<K extends LockKeys>(
+  requests: readonly ExtendRequest<K>[],
   indexes: readonly number[],
   results: number[],
-  names: (keys: LockKeys) => readonly string[],
+  names: (keys: K) => readonly string[],
   run: (args: (string | number)[]) => Promise<number[]>,
 ): Promise<void> {
   for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {

@@ -1,5 +1,4 @@
 import type { LockMode } from '../errors.js';
-import type { LockKeys } from '../keys/keys.js';
 import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
 import { isCluster, type RedisClient } from '../redis.js';
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
@@ -18,7 +17,7 @@ export const OLD_READERS_MEMBER = '';
  * two old processes would. The scripts are the hash-mode ones with the
  * `legacy` peer hooks (lua/includes/legacy.lua).
  */
-export class LegacyBackend implements LockBackend {
+export class LegacyBackend implements LockBackend<LegacyLockKeys> {
   constructor(
     private readonly client: RedisClient,
     private readonly prefix: string,
@@ -33,7 +32,7 @@ export class LegacyBackend implements LockBackend {
     return legacyLockKeys(this.prefix, resource, pair, this.layout, isCluster(this.client));
   }
 
-  async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
+  async acquire(r: AcquireRequest<LegacyLockKeys>): Promise<AcquireOutcome> {
     const names = legacyNames(r.keys);
     const reply = await (r.mode === 'read'
       ? runScript(this.client, 'legacyAcquireRead', [...names, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
@@ -41,12 +40,11 @@ export class LegacyBackend implements LockBackend {
     return parseAcquireReply(reply, r.leaseMs);
   }
 
-  async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
-    const k = asLegacy(keys);
+  async release(k: LegacyLockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     return (await runScript(this.client, 'legacyRelease', [...legacyNames(k), owner, mode, k.channel, k.peerChannel, holdId])) >= 0;
   }
 
-  async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+  async extend(requests: readonly ExtendRequest<LegacyLockKeys>[]): Promise<number[]> {
     // One call per slot on a Cluster (each script touches one slot), one for all on one server.
     const groups = new Map<number, number[]>();
     const cluster = isCluster(this.client);
@@ -61,13 +59,11 @@ export class LegacyBackend implements LockBackend {
     );
   }
 
-  async abandon(keys: LockKeys, owner: string, drop = ''): Promise<void> {
-    const k = asLegacy(keys);
+  async abandon(k: LegacyLockKeys, owner: string, drop = ''): Promise<void> {
     await runScript(this.client, 'legacyAbandon', [...legacyNames(k), owner, drop, k.channel, k.peerChannel]);
   }
 
-  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
-    const k = asLegacy(keys);
+  async inspect(resource: string, k: LegacyLockKeys): Promise<LockInfo> {
     const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = await runScript(
       this.client,
       'legacyInspect',
@@ -81,17 +77,8 @@ export class LegacyBackend implements LockBackend {
   }
 }
 
-function asLegacy(keys: LockKeys): LegacyLockKeys {
-  const k = keys as Partial<LegacyLockKeys>;
-  if (typeof k.read !== 'string' || typeof k.write !== 'string' || typeof k.readers !== 'string') {
-    throw new TypeError('a legacy or bridge lock was given keys of another mode');
-  }
-  return keys as LegacyLockKeys;
-}
-
 /** The keys every legacy/bridge script takes, in their KEYS order. */
-function legacyNames(keys: LockKeys): LegacyKeys {
-  const k = asLegacy(keys);
+function legacyNames(k: LegacyLockKeys): LegacyKeys {
   return [k.state, k.leases, k.queue, k.read, k.write, k.readers];
 }
 
