@@ -53,7 +53,7 @@ export interface WatchProgress {
   readonly elapsedMs: number;
   readonly rounds: number;
   readonly keysSeen: number;
-  /** Changes seen between looks so far, by writer (a first count; the report's are exact). */
+  /** Writes seen between looks so far, by writer: created, refreshed and deleted keys, as the report counts them. */
   readonly oldWrites: number;
   readonly libraryWrites: number;
 }
@@ -147,6 +147,22 @@ function wholeMs(value: string | undefined, name: string, fallback: number, min:
 
 const writerOf = (value: string | null): Writer => (value === '1' ? 'old' : 'library');
 
+/**
+ * What happened to a key between two looks, the second at server time
+ * `at`, and by whom; undefined when nothing did (or it merely expired).
+ */
+function changeBetween(before: Look, after: Look, at: number): { event: keyof KeyReport['events']; writer: Writer } | undefined {
+  if (before.value === null && after.value !== null) return { event: 'created', writer: writerOf(after.value) };
+  if (before.value !== null && after.value === null) {
+    // Gone before its TTL ran out: released (an expiry is no write).
+    return before.expireAt < 0 || before.expireAt > at ? { event: 'deleted', writer: writerOf(before.value) } : undefined;
+  }
+  if (after.value !== null && (after.value !== before.value || after.expireAt !== before.expireAt)) {
+    return { event: 'refreshed', writer: writerOf(after.value) };
+  }
+  return undefined;
+}
+
 /** Looks at the legacy keys every `intervalMs` for `watchMs` and reports what changed. */
 export async function watch(
   redis: RedisClient,
@@ -175,7 +191,8 @@ export async function watch(
     for (const [key, look] of looks) {
       const list = history.get(key) ?? Array.from({ length: rounds }, () => ({ value: null, expireAt: -2 }));
       const before = list[list.length - 1];
-      if (before && (before.value !== look.value || before.expireAt !== look.expireAt)) seenWrites[writerOf(look.value ?? before.value)]++;
+      const change = before && changeBetween(before, look, now);
+      if (change) seenWrites[change.writer]++;
       list.push(look);
       history.set(key, list);
     }
@@ -205,14 +222,8 @@ export async function watch(
   for (const [key, looks] of [...history].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const events = { created: { old: 0, library: 0 }, refreshed: { old: 0, library: 0 }, deleted: { old: 0, library: 0 } };
     for (let i = 1; i < looks.length; i++) {
-      const [before, after] = [looks[i - 1]!, looks[i]!];
-      if (before.value === null && after.value !== null) events.created[writerOf(after.value)]++;
-      else if (before.value !== null && after.value === null) {
-        // Gone before its TTL ran out: released (an expiry is no write).
-        if (before.expireAt < 0 || before.expireAt > times[i]!) events.deleted[writerOf(before.value)]++;
-      } else if (after.value !== null && (after.value !== before.value || after.expireAt !== before.expireAt)) {
-        events.refreshed[writerOf(after.value)]++;
-      }
+      const change = changeBetween(looks[i - 1]!, looks[i]!, times[i]!);
+      if (change) events[change.event][change.writer]++;
     }
     const noticed = (oldReaders.get(key) ?? []).reduce((n, score, i, all) => n + (i > 0 && score > all[i - 1]! ? 1 : 0), 0);
     const last = looks[looks.length - 1]!;
