@@ -17,6 +17,7 @@ import type { RedisClient } from '../../src/redis.js';
 import { startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { handOffWrite } from '../support/handoff.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -75,15 +76,7 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     const redis = clientAs(ctx, 'app', passwordOf(app));
     const locks = open(redis, { leaseMs: 600 });
     const other = open(clientAs(ctx, 'app', passwordOf(app)), { recheckMs: 20_000 });
-    const lease = await locks.lock('job:{1}').acquireWrite();
-    const waiter = other.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
-    await eventually('the writer queued', async () => (await locks.inspect('job:{1}')).queue.length > 0);
-    await eventually('a renewal past the first lease', () => locks.stats().renewals >= 2, 5_000);
-    expect(lease.held).to.equal(true);
-    await lease.extend(5_000);
-    expect((await locks.inspect('job:{1}')).writer?.owner).to.equal(lease.token);
-    await lease.release();
-    const next = await waiter; // woken by the release (recheckMs is 20 s), over the permitted channel
+    const next = await handOffWrite(locks, other, 'job:{1}'); // the wake-up comes over the permitted channel
     const reader = await locks.lock('job:{2}').acquireRead();
     await Promise.all([next.release(), reader.release()]);
     expect(locks.stats().subscriberErrors + other.stats().subscriberErrors).to.equal(0);

@@ -9,7 +9,7 @@ import { expect } from 'chai';
 import { Redis as Valkey, Cluster as ValkeyCluster } from 'iovalkey';
 import { fencedGet, fencedSet, LockClient } from '../../src/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
-import { eventually } from '../support/eventually.js';
+import { handOffWrite } from '../support/handoff.js';
 import { totalKeys } from '../support/redis-stats.js';
 
 /** An iovalkey client of the topology. */
@@ -40,16 +40,7 @@ forEachTopology('iovalkey as the client', (ctx) => {
   it('acquires, waits and is woken, extends, inspects and releases', async () => {
     const { locks } = open({ leaseMs: 600 });
     const { locks: other } = open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up
-    const lease = await locks.lock('job:{1}').acquireWrite();
-    const waiter = other.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
-    await eventually('the writer queued', async () => (await locks.inspect('job:{1}')).queue.length > 0);
-    await eventually('renewals past the first lease', () => locks.stats().renewals >= 2, 5_000);
-    await lease.extend(5_000);
-    expect((await locks.inspect('job:{1}')).writer?.owner).to.equal(lease.token);
-    await lease.release();
-    const next = await waiter;
-    expect(next.held).to.equal(true);
-    await next.release();
+    await (await handOffWrite(locks, other, 'job:{1}')).release();
     const readers = await Promise.all([locks.lock('job:{1}').acquireRead(), other.lock('job:{1}').acquireRead()]);
     expect((await locks.inspect('job:{1}')).readers).to.have.length(2);
     await Promise.all(readers.map((r) => r.release()));

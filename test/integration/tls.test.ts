@@ -18,7 +18,7 @@ import {
   startRedisCluster,
   startRedisServer,
 } from '../../src/testing/index.js';
-import { eventually } from '../support/eventually.js';
+import { handOffWrite } from '../support/handoff.js';
 import { rejection } from '../support/rejection.js';
 
 /** The LockClient user of docs/operations.md, with the guarded data's keys added (the application's own). */
@@ -115,15 +115,7 @@ for (const make of [standaloneTls, clusterTls]) {
     it('acquires, waits and is woken, renews, extends, inspects, releases and force-releases', async () => {
       const locks = open({ leaseMs: 600 });
       const other = open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up, over the TLS subscriber
-      const lease = await locks.lock('job:{1}').acquireWrite();
-      const waiter = other.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
-      await eventually('the writer queued', async () => (await locks.inspect('job:{1}')).queue.length > 0);
-      await eventually('renewals past the first lease', () => locks.stats().renewals >= 2, 5_000);
-      await lease.extend(5_000);
-      expect((await locks.inspect('job:{1}')).writer?.owner).to.equal(lease.token);
-      await lease.release();
-      const next = await waiter;
-      expect(next.held).to.equal(true);
+      await handOffWrite(locks, other, 'job:{1}');
       expect((await other.forceRelease('job:{1}')).deleted.length).to.be.greaterThan(0);
       expect((await locks.inspect('job:{1}')).mode).to.equal('free');
       expect(locks.stats().subscriberErrors + other.stats().subscriberErrors).to.equal(0);
