@@ -200,6 +200,27 @@ await server.stop();
 console.log(JSON.stringify({ client: 'iovalkey', ok: true }));
 `;
 
+/**
+ * A fresh ESM project on `client` (an npm spec) with `tarball` installed:
+ * `source` is type-checked with tsc, then run; returns the project's dir.
+ */
+async function typedApp(tarball: string, name: string, client: string, what: string, source: string): Promise<string> {
+  const dir = path.join(tmp, `app-${name}`);
+  mkdirSync(dir);
+  writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ name: `rwlock-${name}`, version: '1.0.0', private: true, type: 'module' }),
+  );
+  step(`npm install ${path.basename(tarball)} ${client} (a project on ${name})`);
+  await run('npm', ['install', tarball, client, '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+  writeFileSync(path.join(dir, 'app.mts'), source);
+  writeTsconfig(dir, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
+  step(`tsc, then node: new LockClient(${what}) type-checks, locks and releases`);
+  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], dir);
+  console.log(`        ${(await run('node', ['out/app.mjs'], dir, 60_000)).trim()}`);
+  return dir;
+}
+
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
 let failed = false;
 try {
@@ -289,44 +310,11 @@ try {
   step('tsc (moduleResolution Node10): redis-rwlock and redis-rwlock/testing resolve, typed');
   await run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], app);
 
-  const app5 = path.join(tmp, 'app-ioredis5');
-  mkdirSync(app5);
-  writeFileSync(
-    path.join(app5, 'package.json'),
-    JSON.stringify({ name: 'rwlock-ioredis5', version: '1.0.0', private: true, type: 'module' }, null, 2),
-  );
-  step(`npm install ${filename} ioredis@^5 (a project on ioredis 5, the peer dependency's older major)`);
-  await run(
-    'npm',
-    ['install', tarball, 'ioredis@^5', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
-    app5,
-  );
-  writeFileSync(path.join(app5, 'app.mts'), IOREDIS5_CONSUMER);
-  writeTsconfig(app5, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
-  step('tsc, then node: new LockClient(an ioredis 5 Redis) type-checks, locks and releases');
-  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], app5);
-  console.log(`        ${(await run('node', ['out/app.mjs'], app5, 60_000)).trim()}`);
+  const app5 = await typedApp(tarball, 'ioredis5', 'ioredis@^5', 'an ioredis 5 Redis', IOREDIS5_CONSUMER);
   const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
   if (copies.length !== 1)
     throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
-
-  const appValkey = path.join(tmp, 'app-iovalkey');
-  mkdirSync(appValkey);
-  writeFileSync(
-    path.join(appValkey, 'package.json'),
-    JSON.stringify({ name: 'rwlock-iovalkey', version: '1.0.0', private: true, type: 'module' }, null, 2),
-  );
-  step(`npm install ${filename} iovalkey (a project on iovalkey)`);
-  await run(
-    'npm',
-    ['install', tarball, 'iovalkey', '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
-    appValkey,
-  );
-  writeFileSync(path.join(appValkey, 'app.mts'), IOVALKEY_CONSUMER);
-  writeTsconfig(appValkey, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
-  step('tsc, then node: new LockClient(an iovalkey Redis) type-checks, locks and releases');
-  await run(process.execPath, [TSC, '-p', 'tsconfig.json'], appValkey);
-  console.log(`        ${(await run('node', ['out/app.mjs'], appValkey, 60_000)).trim()}`);
+  await typedApp(tarball, 'iovalkey', 'iovalkey', 'an iovalkey Redis', IOVALKEY_CONSUMER);
   step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5 and on iovalkey');
 } catch (error) {
   failed = true;
