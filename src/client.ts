@@ -4,6 +4,7 @@ import type { LockBackend, LockInfo } from './backends/backend.js';
 import { createBackend } from './backends/index.js';
 import { redlockClients } from './backends/redlock.js';
 import { Cleanups } from './cleanups.js';
+import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
 import { Deadlines } from './deadlines.js';
 import {
   AcquireTimeoutError,
@@ -31,7 +32,7 @@ import {
   resolveClientOptions,
 } from './options.js';
 import { runAsOwner } from './owner-context.js';
-import { type IoredisCompatibleClient, isClosed, isUsableClient, type RedisClient, redisFailure } from './redis.js';
+import { redisFailure } from './redis.js';
 import { WakeupHub } from './wakeups.js';
 
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
@@ -60,7 +61,7 @@ export interface LockClientEvents {
   renewalFailed: [error: RedisUnavailableError, leases: readonly Lease[]];
   /**
    * A subscriber connection (wake-ups of waiting acquisitions) failed, or
-   * subscribing to a lock's wake-ups did. ioredis reconnects; meanwhile
+   * subscribing to a lock's wake-ups did. The client library reconnects; meanwhile
    * waiters re-check every `recheckMs` instead of being woken.
    */
   subscriberError: [error: Error];
@@ -75,8 +76,9 @@ export interface LockClientEvents {
 }
 
 /**
- * Read-write locks on one Redis server or Redis Cluster, through the ioredis
- * client you pass (the LockClient never closes it). Create one per process
+ * Read-write locks on one Redis server or Redis Cluster, through the Redis
+ * client you pass: ioredis 5 or 6 (or iovalkey), or node-redis 5, connected
+ * (the LockClient never closes it). Create one per process
  * and client, and `close()` it on shutdown. In `redlock` mode, pass an array
  * of clients, one per independent server or Cluster (at least 3).
  */
@@ -84,13 +86,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   /** The options in force, defaults filled in. */
   readonly options: ResolvedClientOptions;
   private readonly ctx: LockContext;
-  private readonly clients: readonly RedisClient[];
+  private readonly clients: readonly Driver[];
   private isClosedFlag = false;
   /** Recently used locks by resource: a lock is immutable, and reusing one skips validating and hashing the name. */
   private readonly recentLocks = new Map<string, RWLock>();
   private readonly telemetry: Telemetry;
 
-  constructor(redis: IoredisCompatibleClient | readonly IoredisCompatibleClient[], options?: LockClientOptions) {
+  constructor(redis: LockRedisClient | readonly LockRedisClient[], options?: LockClientOptions) {
     super();
     const redlock = (options as { mode?: unknown } | undefined)?.mode === 'redlock';
     if (Array.isArray(redis) && !redlock) {
@@ -99,12 +101,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
         'an array of clients is for mode "redlock" (a majority of independent servers); pass { mode: \'redlock\' }',
       );
     }
-    if (!redlock && !isUsableClient(redis)) {
-      throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
-    }
-    const clients = redlock ? redlockClients(redis) : [redis as RedisClient];
-    if (clients.some(isClosed)) {
-      throw new ClientClosedError('the ioredis client passed to LockClient is closed; pass an open one');
+    const driver = redlock ? undefined : driverFor(redis);
+    if (!redlock && !driver) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
+    const clients = redlock ? redlockClients(redis) : [driver!];
+    if (clients.some((c) => c.closed)) {
+      throw new ClientClosedError('the Redis client passed to LockClient is closed (node-redis: or not yet connected); pass an open one');
     }
     this.clients = clients;
     this.options = resolveClientOptions(options, validatePrefix);
@@ -133,7 +134,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       }),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),
-      redisClosed: () => this.clients.some(isClosed),
+      redisClosed: () => this.clients.some((c) => c.closed),
       nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
       telemetry,
       cleanups: new Cleanups(),
@@ -328,7 +329,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
    * waits in progress with `ClientClosedError`, closes the subscriber
    * connections, and waits (up to `redisTimeoutMs`) until what aborted or
    * unanswered acquires took has been given back, so that quitting the
-   * Redis client next leaves nothing locked. The ioredis client passed in
+   * Redis client next leaves nothing locked. The Redis client passed in
    * stays open.
    */
   async close(): Promise<void> {
@@ -418,8 +419,8 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   private assertOpen(context: RWLockErrorContext): void {
     if (this.isClosedFlag) throw new ClientClosedError('this LockClient is closed; create a new one', context);
-    if (this.clients.some(isClosed)) {
-      throw new ClientClosedError('the ioredis client under this LockClient is closed; pass an open one', context);
+    if (this.clients.some((c) => c.closed)) {
+      throw new ClientClosedError('the Redis client under this LockClient is closed; pass an open one', context);
     }
   }
 }

@@ -1,9 +1,10 @@
 import calculateSlot from 'cluster-key-slot';
-import { defineScripts, runScript } from './backends/scripts.js';
+import { runScript } from './backends/scripts.js';
+import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
 import { InvalidArgumentError, StaleFenceError } from './errors.js';
 import { describe, hashTagOf } from './keys/keys.js';
 import { duration } from './options.js';
-import { asRedisClient, type IoredisCompatibleClient, isUsableClient, redisFailure } from './redis.js';
+import { redisFailure } from './redis.js';
 
 /** Options of {@link fencedSet}. */
 export interface FencedSetOptions {
@@ -62,14 +63,13 @@ export function fenceKeyOf(key: string): string {
  * ```
  */
 export async function fencedSet(
-  redis: IoredisCompatibleClient,
+  redis: LockRedisClient,
   key: string,
   value: string | Buffer | number,
   fence: number | { readonly fence: number },
   options?: FencedSetOptions,
 ): Promise<void> {
-  const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
-  const client = asRedisClient(redis);
+  const { client, f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   if (typeof value !== 'string' && typeof value !== 'number' && !Buffer.isBuffer(value)) {
     throw new InvalidArgumentError('value', `must be a string, number or Buffer, got ${describe(value)}`);
   }
@@ -100,27 +100,28 @@ export async function fencedSet(
  * ```
  */
 export async function fencedGet(
-  redis: IoredisCompatibleClient,
+  redis: LockRedisClient,
   key: string,
   fence: number | { readonly fence: number },
   options?: Pick<FencedSetOptions, 'fenceKey'>,
 ): Promise<string | null> {
-  const { f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
+  const { client, f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   try {
-    return await runScript(asRedisClient(redis), 'fencedGet', [key, fenceKey, f]);
+    return await runScript(client, 'fencedGet', [key, fenceKey, f]);
   } catch (error) {
     throw redisFailure(`reading "${key}" with fence ${f}`, error, {});
   }
 }
 
-/** The checked arguments of {@link fencedSet} and {@link fencedGet}; defines the scripts on `redis`. */
+/** The checked arguments of {@link fencedSet} and {@link fencedGet}, and the driver of `redis`. */
 function fencedArguments(
-  redis: IoredisCompatibleClient,
+  redis: LockRedisClient,
   key: string,
   fence: number | { readonly fence: number },
   fenceKeyOption: string | undefined,
-): { f: number; fenceKey: string } {
-  if (!isUsableClient(redis)) throw new InvalidArgumentError('redis', 'must be an ioredis Redis or Cluster instance');
+): { client: Driver; f: number; fenceKey: string } {
+  const client = driverFor(redis);
+  if (!client) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
   if (typeof key !== 'string' || key.length === 0)
     throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
   const f = typeof fence === 'object' && fence !== null ? fence.fence : fence;
@@ -131,6 +132,5 @@ function fencedArguments(
   if (typeof fenceKey !== 'string' || calculateSlot(fenceKey) !== calculateSlot(key) || fenceKey === key) {
     throw new InvalidArgumentError('fenceKey', `must be another key in the Cluster slot of ${describe(key)}, got ${describe(fenceKey)}`);
   }
-  defineScripts(redis);
-  return { f, fenceKey };
+  return { client, f, fenceKey };
 }

@@ -1,7 +1,7 @@
-import { defineScripts, runScript } from './backends/scripts.js';
+import { runScript } from './backends/scripts.js';
+import type { Driver } from './clients/driver.js';
 import type { LockKeys } from './keys/keys.js';
 import { isLegacyLockKeys, legacyTwinNames } from './keys/legacy.js';
-import type { RedisClient } from './redis.js';
 
 /** What {@link LockClient.forceRelease} did. */
 export interface ForcedRelease {
@@ -29,7 +29,6 @@ export function lockFootprint(keys: LockKeys, prefix: string): { names: string[]
 }
 
 /** Deletes the lock's keys on one server (one script: atomic) and wakes its waiters; the names deleted. */
-export async function forceReleaseOn(client: RedisClient, names: readonly string[], channels: readonly string[]): Promise<string[]> {
-  defineScripts(client);
+export async function forceReleaseOn(client: Driver, names: readonly string[], channels: readonly string[]): Promise<string[]> {
   return runScript(client, 'forceRelease', [names.length, ...names, ...channels]);
 }

@@ -1,6 +1,7 @@
 /**
  * `redis-rwlock`: distributed read-write locks on one Redis server or a Redis
- * Cluster, through ioredis. Start with {@link LockClient}: `locks.lock(resource)`
+ * Cluster, through ioredis (5 or 6, or iovalkey) or node-redis 5. Start with
+ * {@link LockClient}: `locks.lock(resource)`
  * gives a resource's {@link RWLock}; `locks.withRead` / `locks.withWrite` run a
  * function under a lease. Every error is an {@link RWLockError}.
  *
@@ -24,6 +25,7 @@
 export type { BlockReason, HolderInfo, LegacyInfo, LegacyKeyInfo, LockInfo, WaiterInfo } from './backends/backend.js';
 export { MIN_REDLOCK_NODES } from './backends/redlock.js';
 export { LockClient, type LockClientEvents } from './client.js';
+export type { LockRedisClient, NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './clients/index.js';
 export {
   AcquireAbortedError,
   AcquireTimeoutError,

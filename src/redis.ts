@@ -7,12 +7,12 @@ import { LUA_SOURCES } from './lua/scripts.generated.js';
 export type RedisClient = Redis | Cluster;
 
 /**
- * What `new LockClient(redis)` and the fencing functions take: an ioredis
- * `Redis` or `Cluster` (ioredis 5 or 6), or a client with ioredis' API such
- * as iovalkey's `Redis` and `Cluster`. Checked by shape, not by class, so
- * another copy or a fork of ioredis fits; the library uses these methods
- * and the rest of ioredis' API behind them (`duplicate`, sharded pub/sub,
- * a Cluster's `nodes`).
+ * An ioredis `Redis` or `Cluster` (ioredis 5 or 6), or a client with
+ * ioredis' API such as iovalkey's `Redis` and `Cluster`: one of the clients
+ * `new LockClient(redis)` and the fencing functions take (`LockRedisClient`).
+ * Checked by shape, not by class, so another copy or a fork of ioredis fits;
+ * the library uses these methods and the rest of ioredis' API behind them
+ * (`duplicate`, sharded pub/sub, a Cluster's `nodes`).
  */
 export interface IoredisCompatibleClient {
   /** Defines a Lua script as a command (EVALSHA, EVAL on NOSCRIPT): how the library runs its scripts. */
@@ -23,11 +23,6 @@ export interface IoredisCompatibleClient {
   call(...args: never[]): unknown;
   /** The connection's state (`ready`, `end`, ...): a closed client is refused. */
   readonly status: string;
-}
-
-/** `client` as the library uses it inside (the constructor checked its shape). */
-export function asRedisClient(client: IoredisCompatibleClient): RedisClient {
-  return client as unknown as RedisClient;
 }
 
 /** Duck-typed, so that a Cluster from another copy of ioredis is recognised too. */
@@ -59,13 +54,17 @@ export function isClosed(client: RedisClient): boolean {
   );
 }
 
-/** Wraps an ioredis failure into a typed error that says what to do. */
+/**
+ * Wraps a failure of the Redis client (either library) into a typed error
+ * that says what to do.
+ */
 export function redisFailure(what: string, cause: unknown, context: RWLockErrorContext, client?: RedisClient): RWLockError {
   if (cause instanceof RWLockError) return cause;
   const message = cause instanceof Error ? cause.message : String(cause);
-  // "Connection is closed." is also what a Cluster answers for commands in flight to a master
-  // that just died: a transient failure, unless the client itself was closed.
-  if (client !== undefined && isClosed(client)) {
+  // ioredis' "Connection is closed." is also what a Cluster answers for commands in flight to a
+  // master that just died: a transient failure, unless the client itself was closed. node-redis
+  // says ClientClosedError only of a client closed (or never connected) by its user.
+  if ((client !== undefined && isClosed(client)) || isNodeRedisClosedError(cause)) {
     return new ClientClosedError(`${what} failed: the Redis client was closed (${message}); use an open client`, {
       ...context,
       cause,
@@ -112,4 +111,9 @@ let shas: Map<string, string> | undefined;
 /** The library's scripts by their SHA-1, as Redis names them in errors. */
 function scriptsBySha(): Map<string, string> {
   return (shas ??= new Map(Object.values(LUA_SOURCES).map((source) => [createHash('sha1').update(source).digest('hex'), source])));
+}
+
+/** node-redis' `ClientClosedError` ("The client is closed"), known by its class name: the library does not import node-redis. */
+function isNodeRedisClosedError(error: unknown): boolean {
+  return error instanceof Error && error.constructor.name === 'ClientClosedError';
 }

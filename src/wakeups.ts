@@ -1,6 +1,4 @@
-import calculateSlot from 'cluster-key-slot';
-import type { Cluster, Redis } from 'ioredis';
-import { isCluster, type RedisClient } from './redis.js';
+import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
 const LINGER_MS = 5_000;
@@ -75,7 +73,7 @@ export interface WakeupObserver {
  * subscriber per node, and a release on any node wakes.
  */
 export class WakeupHub {
-  private readonly clients: readonly RedisClient[];
+  private readonly clients: readonly Driver[];
   private readonly subscribers: (Subscriber | undefined)[];
   private readonly watchers = new Map<string, Set<Watch>>();
   /** Per channel, the subscription on each client; undefined where it is not (yet) made. */
@@ -83,10 +81,10 @@ export class WakeupHub {
   private readonly lingering = new Map<string, NodeJS.Timeout>();
 
   constructor(
-    client: RedisClient | readonly RedisClient[],
+    clients: readonly Driver[],
     private readonly observer?: WakeupObserver,
   ) {
-    this.clients = Array.isArray(client) ? [...(client as readonly RedisClient[])] : [client as RedisClient];
+    this.clients = [...clients];
     this.subscribers = this.clients.map(() => undefined);
   }
 
@@ -182,133 +180,19 @@ export class WakeupHub {
   private connection(i: number): Subscriber {
     let sub = this.subscribers[i];
     if (!sub) {
-      const client = this.clients[i]!;
       const events: SubscriberEvents = {
         message: (channel, message) => {
           this.observer?.message();
           for (const w of this.watchers.get(channel) ?? []) w.notify(message);
         },
-        // Connection errors are retried by ioredis; waiters fall back to re-checks meanwhile.
+        // Connection errors are retried by the client library; waiters fall back to re-checks meanwhile.
         error: (error) => this.observer?.error(error),
         lost: (channels) => this.lost(i, channels),
       };
-      sub = isCluster(client)
-        ? new ClusterSubscriber(client, events)
-        : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
+      sub = this.clients[i]!.subscriber(events);
       this.subscribers[i] = sub;
     }
     return sub;
-  }
-}
-
-interface SubscriberEvents {
-  message(channel: string, message: string): void;
-  error(error: Error): void;
-  /** Subscriptions that ended without being asked to (a slot moved, a connection gave up). */
-  lost(channels: readonly string[]): void;
-}
-
-/** Where one client's wake-up subscriptions are made. */
-interface Subscriber {
-  subscribe(channel: string): Promise<void>;
-  unsubscribe(channel: string): void;
-  close(): void;
-}
-
-/** One server: one subscriber connection, which ioredis reconnects and resubscribes. */
-class ServerSubscriber implements Subscriber {
-  constructor(
-    private readonly connection: Redis,
-    events: SubscriberEvents,
-  ) {
-    connection.on('smessage', events.message);
-    connection.on('error', events.error);
-  }
-
-  async subscribe(channel: string): Promise<void> {
-    await this.connection.ssubscribe(channel);
-  }
-
-  unsubscribe(channel: string): void {
-    this.connection.sunsubscribe(channel).catch(() => undefined);
-  }
-
-  close(): void {
-    this.connection.disconnect();
-  }
-}
-
-/**
- * A Cluster: one plain connection to each master whose locks have waiters,
- * made from the Cluster client's own connection to that master (same
- * address, credentials, TLS), for the channels of the slots it serves. A
- * second Cluster client would open a connection to every node (READONLY to
- * each replica) and one more for CLUSTER INFO. When a channel's slot moves
- * (ioredis emits `moved`) or a connection gives up, its channels are handed
- * back to the hub, which subscribes them again where they live now.
- */
-class ClusterSubscriber implements Subscriber {
-  private readonly byNode = new Map<string, { connection: Redis; channels: Set<string> }>();
-
-  constructor(
-    private readonly cluster: Cluster,
-    private readonly events: SubscriberEvents,
-  ) {}
-
-  async subscribe(channel: string): Promise<void> {
-    const node = this.nodeFor(channel);
-    node.channels.add(channel);
-    await node.connection.ssubscribe(channel);
-  }
-
-  unsubscribe(channel: string): void {
-    for (const [key, node] of this.byNode) {
-      if (!node.channels.delete(channel)) continue;
-      if (node.channels.size > 0) node.connection.sunsubscribe(channel).catch(() => undefined);
-      else this.drop(key); // its last channel: no connection kept for nothing
-    }
-  }
-
-  close(): void {
-    for (const key of [...this.byNode.keys()]) this.drop(key);
-  }
-
-  private nodeFor(channel: string): { connection: Redis; channels: Set<string> } {
-    const key = this.cluster.slots[calculateSlot(channel)]?.[0];
-    const master = key === undefined ? undefined : this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
-    if (key === undefined || !master) {
-      this.cluster.refreshSlotsCache();
-      throw new Error(`no master known yet for the slot of wake-up channel "${channel}"; waiters re-check meanwhile`);
-    }
-    let node = this.byNode.get(key);
-    if (!node) {
-      const connection = master.duplicate({
-        lazyConnect: false,
-        readOnly: false,
-        retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)),
-      });
-      node = { connection, channels: new Set() };
-      const lost = () => {
-        if (this.byNode.get(key)?.connection !== connection) return;
-        const channels = [...this.byNode.get(key)!.channels];
-        this.drop(key);
-        this.cluster.refreshSlotsCache(); // where do they live now?
-        this.events.lost(channels);
-      };
-      connection.on('smessage', this.events.message);
-      connection.on('error', this.events.error);
-      connection.on('moved', lost); // a channel's slot left this node (MOVED, or the server's sunsubscribe)
-      connection.on('end', lost); // it gave up reconnecting
-      this.byNode.set(key, node);
-    }
-    return node;
-  }
-
-  private drop(key: string): void {
-    const node = this.byNode.get(key);
-    if (!node) return;
-    this.byNode.delete(key);
-    node.connection.disconnect();
   }
 }
 

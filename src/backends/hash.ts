@@ -1,19 +1,17 @@
+import type { Driver } from '../clients/driver.js';
 import type { LockMode } from '../errors.js';
 import { type LockKeys, lockKeys } from '../keys/keys.js';
-import { isCluster, type RedisClient } from '../redis.js';
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
 import { extendByGroup, extendInChunks } from './extend-groups.js';
 import { describeState, pairs, parseAcquireReply } from './replies.js';
-import { defineScripts, type HashKeys, runScript } from './scripts.js';
+import { type HashKeys, runScript } from './scripts.js';
 
 /** The default layout: one hash and one deadline index per lock, on one server or one Cluster slot. */
 export class HashBackend implements LockBackend {
   constructor(
-    private readonly client: RedisClient,
+    private readonly client: Driver,
     private readonly prefix: string,
-  ) {
-    defineScripts(client);
-  }
+  ) {}
 
   keysFor(resource: string): LockKeys {
     return lockKeys(this.prefix, resource);
@@ -37,7 +35,7 @@ export class HashBackend implements LockBackend {
         await this.extendGroup(requests, indexes, results);
       } catch (error) {
         // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
-        if (!isCluster(this.client) || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error)))
+        if (!this.client.cluster || !/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error)))
           throw error;
         const bySlot = new Map<number, number[]>();
         for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
@@ -64,10 +62,9 @@ export class HashBackend implements LockBackend {
 
   /** Request indexes grouped so that each group's keys live on one node. */
   private groupByNode(requests: readonly ExtendRequest[]): number[][] {
-    if (!isCluster(this.client)) return [requests.map((_, i) => i)];
-    const slots = this.client.slots;
+    if (!this.client.cluster) return [requests.map((_, i) => i)];
     const groups = new Map<string, number[]>();
-    requests.forEach((r, i) => push(groups, slots[r.keys.slot]?.[0] ?? `slot:${r.keys.slot}`, i));
+    requests.forEach((r, i) => push(groups, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
     return [...groups.values()];
   }
 }

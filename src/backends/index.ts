@@ -1,5 +1,5 @@
+import type { Driver } from '../clients/driver.js';
 import type { ResolvedClientOptions } from '../options.js';
-import type { RedisClient } from '../redis.js';
 import type { LockBackend } from './backend.js';
 import { HashBackend } from './hash.js';
 import { LegacyBackend } from './legacy.js';
@@ -10,18 +10,18 @@ import { ReplicaAckBackend } from './replica-ack.js';
  * The storage layout a LockClient runs on, chosen by its `mode` option. The
  * lock, waiting and renewal logic is the same for every mode.
  */
-export function createBackend(redis: RedisClient | readonly RedisClient[], options: ResolvedClientOptions): LockBackend {
+export function createBackend(redis: Driver | readonly Driver[], options: ResolvedClientOptions): LockBackend {
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: RedisClient) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node));
+    const nodes = redis.map((node: Driver) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
-  const client = redis as RedisClient;
+  const client = redis as Driver;
   // Replica acknowledgement (WAIT after a grant) costs nothing when a request does not ask for it.
   return new ReplicaAckBackend(singleNodeBackend(client, options), client);
 }
 
-function singleNodeBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {
+function singleNodeBackend(redis: Driver, options: ResolvedClientOptions): LockBackend {
   switch (options.mode) {
     case 'legacy':
     case 'bridge':

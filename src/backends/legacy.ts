@@ -1,10 +1,10 @@
+import type { Driver } from '../clients/driver.js';
 import type { LockMode } from '../errors.js';
 import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
-import { isCluster, type RedisClient } from '../redis.js';
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LegacyInfo, LockBackend, LockInfo } from './backend.js';
 import { extendByGroup, extendInChunks } from './extend-groups.js';
 import { describeState, pairs, parseAcquireReply } from './replies.js';
-import { defineScripts, type LegacyKeys, runScript } from './scripts.js';
+import { type LegacyKeys, runScript } from './scripts.js';
 
 /** The member of a lock's readers registry that stands for old readers (never an owner token). */
 export const OLD_READERS_MEMBER = '';
@@ -19,17 +19,15 @@ export const OLD_READERS_MEMBER = '';
  */
 export class LegacyBackend implements LockBackend<LegacyLockKeys> {
   constructor(
-    private readonly client: RedisClient,
+    private readonly client: Driver,
     private readonly prefix: string,
     private readonly legacyKeys: (resource: string) => LegacyKeyPair,
     private readonly layout: 'legacy' | 'bridge',
-  ) {
-    defineScripts(client);
-  }
+  ) {}
 
   keysFor(resource: string): LegacyLockKeys {
     const pair = resolveLegacyPair(this.legacyKeys, resource);
-    return legacyLockKeys(this.prefix, resource, pair, this.layout, isCluster(this.client));
+    return legacyLockKeys(this.prefix, resource, pair, this.layout, this.client.cluster);
   }
 
   async acquire(r: AcquireRequest<LegacyLockKeys>): Promise<AcquireOutcome> {
@@ -47,7 +45,7 @@ export class LegacyBackend implements LockBackend<LegacyLockKeys> {
   async extend(requests: readonly ExtendRequest<LegacyLockKeys>[]): Promise<number[]> {
     // One call per slot on a Cluster (each script touches one slot), one for all on one server.
     const groups = new Map<number, number[]>();
-    const cluster = isCluster(this.client);
+    const cluster = this.client.cluster;
     requests.forEach((r, i) => {
       const slot = cluster ? r.keys.slot : 0;
       const list = groups.get(slot);

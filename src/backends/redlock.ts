@@ -1,7 +1,7 @@
+import { type Driver, driverFor, NOT_A_CLIENT } from '../clients/index.js';
 import { InvalidArgumentError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
 import { describe, type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
-import { isCluster, isUsableClient, type RedisClient } from '../redis.js';
 import {
   type AcquireOutcome,
   type AcquireRequest,
@@ -33,15 +33,16 @@ export function quorumOf(n: number): number {
 
 /**
  * The nodes of a `redlock` client, checked: an array of at least
- * {@link MIN_REDLOCK_NODES} distinct ioredis clients on distinct servers.
+ * {@link MIN_REDLOCK_NODES} distinct Redis clients on distinct servers,
+ * each with its driver.
  * An even count is accepted (it tolerates no more failures than one node
  * fewer would).
  */
-export function redlockClients(value: unknown): RedisClient[] {
+export function redlockClients(value: unknown): Driver[] {
   if (!Array.isArray(value)) {
     throw new InvalidArgumentError(
       'redis',
-      `mode "redlock" takes an array of at least ${MIN_REDLOCK_NODES} ioredis clients (one per independent server or Cluster), got ${describe(value)}`,
+      `mode "redlock" takes an array of at least ${MIN_REDLOCK_NODES} Redis clients (one per independent server or Cluster), got ${describe(value)}`,
     );
   }
   if (value.length < MIN_REDLOCK_NODES) {
@@ -52,17 +53,16 @@ export function redlockClients(value: unknown): RedisClient[] {
     );
   }
   const seen = new Map<string, number>();
-  value.forEach((client: unknown, i) => {
-    if (!isUsableClient(client)) {
-      throw new InvalidArgumentError('redis', `element ${i} must be an ioredis Redis or Cluster instance, got ${describe(client)}`);
-    }
+  return value.map((client: unknown, i) => {
+    const driver = driverFor(client);
+    if (!driver) throw new InvalidArgumentError('redis', `element ${i} ${NOT_A_CLIENT}, got ${describe(client)}`);
     if (value.indexOf(client) !== i) {
       throw new InvalidArgumentError(
         'redis',
         `elements ${value.indexOf(client)} and ${i} are the same client; pass one client per independent server`,
       );
     }
-    for (const address of addressesOf(client)) {
+    for (const address of driver.addresses()) {
       const other = seen.get(address);
       if (other !== undefined && other !== i) {
         throw new InvalidArgumentError(
@@ -72,31 +72,13 @@ export function redlockClients(value: unknown): RedisClient[] {
       }
       seen.set(address, i);
     }
+    return driver;
   });
-  return [...value] as RedisClient[];
-}
-
-/** Where a client connects, normalised (loopback names alike); a Cluster: every startup node. */
-function addressesOf(client: RedisClient): string[] {
-  const loopback = (host: string | undefined) =>
-    host === undefined || host === 'localhost' || host === '127.0.0.1' || host === '::1' ? '127.0.0.1' : host.toLowerCase();
-  if (isCluster(client)) {
-    const nodes = (client as unknown as { startupNodes?: unknown }).startupNodes;
-    if (!Array.isArray(nodes)) return [];
-    return nodes.flatMap((n: unknown) => {
-      if (typeof n === 'string') return [n.replace(/^redis:\/\//, '')];
-      if (typeof n === 'number') return [`127.0.0.1:${n}`];
-      const node = n as { host?: string; port?: number };
-      return [`${loopback(node.host)}:${node.port ?? 6379}`];
-    });
-  }
-  const o = client.options;
-  return o.path ? [`unix:${o.path}`] : [`${loopback(o.host)}:${o.port ?? 6379}`];
 }
 
 /** A node's address for messages. */
-export function addressOf(client: RedisClient): string {
-  return addressesOf(client)[0] ?? (isCluster(client) ? 'a Cluster' : 'a Redis server');
+function addressOf(client: Driver): string {
+  return client.addresses()[0] ?? (client.cluster ? 'a Cluster' : 'a Redis server');
 }
 
 /** The reason a refusal reports, when the nodes refused for several: the one that lasts longest first. */
@@ -125,7 +107,7 @@ export class RedlockBackend implements LockBackend {
   private readonly addresses: string[];
 
   constructor(
-    clients: readonly RedisClient[],
+    clients: readonly Driver[],
     private readonly nodes: readonly NodeBackend[],
     private readonly prefix: string,
     private readonly options: ResolvedRedlockOptions,

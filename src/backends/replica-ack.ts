@@ -1,34 +1,8 @@
-import type { Redis } from 'ioredis';
-import { type LockMode, RedisUnavailableError, ReplicaAckError } from '../errors.js';
+import type { Driver } from '../clients/driver.js';
+import { type LockMode, ReplicaAckError } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
 import type { ResolvedReplicaAck } from '../options.js';
-import { isCluster, type RedisClient } from '../redis.js';
 import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
-
-/**
- * The connection that serves `slot`'s master: on one server the client
- * itself; on a Cluster the pooled connection ioredis sends that slot's
- * commands through (`cluster.slots[slot][0]` names the master). `WAIT` counts
- * the writes of the connection it is sent on, so it must be this one.
- */
-export function masterConnection(client: RedisClient, slot: number): Redis {
-  if (!isCluster(client)) return client;
-  const key = client.slots[slot]?.[0];
-  const node = key === undefined ? undefined : client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
-  if (!node) {
-    throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map: ${key ?? 'not loaded'})`);
-  }
-  return node;
-}
-
-/**
- * Sends `WAIT replicas timeoutMs` to the master that owns `slot`, on the
- * connection that wrote the grant, and resolves with the replicas that
- * acknowledged every write of that connection so far.
- */
-export async function waitForReplicas(client: RedisClient, slot: number, replicas: number, timeoutMs: number): Promise<number> {
-  return Number(await masterConnection(client, slot).wait(replicas, timeoutMs));
-}
 
 /**
  * Adds replica acknowledgement to a single-node backend: after a grant whose
@@ -40,7 +14,7 @@ export async function waitForReplicas(client: RedisClient, slot: number, replica
 export class ReplicaAckBackend implements LockBackend {
   constructor(
     private readonly inner: LockBackend,
-    private readonly client: RedisClient,
+    private readonly client: Driver,
   ) {}
 
   keysFor(resource: string): LockKeys {
@@ -57,7 +31,7 @@ export class ReplicaAckBackend implements LockBackend {
     if (!outcome.granted) return outcome;
     let acked: number;
     try {
-      acked = await waitForReplicas(this.client, r.keys.slot, ack.replicas, ack.timeoutMs);
+      acked = await this.client.waitForReplicas(r.keys.slot, ack.replicas, ack.timeoutMs);
     } catch {
       acked = 0; // unknown: count none
     }

@@ -1,6 +1,6 @@
+import type { Driver } from '../clients/driver.js';
 import { UnsupportedServerError } from '../errors.js';
-import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { isCluster, type RedisClient } from '../redis.js';
+import type { LUA_SOURCES } from '../lua/scripts.generated.js';
 
 /** Keys per script; `undefined` means the caller passes the key count first (variadic). */
 const NUMBER_OF_KEYS = {
@@ -91,30 +91,6 @@ export type ScriptArgs<N extends ScriptName> = ScriptTable[N][0];
 /** The reply of script `N`. */
 export type ScriptReply<N extends ScriptName> = ScriptTable[N][1];
 
-/** The command name a script is defined under on a client: namespaced, so it cannot clash with the user's own. */
-export const commandName = (name: ScriptName): string => `rwlock_${name}`;
-
-type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
-
-const defined = new WeakSet<object>();
-
-/**
- * Defines the scripts on `client` (once per client) with ioredis
- * `defineCommand`, which sends EVAL the first time on each connection and
- * EVALSHA after, and resends on NOSCRIPT (after SCRIPT FLUSH or a failover).
- */
-export function defineScripts(client: RedisClient): void {
-  if (defined.has(client)) return;
-  for (const name of Object.keys(LUA_SOURCES) as ScriptName[]) {
-    const numberOfKeys = NUMBER_OF_KEYS[name];
-    client.defineCommand(
-      commandName(name),
-      numberOfKeys === undefined ? { lua: LUA_SOURCES[name] } : { lua: LUA_SOURCES[name], numberOfKeys },
-    );
-  }
-  defined.add(client);
-}
-
 /**
  * How long the library tries a script call again while its slot migrates
  * between Cluster masters. ioredis follows ASK and MOVED and retries
@@ -129,30 +105,23 @@ export function defineScripts(client: RedisClient): void {
 export const MIGRATION_RETRY_MS = 3_000;
 
 /**
- * A reply that proves the script did not run: the slot is being migrated
- * (TRYAGAIN), or ioredis ran out of redirections following one.
+ * Runs script `name` through `client`'s driver. On a Cluster, a call refused
+ * because its slot is being migrated is tried again, with backoff, for up to
+ * {@link MIGRATION_RETRY_MS}. (On one server the driver's own promise is
+ * returned: no wrapper on the hot path.)
  */
-const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. Last error: (?:ReplyError: )?(?:TRYAGAIN|ASK|MOVED) )/;
-
-/**
- * Runs script `name` on `client`, which must have been passed to
- * {@link defineScripts}. On a Cluster, a call refused because its slot is
- * being migrated is tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}.
- * (On one server the call's own promise is returned: no wrapper on the hot path.)
- */
-export function runScript<N extends ScriptName>(client: RedisClient, name: N, args: ScriptArgs<N>): Promise<ScriptReply<N>> {
+export function runScript<N extends ScriptName>(client: Driver, name: N, args: ScriptArgs<N>): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
   if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args));
-  const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
-  const first = invoke.call(client, ...(args as readonly (string | number)[])) as Promise<ScriptReply<N>>;
-  if (!isCluster(client)) return first;
-  return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args as readonly (string | number)[], error)) as Promise<
-    ScriptReply<N>
-  >;
+  const numberOfKeys = NUMBER_OF_KEYS[name];
+  const flat = (numberOfKeys === undefined ? args : [numberOfKeys, ...args]) as readonly (string | number)[];
+  const first = client.script(name, flat) as Promise<ScriptReply<N>>;
+  if (!client.cluster) return first;
+  return first.catch((error: unknown) => retryWhileMigrating(client, name, flat, error)) as Promise<ScriptReply<N>>;
 }
 
 /** Each client's server check: `true` once passed, its promise while it runs or after it failed for good. */
-const serverChecks = new WeakMap<RedisClient, true | Promise<void>>();
+const serverChecks = new WeakMap<Driver, true | Promise<void>>();
 
 /**
  * Checks, once per client before its first script, that the server has what
@@ -162,8 +131,8 @@ const serverChecks = new WeakMap<RedisClient, true | Promise<void>>();
  * A server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
  * tell, and the scripts run: their own errors then say what failed.
  */
-function checkServer(client: RedisClient): Promise<void> {
-  const check = (client.call('COMMAND', 'INFO', 'SPUBLISH') as Promise<unknown>).then(
+function checkServer(client: Driver): Promise<void> {
+  const check = client.command(['COMMAND', 'INFO', 'SPUBLISH']).then(
     (reply) => {
       if (Array.isArray(reply) && reply[0] == null) {
         throw new UnsupportedServerError(
@@ -174,7 +143,7 @@ function checkServer(client: RedisClient): Promise<void> {
       serverChecks.set(client, true);
     },
     (error: unknown) => {
-      if ((error as { name?: unknown }).name !== 'ReplyError') {
+      if (!client.isReplyError(error)) {
         serverChecks.delete(client); // not answered: check again on the next call
         throw error;
       }
@@ -186,19 +155,13 @@ function checkServer(client: RedisClient): Promise<void> {
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
-async function retryWhileMigrating(
-  client: RedisClient,
-  invoke: Invoke,
-  args: readonly (string | number)[],
-  error: unknown,
-): Promise<unknown> {
+async function retryWhileMigrating(client: Driver, name: ScriptName, args: readonly (string | number)[], error: unknown): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
   for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (!NOT_RUN_WHILE_MIGRATING.test(message) || performance.now() + delay > deadline) throw error;
+    if (!client.notRunWhileMigrating(error) || performance.now() + delay > deadline) throw error;
     await new Promise((resolve) => setTimeout(resolve, delay));
     try {
-      return await invoke.call(client, ...args);
+      return await client.script(name, args);
     } catch (next) {
       error = next;
     }

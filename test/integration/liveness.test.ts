@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { defineScripts, runScript } from '../../src/backends/scripts.js';
+import { runScript } from '../../src/backends/scripts.js';
+import { driverFor } from '../../src/clients/index.js';
 import { AcquireTimeoutError, type Lease, LockClient, type LockClientOptions, RedisUnavailableError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -257,8 +258,7 @@ forEachTopology('liveness', (ctx) => {
     const holder = await locks.lock('dead-waiter').acquireWrite();
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
-    defineScripts(redis);
-    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
+    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = open({ fair: true }).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
-import { commandName, defineScripts } from '../../src/backends/scripts.js';
+import { driverFor } from '../../src/clients/index.js';
+import { commandName } from '../../src/clients/ioredis.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { masters } from '../support/redis-stats.js';
@@ -9,7 +10,7 @@ forEachTopology('Lua scripts', (ctx) => {
   for (const [name, lua] of Object.entries(LUA_SOURCES)) {
     it(`${name} loads on every master, under the SHA the client sends`, async () => {
       const redis = ctx.client();
-      defineScripts(redis);
+      driverFor(redis); // defines the scripts on it
       const sha = createHash('sha1').update(lua).digest('hex');
       // ioredis keeps the Script it sends EVALSHA with under the command's name.
       const script = (redis as unknown as { scriptsSet: Record<string, { sha: string }> }).scriptsSet[

@@ -15,9 +15,9 @@ import {
   type LockInfo,
 } from '../../src/backends/backend.js';
 import { type NodeBackend, RedlockBackend } from '../../src/backends/redlock.js';
+import type { Driver } from '../../src/clients/driver.js';
 import { type LockMode, QuorumError } from '../../src/errors.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
-import type { RedisClient } from '../../src/redis.js';
 
 type Answer<T> = T | Error | 'hang' | { delayMs: number; value: T | Error };
 
@@ -61,7 +61,7 @@ const granted = (fence: number, leaseRemainingMs = 1_000): AcquireOutcome => ({ 
 const refused = (reason: BlockReason, retryAfterMs = 100): AcquireOutcome => ({ granted: false, retryAfterMs, reason });
 
 const fakeClients = (n: number) =>
-  Array.from({ length: n }, (_, i) => ({ options: { host: '127.0.0.1', port: 7000 + i } }) as unknown as RedisClient);
+  Array.from({ length: n }, (_, i) => ({ cluster: false, addresses: () => [`127.0.0.1:${7000 + i}`] }) as unknown as Driver);
 
 function setup(n: number, nodeTimeoutMs = 100) {
   const nodes = Array.from({ length: n }, () => new StubNode());

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
+import { driverFor } from '../../src/clients/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { WakeupHub, Watch } from '../../src/wakeups.js';
 
@@ -75,7 +76,7 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
   beforeEach(() => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })));
   afterEach(() => clock.restore());
 
-  /** A stand-in for an ioredis client: records what the hub asks of its subscriber connection. */
+  /** A stand-in for an ioredis client, under its driver: records what the hub asks of its subscriber connection. */
   function fakeClient() {
     const calls: string[] = [];
     let duplicates = 0;
@@ -86,17 +87,18 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
       disconnect: () => void calls.push('disconnect'),
     };
     const client = {
+      defineCommand: () => undefined,
       duplicate: () => {
         duplicates++;
         return subscriber;
       },
     } as unknown as RedisClient;
-    return { client, calls, duplicates: () => duplicates };
+    return { client: driverFor(client), calls, duplicates: () => duplicates };
   }
 
   it('shares one connection and one subscription among the waiters of a lock', async () => {
     const fake = fakeClient();
-    const hub = new WakeupHub(fake.client);
+    const hub = new WakeupHub([fake.client]);
     const watches = [await hub.watch('a', 100), await hub.watch('a', 100), await hub.watch('b', 100)];
     expect(fake.duplicates()).to.equal(1);
     expect(fake.calls).to.deep.equal(['ssubscribe a', 'ssubscribe b']);
@@ -106,7 +108,7 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
 
   it('unsubscribes a channel exactly 5 s after its last waiter left, unless another came meanwhile', async () => {
     const fake = fakeClient();
-    const hub = new WakeupHub(fake.client);
+    const hub = new WakeupHub([fake.client]);
     (await hub.watch('a', 100)).close();
     await clock.tickAsync(4_999);
     expect(fake.calls).to.deep.equal(['ssubscribe a']);

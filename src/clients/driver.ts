@@ -1,0 +1,87 @@
+import type { ScriptName } from '../backends/scripts.js';
+
+/**
+ * What the library needs from a Redis client, and all it uses of one: the
+ * core and the backends see a client only through this. One adapter per
+ * client library (`ioredis.ts`: ioredis 5 and 6, iovalkey; `node-redis.ts`:
+ * node-redis 5), chosen once per client by {@link driverFor} (`index.ts`).
+ */
+export interface Driver {
+  /** The client has several masters (a Cluster): calls are routed by slot, and may meet a slot migration. */
+  readonly cluster: boolean;
+  /** True once the user's client was closed (node-redis: also before `connect()`); the library refuses to use it. */
+  readonly closed: boolean;
+  /**
+   * Runs library script `name` with `args` as `EVALSHA` takes them after the
+   * SHA (the key count, the keys, the arguments), on the master that owns the
+   * keys; `EVAL` when the server answers `NOSCRIPT`. Redirections are followed
+   * as the client library does; what is left is classified by
+   * {@link notRunWhileMigrating}. The hot path: one `EVALSHA`, no more.
+   */
+  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown>;
+  /** Any command, on any one node: the server check (`COMMAND INFO SPUBLISH`). */
+  command(args: readonly string[]): Promise<unknown>;
+  /**
+   * `WAIT replicas timeoutMs` on the connection that runs the commands of
+   * `slot`'s master (`WAIT` counts the writes of the connection it is sent
+   * on); resolves with the replicas that acknowledged.
+   */
+  waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number>;
+  /**
+   * The master that serves `slot` as far as the client knows (its address),
+   * or undefined before the slot map is loaded: renewal sends one call per
+   * master. The same for every slot on one server.
+   */
+  masterOf(slot: number): string | undefined;
+  /** Where the client connects (a Cluster: its startup nodes), loopback names alike: redlock's check for distinct servers. */
+  addresses(): string[];
+  /**
+   * A subscriber for wake-up messages on sharded channels, on connections
+   * of its own (one per server; on a Cluster one per master with channels),
+   * opened on the first subscription.
+   */
+  subscriber(events: SubscriberEvents): Subscriber;
+  /** The server answered `error` with an error reply (it was reached, and refused), not a failure to reach it. */
+  isReplyError(error: unknown): boolean;
+  /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
+  notRunWhileMigrating(error: unknown): boolean;
+}
+
+/** What a {@link Subscriber} reports. */
+export interface SubscriberEvents {
+  /** A message on a subscribed channel. */
+  message(channel: string, message: string): void;
+  /** A subscriber connection erred (the client library reconnects). */
+  error(error: Error): void;
+  /** Subscriptions that ended without being asked to (a slot moved, a connection gave up): subscribe them again. */
+  lost(channels: readonly string[]): void;
+}
+
+/** Where one client's wake-up subscriptions are made (`SSUBSCRIBE`). */
+export interface Subscriber {
+  /** Resolves once the server confirmed the subscription. */
+  subscribe(channel: string): Promise<void>;
+  unsubscribe(channel: string): void;
+  /** Ends every subscription and closes the connections it opened. */
+  close(): void;
+}
+
+/** Where a client connects, normalised so that loopback names compare equal. */
+export function addressOf(host: string | undefined, port: number | undefined): string {
+  const loopback = host === undefined || host === 'localhost' || host === '127.0.0.1' || host === '::1';
+  return `${loopback ? '127.0.0.1' : host.toLowerCase()}:${port ?? 6379}`;
+}
+
+/**
+ * A reply that proves a script did not run: its slot is being migrated
+ * (TRYAGAIN), or the client ran out of redirections following one (ioredis
+ * says "Too many Cluster redirections"; node-redis passes on the last ASK or
+ * MOVED).
+ */
+const NOT_RUN_WHILE_MIGRATING =
+  /^(?:TRYAGAIN|ASK |MOVED |Too many Cluster redirections\. Last error: (?:ReplyError: )?(?:TRYAGAIN|ASK|MOVED) )/;
+
+/** Whether `error` says the script was not run because its slot is migrating (either client library). */
+export function refusedWhileMigrating(error: unknown): boolean {
+  return NOT_RUN_WHILE_MIGRATING.test(error instanceof Error ? error.message : String(error));
+}

@@ -1,0 +1,46 @@
+import { type IoredisCompatibleClient, isUsableClient, type RedisClient } from '../redis.js';
+import type { Driver } from './driver.js';
+import { IoredisDriver } from './ioredis.js';
+import {
+  isNodeRedisClient,
+  isNodeRedisCluster,
+  NodeRedisClusterDriver,
+  type NodeRedisCompatibleClient,
+  type NodeRedisCompatibleCluster,
+  NodeRedisDriver,
+} from './node-redis.js';
+
+export type { Driver, Subscriber, SubscriberEvents } from './driver.js';
+export type { NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './node-redis.js';
+
+/**
+ * A Redis client the library runs on: an ioredis 5 or 6 `Redis` or
+ * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 client from
+ * `createClient()` or `createCluster()`, connected. Each is taken by its
+ * shape: the library imports no client library at run time.
+ */
+export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClient | NodeRedisCompatibleCluster;
+
+/** What `new LockClient(...)` and the fencing functions say when given something else. */
+export const NOT_A_CLIENT =
+  'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, or a node-redis 5 createClient() or createCluster() client';
+
+/** One driver per client: made on first use, shared by every LockClient and fencing call on it. */
+const drivers = new WeakMap<object, Driver>();
+
+/** The driver of `client`, or undefined when it is none of the clients the library knows. */
+export function driverFor(client: RedisClient): Driver;
+export function driverFor(client: unknown): Driver | undefined;
+export function driverFor(client: unknown): Driver | undefined {
+  if (typeof client !== 'object' || client === null) return undefined;
+  let driver = drivers.get(client);
+  if (driver) return driver;
+  if (isUsableClient(client)) driver = new IoredisDriver(client as RedisClient);
+  else if (isNodeRedisClient(client)) {
+    driver = isNodeRedisCluster(client)
+      ? new NodeRedisClusterDriver(client as NodeRedisCompatibleCluster)
+      : new NodeRedisDriver(client as NodeRedisCompatibleClient);
+  } else return undefined;
+  drivers.set(client, driver);
+  return driver;
+}

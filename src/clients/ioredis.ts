@@ -1,0 +1,193 @@
+import calculateSlot from 'cluster-key-slot';
+import type { Cluster, Redis } from 'ioredis';
+import type { ScriptName } from '../backends/scripts.js';
+import { RedisUnavailableError } from '../errors.js';
+import { LUA_SOURCES } from '../lua/scripts.generated.js';
+import { isClosed, isCluster, type RedisClient } from '../redis.js';
+import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+
+type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
+
+/** The command each script is defined under on a client: namespaced, so it cannot clash with the user's own. */
+const COMMANDS = Object.fromEntries(Object.keys(LUA_SOURCES).map((name) => [name, `rwlock_${name}`])) as Record<ScriptName, string>;
+
+/** The command script `name` is defined under on an ioredis client. */
+export const commandName = (name: ScriptName): string => COMMANDS[name];
+
+/**
+ * ioredis 5 and 6, and clients of its API (iovalkey): the scripts are defined
+ * on the client with `defineCommand` (EVALSHA, EVAL on NOSCRIPT: after SCRIPT
+ * FLUSH or a failover), each call passing its key count first; ioredis
+ * follows MOVED and ASK and retries TRYAGAIN itself.
+ */
+export class IoredisDriver implements Driver {
+  readonly cluster: boolean;
+
+  constructor(private readonly client: RedisClient) {
+    this.cluster = isCluster(client);
+    for (const name of Object.keys(COMMANDS) as ScriptName[]) client.defineCommand(COMMANDS[name], { lua: LUA_SOURCES[name] });
+  }
+
+  get closed(): boolean {
+    return isClosed(this.client);
+  }
+
+  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    return ((this.client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(this.client, args as (string | number)[]);
+  }
+
+  command(args: readonly string[]): Promise<unknown> {
+    return this.client.call(args[0]!, ...args.slice(1)) as Promise<unknown>;
+  }
+
+  async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
+    return Number(await masterConnection(this.client, slot).wait(replicas, timeoutMs));
+  }
+
+  masterOf(slot: number): string | undefined {
+    return isCluster(this.client) ? this.client.slots[slot]?.[0] : '';
+  }
+
+  addresses(): string[] {
+    const client = this.client;
+    if (isCluster(client)) {
+      const nodes = (client as unknown as { startupNodes?: unknown }).startupNodes;
+      if (!Array.isArray(nodes)) return [];
+      return nodes.map((n: unknown) => {
+        if (typeof n === 'string') return n.replace(/^redis:\/\//, '');
+        if (typeof n === 'number') return addressOf(undefined, n);
+        const node = n as { host?: string; port?: number };
+        return addressOf(node.host, node.port);
+      });
+    }
+    const o = client.options;
+    return [o.path ? `unix:${o.path}` : addressOf(o.host, o.port)];
+  }
+
+  subscriber(events: SubscriberEvents): Subscriber {
+    const client = this.client;
+    return isCluster(client)
+      ? new ClusterSubscriber(client, events)
+      : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
+  }
+
+  isReplyError(error: unknown): boolean {
+    return (error as { name?: unknown } | null)?.name === 'ReplyError';
+  }
+
+  notRunWhileMigrating(error: unknown): boolean {
+    return refusedWhileMigrating(error);
+  }
+}
+
+/**
+ * The connection that serves `slot`'s master: on one server the client
+ * itself; on a Cluster the pooled connection ioredis sends that slot's
+ * commands through (`cluster.slots[slot][0]` names the master).
+ */
+function masterConnection(client: RedisClient, slot: number): Redis {
+  if (!isCluster(client)) return client;
+  const key = client.slots[slot]?.[0];
+  const node = key === undefined ? undefined : client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+  if (!node) {
+    throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map: ${key ?? 'not loaded'})`);
+  }
+  return node;
+}
+
+/** One server: one subscriber connection, which ioredis reconnects and resubscribes. */
+class ServerSubscriber implements Subscriber {
+  constructor(
+    private readonly connection: Redis,
+    events: SubscriberEvents,
+  ) {
+    connection.on('smessage', events.message);
+    connection.on('error', events.error);
+  }
+
+  async subscribe(channel: string): Promise<void> {
+    await this.connection.ssubscribe(channel);
+  }
+
+  unsubscribe(channel: string): void {
+    this.connection.sunsubscribe(channel).catch(() => undefined);
+  }
+
+  close(): void {
+    this.connection.disconnect();
+  }
+}
+
+/**
+ * A Cluster: one plain connection to each master whose locks have waiters,
+ * made from the Cluster client's own connection to that master (same
+ * address, credentials, TLS), for the channels of the slots it serves. A
+ * second Cluster client would open a connection to every node (READONLY to
+ * each replica) and one more for CLUSTER INFO. When a channel's slot moves
+ * (ioredis emits `moved`) or a connection gives up, its channels are handed
+ * back to the hub, which subscribes them again where they live now.
+ */
+class ClusterSubscriber implements Subscriber {
+  private readonly byNode = new Map<string, { connection: Redis; channels: Set<string> }>();
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly events: SubscriberEvents,
+  ) {}
+
+  async subscribe(channel: string): Promise<void> {
+    const node = this.nodeFor(channel);
+    node.channels.add(channel);
+    await node.connection.ssubscribe(channel);
+  }
+
+  unsubscribe(channel: string): void {
+    for (const [key, node] of this.byNode) {
+      if (!node.channels.delete(channel)) continue;
+      if (node.channels.size > 0) node.connection.sunsubscribe(channel).catch(() => undefined);
+      else this.drop(key); // its last channel: no connection kept for nothing
+    }
+  }
+
+  close(): void {
+    for (const key of [...this.byNode.keys()]) this.drop(key);
+  }
+
+  private nodeFor(channel: string): { connection: Redis; channels: Set<string> } {
+    const key = this.cluster.slots[calculateSlot(channel)]?.[0];
+    const master = key === undefined ? undefined : this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+    if (key === undefined || !master) {
+      this.cluster.refreshSlotsCache();
+      throw new Error(`no master known yet for the slot of wake-up channel "${channel}"; waiters re-check meanwhile`);
+    }
+    let node = this.byNode.get(key);
+    if (!node) {
+      const connection = master.duplicate({
+        lazyConnect: false,
+        readOnly: false,
+        retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)),
+      });
+      node = { connection, channels: new Set() };
+      const lost = () => {
+        if (this.byNode.get(key)?.connection !== connection) return;
+        const channels = [...this.byNode.get(key)!.channels];
+        this.drop(key);
+        this.cluster.refreshSlotsCache(); // where do they live now?
+        this.events.lost(channels);
+      };
+      connection.on('smessage', this.events.message);
+      connection.on('error', this.events.error);
+      connection.on('moved', lost); // a channel's slot left this node (MOVED, or the server's sunsubscribe)
+      connection.on('end', lost); // it gave up reconnecting
+      this.byNode.set(key, node);
+    }
+    return node;
+  }
+
+  private drop(key: string): void {
+    const node = this.byNode.get(key);
+    if (!node) return;
+    this.byNode.delete(key);
+    node.connection.disconnect();
+  }
+}

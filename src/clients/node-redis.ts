@@ -1,0 +1,311 @@
+import { createHash } from 'node:crypto';
+import type { ScriptName } from '../backends/scripts.js';
+import { RedisUnavailableError } from '../errors.js';
+import { LUA_SOURCES } from '../lua/scripts.generated.js';
+import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+
+/**
+ * A node-redis 5 client, what `createClient()` (from `redis` or
+ * `@redis/client`) returns, connected: `await createClient(...).connect()`.
+ * Taken by its shape (no import of node-redis), so any copy of it fits;
+ * the library sends its scripts with `sendCommand` (EVALSHA, EVAL on
+ * NOSCRIPT), and subscribes to wake-ups on a `duplicate()` of it.
+ */
+export interface NodeRedisCompatibleClient {
+  /** False before `connect()` and after `close()`/`destroy()`: such a client is refused. */
+  readonly isOpen: boolean;
+  sendCommand(args: never, ...rest: never[]): Promise<unknown>;
+  duplicate(...args: never[]): unknown;
+  sSubscribe(...args: never[]): Promise<unknown>;
+}
+
+/**
+ * A node-redis 5 Cluster client, what `createCluster()` returns, connected.
+ * The library routes its scripts with `sendCommand(firstKey, ...)`, sends
+ * `WAIT` through `nodeClient()` of a slot's master, and subscribes to
+ * wake-ups with its `sSubscribe` (a connection per master, which node-redis
+ * moves with the slots).
+ */
+export interface NodeRedisCompatibleCluster {
+  readonly isOpen: boolean;
+  sendCommand(firstKey: never, ...rest: never[]): Promise<unknown>;
+  nodeClient(node: never): Promise<unknown>;
+  readonly masters: readonly unknown[];
+  sSubscribe(...args: never[]): Promise<unknown>;
+}
+
+/** The part of node-redis' options the library reads: where a client connects. */
+interface ConnectOptions {
+  url?: string;
+  socket?: { host?: string; port?: number; path?: string };
+}
+
+type Listener = (message: string, channel: string) => void;
+
+/** A node-redis client as the library uses it inside. */
+interface NodeRedisApi {
+  readonly isOpen: boolean;
+  readonly options?: ConnectOptions;
+  sendCommand(args: readonly string[]): Promise<unknown>;
+  duplicate(): NodeRedisApi;
+  connect(): Promise<unknown>;
+  destroy(): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  sSubscribe(channel: string, listener: Listener): Promise<void>;
+  sUnsubscribe(channel: string, listener: Listener): Promise<void>;
+}
+
+/** A Cluster master as node-redis describes it. */
+interface MasterNode {
+  readonly address: string;
+}
+
+/** A node-redis Cluster client as the library uses it inside. */
+interface NodeRedisClusterApi {
+  readonly isOpen: boolean;
+  readonly _options: { readonly rootNodes: readonly ConnectOptions[] };
+  readonly slots: readonly ({ readonly master: MasterNode } | undefined)[];
+  sendCommand(firstKey: string | undefined, isReadonly: boolean, args: readonly string[]): Promise<unknown>;
+  nodeClient(node: MasterNode): Promise<NodeRedisApi>;
+  sSubscribe(channel: string, listener: Listener): Promise<void>;
+  sUnsubscribe(channel: string, listener: Listener): Promise<void>;
+  on(event: string, listener: (...args: never[]) => void): unknown;
+  off(event: string, listener: (...args: never[]) => void): unknown;
+}
+
+/** Whether `value` has node-redis' client shape (a Cluster too: see {@link isNodeRedisCluster}). */
+export function isNodeRedisClient(value: object): boolean {
+  const v = value as Record<string, unknown>;
+  return typeof v.sendCommand === 'function' && typeof v.sSubscribe === 'function' && typeof v.isOpen === 'boolean';
+}
+
+/** Whether a node-redis client is a Cluster client. */
+export function isNodeRedisCluster(value: object): boolean {
+  return typeof (value as { nodeClient?: unknown }).nodeClient === 'function';
+}
+
+let shas: Record<ScriptName, string> | undefined;
+/** Each script's SHA-1, as EVALSHA names it. */
+function shaOf(name: ScriptName): string {
+  shas ??= Object.fromEntries(
+    Object.entries(LUA_SOURCES).map(([n, source]) => [n, createHash('sha1').update(source).digest('hex')]),
+  ) as Record<ScriptName, string>;
+  return shas[name];
+}
+
+/** `EVALSHA <sha> <args>`, every argument a string (node-redis sends strings and Buffers only). */
+function evalSha(name: ScriptName, args: readonly (string | number)[]): string[] {
+  const command = new Array<string>(args.length + 2);
+  command[0] = 'EVALSHA';
+  command[1] = shaOf(name);
+  for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
+  return command;
+}
+
+/** The same call as `EVAL`, for a server that answered NOSCRIPT (after SCRIPT FLUSH, a restart or a failover). */
+function orEval(name: ScriptName, command: string[], send: (command: string[]) => Promise<unknown>) {
+  return (error: unknown): Promise<unknown> => {
+    if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+    command[0] = 'EVAL';
+    command[1] = LUA_SOURCES[name];
+    return send(command);
+  };
+}
+
+/** Whether `error` is one of node-redis' error replies (`ErrorReply`, `SimpleError`, `BlobError`): the server answered. */
+function isErrorReply(error: unknown): boolean {
+  for (let p = error instanceof Error ? Object.getPrototypeOf(error) : null; p && p !== Error.prototype; p = Object.getPrototypeOf(p)) {
+    if ((p as { constructor?: { name?: string } }).constructor?.name === 'ErrorReply') return true;
+  }
+  return false;
+}
+
+/** Where a node-redis client (or a Cluster's root node) connects. */
+function addressesOf(options: ConnectOptions | undefined): string {
+  if (options?.socket?.path) return `unix:${options.socket.path}`;
+  if (options?.url) {
+    const url = new URL(options.url);
+    return addressOf(url.hostname.replace(/^\[|\]$/g, '') || undefined, url.port ? Number(url.port) : undefined);
+  }
+  return addressOf(options?.socket?.host, options?.socket?.port);
+}
+
+/** node-redis 5 on one server. */
+export class NodeRedisDriver implements Driver {
+  readonly cluster = false;
+  private readonly client: NodeRedisApi;
+  private readonly send: (command: string[]) => Promise<unknown>;
+
+  constructor(client: NodeRedisCompatibleClient) {
+    const api = (this.client = client as unknown as NodeRedisApi);
+    this.send = (command) => api.sendCommand(command);
+  }
+
+  get closed(): boolean {
+    return !this.client.isOpen;
+  }
+
+  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    const command = evalSha(name, args);
+    return this.client.sendCommand(command).catch(orEval(name, command, this.send));
+  }
+
+  command(args: readonly string[]): Promise<unknown> {
+    return this.client.sendCommand(args);
+  }
+
+  async waitForReplicas(_slot: number, replicas: number, timeoutMs: number): Promise<number> {
+    return Number(await this.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+  }
+
+  masterOf(): string {
+    return '';
+  }
+
+  addresses(): string[] {
+    return [addressesOf(this.client.options)];
+  }
+
+  subscriber(events: SubscriberEvents): Subscriber {
+    return new ServerSubscriber(this.client, events);
+  }
+
+  isReplyError(error: unknown): boolean {
+    return isErrorReply(error);
+  }
+
+  notRunWhileMigrating(): boolean {
+    return false;
+  }
+}
+
+/** node-redis 5 on a Cluster: node-redis follows MOVED and ASK; TRYAGAIN comes back to the library. */
+export class NodeRedisClusterDriver implements Driver {
+  readonly cluster = true;
+  private readonly client: NodeRedisClusterApi;
+
+  constructor(client: NodeRedisCompatibleCluster) {
+    this.client = client as unknown as NodeRedisClusterApi;
+  }
+
+  get closed(): boolean {
+    return !this.client.isOpen;
+  }
+
+  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    const command = evalSha(name, args);
+    const key = command[3]; // after EVALSHA, the SHA and the key count: the first key routes the call
+    const send = (c: string[]) => this.client.sendCommand(key, false, c);
+    return send(command).catch(orEval(name, command, send));
+  }
+
+  command(args: readonly string[]): Promise<unknown> {
+    return this.client.sendCommand(undefined, false, args);
+  }
+
+  async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
+    const master = this.client.slots[slot]?.master;
+    if (!master) throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map not loaded)`);
+    const node = await this.client.nodeClient(master);
+    return Number(await node.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
+  }
+
+  masterOf(slot: number): string | undefined {
+    return this.client.slots[slot]?.master.address;
+  }
+
+  addresses(): string[] {
+    return this.client._options.rootNodes.map(addressesOf);
+  }
+
+  subscriber(events: SubscriberEvents): Subscriber {
+    return new ClusterSubscriber(this.client, events);
+  }
+
+  isReplyError(error: unknown): boolean {
+    return isErrorReply(error);
+  }
+
+  notRunWhileMigrating(error: unknown): boolean {
+    return refusedWhileMigrating(error);
+  }
+}
+
+/** One server: one subscriber connection, a `duplicate()` of the client, which node-redis reconnects and resubscribes. */
+class ServerSubscriber implements Subscriber {
+  private connection: NodeRedisApi | undefined;
+  private connecting: Promise<unknown> | undefined;
+  private readonly listener: Listener;
+
+  constructor(
+    private readonly client: NodeRedisApi,
+    private readonly events: SubscriberEvents,
+  ) {
+    this.listener = (message, channel) => events.message(channel, message);
+  }
+
+  async subscribe(channel: string): Promise<void> {
+    await this.open();
+    await this.connection!.sSubscribe(channel, this.listener);
+  }
+
+  unsubscribe(channel: string): void {
+    if (this.connection?.isOpen) this.connection.sUnsubscribe(channel, this.listener).catch(() => undefined);
+  }
+
+  close(): void {
+    const connection = this.connection;
+    this.connection = this.connecting = undefined;
+    if (connection?.isOpen) connection.destroy();
+  }
+
+  /** Connects the subscriber connection (once; again after a failed first connect). */
+  private open(): Promise<unknown> {
+    if (this.connecting) return this.connecting;
+    const connection = (this.connection = this.client.duplicate());
+    connection.on('error', this.events.error);
+    const connecting = (this.connecting = connection.connect().catch((error: unknown) => {
+      if (this.connecting === connecting) this.close();
+      throw error;
+    }));
+    return connecting;
+  }
+}
+
+/**
+ * A Cluster: the Cluster client's own sharded pub/sub, which keeps one
+ * connection per master with channels and moves a channel's listeners when
+ * its slot moves; a move that fails is reported, and handed back to the hub.
+ */
+class ClusterSubscriber implements Subscriber {
+  private readonly channels = new Set<string>();
+  private readonly listener: Listener;
+  private readonly moveFailed: (error: Error, channel: string) => void;
+
+  constructor(
+    private readonly cluster: NodeRedisClusterApi,
+    events: SubscriberEvents,
+  ) {
+    this.listener = (message, channel) => events.message(channel, message);
+    this.moveFailed = (error, channel) => {
+      if (!this.channels.delete(channel)) return;
+      events.error(error);
+      events.lost([channel]);
+    };
+    cluster.on('sharded-shannel-moved-error', this.moveFailed); // sic: node-redis' event name
+  }
+
+  async subscribe(channel: string): Promise<void> {
+    this.channels.add(channel);
+    await this.cluster.sSubscribe(channel, this.listener);
+  }
+
+  unsubscribe(channel: string): void {
+    if (this.channels.delete(channel) && this.cluster.isOpen) this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
+  }
+
+  close(): void {
+    this.cluster.off('sharded-shannel-moved-error', this.moveFailed);
+    for (const channel of [...this.channels]) this.unsubscribe(channel);
+  }
+}
