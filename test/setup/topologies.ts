@@ -15,8 +15,15 @@
  *   that created it (or after the suite, if made in a `before` hook).
  * - `TEST_TOPOLOGIES=standalone` (or `cluster`, or `standalone,cluster`, the
  *   default) limits the topologies that run.
+ * - A suite declared with `{ clients: ALL_CLIENTS }` (before its body) runs once per client
+ *   library as well (`[standalone]`, `[standalone, node-redis]`, ...):
+ *   `ctx.lockRedis()` gives it a client of that library for its LockClients,
+ *   while `ctx.client()` stays ioredis, for the test's own look at Redis.
+ *   `TEST_CLIENTS=ioredis` (or `node-redis`) limits the libraries that run.
  */
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   type FlushOptions,
   type RedisClusterHandle,
@@ -32,9 +39,29 @@ export type TopologyKind = 'standalone' | 'cluster';
 /** All topologies, in the order their suites are declared. */
 export const ALL_TOPOLOGIES: readonly TopologyKind[] = ['standalone', 'cluster'];
 
+/** The client libraries a suite's LockClients can run on. */
+export type ClientKind = 'ioredis' | 'node-redis';
+
+/** All client libraries, in the order their suites are declared. */
+export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
+
+/** Options of {@link ContextBase.lockRedis}, for either library. */
+export interface LockRedisOptions {
+  /** Commands that have no reply after this long fail (ioredis `commandTimeout`, node-redis `commandOptions.timeout`). */
+  commandTimeoutMs?: number;
+}
+
 interface ContextBase {
   /** FLUSHALL on every master (and SCRIPT FLUSH with `{ scripts: true }`); done before each test already. */
   flush(options?: FlushOptions): Promise<void>;
+  /** The client library of the suite's LockClients. */
+  readonly clientKind: ClientKind;
+  /**
+   * A fresh client of {@link clientKind} on the topology, connected (a
+   * Cluster: its slots known), for a LockClient; closed after the current
+   * test (or suite).
+   */
+  lockRedis(options?: LockRedisOptions): Promise<LockRedisClient>;
 }
 
 /** What a suite body gets on the standalone topology. */
@@ -80,6 +107,24 @@ export async function stopSharedTopologies(): Promise<void> {
   await stopAllServers();
 }
 
+/** The client libraries selected by `TEST_CLIENTS` (default: all). */
+export function selectedClients(): ClientKind[] {
+  const raw = process.env.TEST_CLIENTS?.trim();
+  if (!raw) return [...ALL_CLIENTS];
+  const kinds = raw.split(',').map((s) => s.trim());
+  for (const kind of kinds) {
+    if (!ALL_CLIENTS.includes(kind as ClientKind))
+      throw new Error(`TEST_CLIENTS: unknown client "${kind}" (use ${ALL_CLIENTS.join(', ')})`);
+  }
+  return ALL_CLIENTS.filter((k) => kinds.includes(k));
+}
+
+/** Closes a client of either library, at once (commands in flight fail), whether or not it is still open. */
+export function disconnect(client: LockRedisClient): void {
+  if ('disconnect' in client && !('isOpen' in client)) (client as Redis | Cluster).disconnect();
+  else if ((client as { isOpen: boolean }).isOpen) (client as unknown as { destroy(): void }).destroy();
+}
+
 /** The topologies selected by `TEST_TOPOLOGIES` (default: all). */
 export function selectedTopologies(): TopologyKind[] {
   const raw = process.env.TEST_TOPOLOGIES?.trim();
@@ -94,7 +139,9 @@ export function selectedTopologies(): TopologyKind[] {
 
 /**
  * Declares `describe(`${title} [standalone]`)` and `describe(`${title} [cluster]`)`,
- * each running `body` with a {@link TopologyContext} for that topology.
+ * each running `body` with a {@link TopologyContext} for that topology; with
+ * `clients`, once per client library too (ioredis' suites keep their titles,
+ * the others add the library: `[cluster, node-redis]`).
  *
  * @example
  * ```ts
@@ -106,68 +153,102 @@ export function selectedTopologies(): TopologyKind[] {
  * });
  * ```
  */
-export function forEachTopology(title: string, body: (ctx: TopologyContext) => void): void {
-  for (const kind of selectedTopologies()) {
-    describe(`${title} [${kind}]`, () => {
-      const suiteClients = new Set<Redis | Cluster>();
-      const testClients = new Set<Redis | Cluster>();
-      let inTest = false;
-      let server: RedisServerHandle | undefined;
-      let clusterHandle: RedisClusterHandle | undefined;
+export function forEachTopology(title: string, body: (ctx: TopologyContext) => void): void;
+export function forEachTopology(title: string, options: { clients: readonly ClientKind[] }, body: (ctx: TopologyContext) => void): void;
+export function forEachTopology(
+  title: string,
+  ...rest: [body: (ctx: TopologyContext) => void] | [options: { clients: readonly ClientKind[] }, body: (ctx: TopologyContext) => void]
+): void {
+  const [{ clients }, body] = rest.length === 1 ? [{ clients: ['ioredis'] as const }, rest[0]] : rest;
+  const libraries = selectedClients().filter((c) => clients.includes(c));
+  for (const kind of selectedTopologies()) for (const clientKind of libraries) declareTopology(title, kind, clientKind, body);
+}
 
-      const remember = <C extends Redis | Cluster>(client: C): C => {
-        (inTest ? testClients : suiteClients).add(client);
+function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKind, body: (ctx: TopologyContext) => void): void {
+  describe(`${title} [${kind}${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, () => {
+    const suiteClients = new Set<LockRedisClient>();
+    const testClients = new Set<LockRedisClient>();
+    let inTest = false;
+    let server: RedisServerHandle | undefined;
+    let clusterHandle: RedisClusterHandle | undefined;
+
+    const remember = <C extends LockRedisClient>(client: C): C => {
+      (inTest ? testClients : suiteClients).add(client);
+      return client;
+    };
+    const notYet = (what: string): never => {
+      throw new Error(`ctx.${what} is available in hooks and tests, not while the suite is being declared`);
+    };
+
+    const lockRedis = async ({ commandTimeoutMs }: LockRedisOptions = {}): Promise<LockRedisClient> => {
+      if (clientKind === 'ioredis') {
+        const timeout = commandTimeoutMs === undefined ? {} : { commandTimeout: commandTimeoutMs };
+        const client = kind === 'cluster' ? ctx.client({ redisOptions: timeout }) : ctx.client(timeout);
+        await client.ping(); // connected, and on a Cluster the slots are known
         return client;
-      };
-      const notYet = (what: string): never => {
-        throw new Error(`ctx.${what} is available in hooks and tests, not while the suite is being declared`);
-      };
+      }
+      const commandOptions = commandTimeoutMs === undefined ? undefined : { timeout: commandTimeoutMs };
+      const client =
+        kind === 'cluster'
+          ? createCluster({
+              rootNodes: (clusterHandle ?? notYet('lockRedis()')).startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
+              commandOptions,
+            })
+          : createClient({ socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port }, commandOptions });
+      client.on('error', () => undefined); // reconnects; a test that cares looks at the LockClient's events
+      remember(client);
+      await client.connect();
+      return client;
+    };
 
-      const ctx: TopologyContext =
-        kind === 'standalone'
-          ? {
-              kind,
-              get server() {
-                return server ?? notYet('server');
-              },
-              client: (options?: RedisOptions) => remember((server ?? notYet('client()')).client(options)),
-              flush: (options?: FlushOptions) => (server ?? notYet('flush()')).flush(options),
-            }
-          : {
-              kind,
-              get cluster() {
-                return clusterHandle ?? notYet('cluster');
-              },
-              client: (options?: ClusterOptions) => remember((clusterHandle ?? notYet('client()')).client(options)),
-              flush: (options?: FlushOptions) => (clusterHandle ?? notYet('flush()')).flush(options),
-            };
+    const ctx: TopologyContext =
+      kind === 'standalone'
+        ? {
+            kind,
+            clientKind,
+            lockRedis,
+            get server() {
+              return server ?? notYet('server');
+            },
+            client: (options?: RedisOptions) => remember((server ?? notYet('client()')).client(options)),
+            flush: (options?: FlushOptions) => (server ?? notYet('flush()')).flush(options),
+          }
+        : {
+            kind,
+            clientKind,
+            lockRedis,
+            get cluster() {
+              return clusterHandle ?? notYet('cluster');
+            },
+            client: (options?: ClusterOptions) => remember((clusterHandle ?? notYet('client()')).client(options)),
+            flush: (options?: FlushOptions) => (clusterHandle ?? notYet('flush()')).flush(options),
+          };
 
-      before(async function () {
-        // The first suite of a run pays for starting the server or cluster.
-        this.timeout(Math.max(this.timeout(), 60_000));
-        if (kind === 'standalone') server = await sharedStandalone();
-        else clusterHandle = await sharedCluster();
-      });
-
-      beforeEach(async function () {
-        this.timeout(Math.max(this.timeout(), 60_000));
-        inTest = true;
-        await heal(server, clusterHandle);
-        await ctx.flush();
-      });
-
-      afterEach(() => {
-        inTest = false;
-        closeAll(testClients);
-      });
-
-      after(() => {
-        closeAll(suiteClients);
-      });
-
-      body(ctx);
+    before(async function () {
+      // The first suite of a run pays for starting the server or cluster.
+      this.timeout(Math.max(this.timeout(), 60_000));
+      if (kind === 'standalone') server = await sharedStandalone();
+      else clusterHandle = await sharedCluster();
     });
-  }
+
+    beforeEach(async function () {
+      this.timeout(Math.max(this.timeout(), 60_000));
+      inTest = true;
+      await heal(server, clusterHandle);
+      await ctx.flush();
+    });
+
+    afterEach(() => {
+      inTest = false;
+      closeAll(testClients);
+    });
+
+    after(() => {
+      closeAll(suiteClients);
+    });
+
+    body(ctx);
+  });
 }
 
 /**
@@ -192,7 +273,7 @@ async function heal(server: RedisServerHandle | undefined, clusterHandle: RedisC
   }
 }
 
-function closeAll(clients: Set<Redis | Cluster>): void {
-  for (const client of clients) client.disconnect();
+function closeAll(clients: Set<LockRedisClient>): void {
+  for (const client of clients) disconnect(client);
   clients.clear();
 }
