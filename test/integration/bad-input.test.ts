@@ -5,6 +5,7 @@
 // lock untouched, and for argument errors not one command sent to Redis.
 import { expect } from 'chai';
 import type { Command } from 'ioredis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
   ClientClosedError,
@@ -16,7 +17,7 @@ import {
   RWLockError,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology, quit } from '../setup/topologies.js';
 import { totalKeys } from '../support/redis-stats.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
@@ -126,21 +127,31 @@ interface Case {
 
 const counts = new Map<string, Map<string, number>>();
 
-forEachTopology('bad input', (ctx) => {
-  let redis: RedisClient;
+/** Records the name of every command `client` sends, so that argument errors can be shown to send none. */
+function recordCommands(client: LockRedisClient): string[] {
+  const sent: string[] = [];
+  const target = client as unknown as { sendCommand: (...args: unknown[]) => unknown };
+  const send = target.sendCommand.bind(client);
+  target.sendCommand = (...args: unknown[]) => {
+    // ioredis: sendCommand(command); node-redis: sendCommand(args), on a Cluster sendCommand(firstKey, isReadonly, args).
+    const command = args.find((a) => Array.isArray(a)) as string[] | undefined;
+    sent.push(command ? String(command[0]) : (args[0] as Command).name);
+    return send(...args);
+  };
+  return sent;
+}
+
+forEachTopology('bad input', { clients: ALL_CLIENTS }, (ctx) => {
+  let admin: RedisClient; // the test's own look at Redis
+  let redis: LockRedisClient; // the LockClients' client, of the suite's library
   let locks: LockClient;
   let held: Lease;
   let sent: string[];
 
   beforeEach(async () => {
-    redis = ctx.client();
-    // Every command this client sends, so that argument errors can be shown to send none.
-    const send = redis.sendCommand.bind(redis) as (command: Command, ...rest: unknown[]) => unknown;
-    sent = [];
-    (redis as { sendCommand: unknown }).sendCommand = (command: Command, ...rest: unknown[]) => {
-      sent.push(command.name);
-      return send(command, ...rest);
-    };
+    admin = ctx.client();
+    redis = await ctx.lockRedis();
+    sent = recordCommands(redis);
     locks = new LockClient(redis);
     held = await locks.lock('existing').acquireWrite({ leaseMs: 60_000 }); // some state that must stay as it is
   });
@@ -244,7 +255,7 @@ forEachTopology('bad input', (ctx) => {
 
   for (const c of cases) {
     it(`${c.entry}: refuses ${c.what} with ${c.error.name}, writing nothing`, async () => {
-      const before = await totalKeys(redis);
+      const before = await totalKeys(admin);
       sent.length = 0;
       let error: unknown;
       try {
@@ -258,12 +269,13 @@ forEachTopology('bad input', (ctx) => {
       expect((error as Error).message.length).to.be.greaterThan(15);
       if (error instanceof InvalidArgumentError) expect(error.argument).to.be.a('string').and.not.equal('');
       if (!c.sends) expect(commands, 'commands sent').to.deep.equal([]);
-      expect(await totalKeys(redis)).to.equal(before);
+      expect(await totalKeys(admin)).to.equal(before);
       expect((await locks.inspect('existing')).writer?.owner).to.equal(held.token);
     });
   }
-  const tally = counts.get(ctx.kind) ?? new Map<string, number>();
-  counts.set(ctx.kind, tally);
+  const suite = ctx.clientKind === 'ioredis' ? ctx.kind : `${ctx.kind}, ${ctx.clientKind}`;
+  const tally = counts.get(suite) ?? new Map<string, number>();
+  counts.set(suite, tally);
   for (const c of cases) tally.set(c.entry, (tally.get(c.entry) ?? 0) + 1);
 
   // Leases and tokens of other owners.
@@ -271,7 +283,7 @@ forEachTopology('bad input', (ctx) => {
     const lost = await lock().acquireWrite({ leaseMs: 50 });
     await new Promise((resolve) => setTimeout(resolve, 120));
     const current = await lock().acquireWrite();
-    const before = await totalKeys(redis);
+    const before = await totalKeys(admin);
     expect(
       await lost.release().then(
         () => undefined,
@@ -284,7 +296,7 @@ forEachTopology('bad input', (ctx) => {
         (e: unknown) => e,
       ),
     ).to.be.instanceOf(LockLostError);
-    expect(await totalKeys(redis)).to.equal(before);
+    expect(await totalKeys(admin)).to.equal(before);
     expect((await lock().inspect()).writer?.owner).to.equal(current.token);
     await current.release();
   });
@@ -333,13 +345,13 @@ forEachTopology('bad input', (ctx) => {
     await polluted.close();
   });
 
-  it('refuses every operation of a closed LockClient, and of one whose ioredis client was closed, writing nothing', async () => {
+  it('refuses every operation of a closed LockClient, and of one whose Redis client was closed, writing nothing', async () => {
     const closing = new LockClient(redis);
     const early = closing.lock('target');
     const lease = await closing.lock('leased').acquireRead();
     await closing.close();
     await closing.close(); // a second close is a no-op
-    const before = await totalKeys(redis);
+    const before = await totalKeys(admin);
     const rejects = async (call: () => unknown) => {
       try {
         await call();
@@ -363,16 +375,16 @@ forEachTopology('bad input', (ctx) => {
     }
     expect(lease.held, 'close() released it').to.equal(false);
     await lease.release(); // a no-op
-    expect(await totalKeys(redis)).to.equal(before);
+    expect(await totalKeys(admin)).to.equal(before);
 
-    const own = ctx.client();
+    const own = await ctx.lockRedis();
     const onOwn = new LockClient(own);
     const target = onOwn.lock('target');
-    await own.quit();
+    await quit(own);
     expect(await rejects(() => target.acquireWrite())).to.be.instanceOf(ClientClosedError);
     expect(await rejects(() => onOwn.inspect('target'))).to.be.instanceOf(ClientClosedError);
     expect(() => new LockClient(own)).to.throw(ClientClosedError);
-    expect(await totalKeys(redis)).to.equal(before);
+    expect(await totalKeys(admin)).to.equal(before);
     await onOwn.close();
   });
 });

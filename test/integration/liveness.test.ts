@@ -5,16 +5,16 @@ import { runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { AcquireTimeoutError, type Lease, LockClient, type LockClientOptions, RedisUnavailableError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 
-forEachTopology('liveness', (ctx) => {
-  let redis: RedisClient;
+forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
+  let redis: RedisClient; // the test's own look at Redis
   const opened: LockClient[] = [];
-  /** A LockClient on a connection of its own, as a separate process would have. */
-  const open = (options?: LockClientOptions) => {
-    const locks = new LockClient(ctx.client(), options);
+  /** A LockClient on a connection of its own (a client of the suite's library), as a separate process would have. */
+  const open = async (options?: LockClientOptions) => {
+    const locks = new LockClient(await ctx.lockRedis(), options);
     opened.push(locks);
     return locks;
   };
@@ -28,8 +28,8 @@ forEachTopology('liveness', (ctx) => {
 
   it('strands no waiter when every pub/sub connection is killed before the release', async () => {
     // Leases of a minute and waits of 10 s: only a re-check can rescue the waiters.
-    const holder = open({ leaseMs: 60_000 });
-    const waiters = open({ leaseMs: 60_000, recheckMs: 300 });
+    const holder = await open({ leaseMs: 60_000 });
+    const waiters = await open({ leaseMs: 60_000, recheckMs: 300 });
     const reader = await holder.lock('stranded').acquireRead();
     const granted: string[] = [];
     const waiting = ['w1', 'w2', 'w3'].map(async (owner) => {
@@ -49,8 +49,8 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('never spins: a wait costs at most one script call per re-check or wake-up', async () => {
-    const holder = open();
-    const waiter = open({ recheckMs: 200 });
+    const holder = await open();
+    const waiter = await open({ recheckMs: 200 });
     const w = await holder.lock('patient').acquireWrite();
     const before = await scriptCalls(redis);
     const error = await waiter
@@ -69,12 +69,12 @@ forEachTopology('liveness', (ctx) => {
 
   it('wakes only the writer that may get in next: one acquire per handoff, no herd', async () => {
     const start = await scriptCalls(redis);
-    const holder = open();
+    const holder = await open();
     const held = await holder.lock('herd').acquireWrite();
     const owners = ['w1', 'w2', 'w3', 'w4'];
     const order: string[] = [];
     // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
-    const waiters = owners.map(() => open({ recheckMs: 5_000 }));
+    const waiters = await Promise.all(owners.map(() => open({ recheckMs: 5_000 })));
     const waiting: Promise<void>[] = [];
     let inspects = 0;
     for (const [i, owner] of owners.entries()) {
@@ -105,8 +105,8 @@ forEachTopology('liveness', (ctx) => {
 
   it('lets a waiting writer in through a continuous stream of overlapping readers', async function () {
     this.timeout(20_000);
-    const readers = open();
-    const writers = open();
+    const readers = await open();
+    const writers = await open();
     let stop = false;
     let reads = 0;
     const loops = Array.from({ length: 6 }, async (_, i) => {
@@ -127,8 +127,8 @@ forEachTopology('liveness', (ctx) => {
 
   it('without writer preference lets readers pass a waiting writer, which may then starve', async function () {
     this.timeout(20_000);
-    const readers = open({ writerPreference: false });
-    const writers = open({ writerPreference: false });
+    const readers = await open({ writerPreference: false });
+    const writers = await open({ writerPreference: false });
     // A baton of readers: each new reader (a new owner) gets in while the writer waits, before the
     // one it relieves leaves, so a reader holds the lock the whole time and the writer starves.
     let held = await readers.lock('hot').acquireRead();
@@ -157,10 +157,12 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('releases what an acquire may have taken when its outcome is unknown', async () => {
-    const timeout = { commandTimeout: 100 };
-    const client = ctx.kind === 'cluster' ? ctx.client({ redisOptions: timeout }) : ctx.client(timeout);
-    await client.get('connected'); // connected, and on a Cluster the slots are known
-    const impatient = new LockClient(client);
+    // ioredis times the command out itself (commandTimeout); node-redis' timeout covers only
+    // commands not yet sent, so there the LockClient's own bound (redisTimeoutMs) ends the acquire.
+    const impatient =
+      ctx.clientKind === 'ioredis'
+        ? new LockClient(await ctx.lockRedis({ commandTimeoutMs: 100 }))
+        : new LockClient(await ctx.lockRedis(), { redisTimeoutMs: 100 });
     opened.push(impatient);
     // Writes are held back for 400 ms: the acquire is sent but its reply comes too late.
     for (const node of await masters(redis)) await node.call('CLIENT', 'PAUSE', 400, 'WRITE');
@@ -175,7 +177,7 @@ forEachTopology('liveness', (ctx) => {
     await sleep(700); // the paused acquire ran, granting; the best-effort release ran right after it
     expect((await impatient.inspect('unknown')).mode).to.equal('free');
     expect(await totalKeys(redis)).to.equal(0);
-    const other = await open().lock('unknown').tryAcquireWrite();
+    const other = await (await open()).lock('unknown').tryAcquireWrite();
     expect(other).to.not.equal(null); // no orphan lock to wait out
     await other!.release();
   });
@@ -186,7 +188,7 @@ forEachTopology('liveness', (ctx) => {
     const grants: string[] = [];
     let stop = false;
     const loops = names.map(async (name) => {
-      const locks = open();
+      const locks = await open();
       while (!stop) {
         const lease = await locks.lock('race').acquireWrite({ owner: name, waitMs: 10_000 });
         grants.push(name);
@@ -211,10 +213,10 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('lets no writer that was not waiting pass a waiting one, not even the one that just released', async () => {
-    const releaser = open();
-    const newcomer = open();
+    const releaser = await open();
+    const newcomer = await open();
     const held = await releaser.lock('order').acquireWrite({ owner: 'releaser' });
-    const waiter = open().lock('order').acquireWrite({ owner: 'waiter', waitMs: 10_000 });
+    const waiter = (await open()).lock('order').acquireWrite({ owner: 'waiter', waitMs: 10_000 });
     await eventually('the writer to wait', async () => (await releaser.inspect('order')).queue.length === 1);
     await held.release();
     // Right after the release, before or after the waiter's grant: both must be refused.
@@ -226,7 +228,7 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('grants waiting writers in arrival order with fair: true', async () => {
-    const locks = open({ fair: true });
+    const locks = await open({ fair: true });
     const holder = await locks.lock('fifo').acquireWrite();
     const order: string[] = [];
     const arrivals = ['first', 'second', 'third', 'fourth'];
@@ -234,7 +236,7 @@ forEachTopology('liveness', (ctx) => {
     const queued = async () => (await locks.inspect('fifo')).queue.map((w) => w.owner);
     for (const [i, owner] of arrivals.entries()) {
       // Each on a connection of its own, arriving once the one before it is queued.
-      const own = open({ fair: true });
+      const own = await open({ fair: true });
       waiting.push(
         own
           .lock('fifo')
@@ -254,13 +256,13 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('skips a waiter that stopped re-trying, so a dead waiter never blocks the queue', async () => {
-    const locks = open({ fair: true });
+    const locks = await open({ fair: true });
     const holder = await locks.lock('dead-waiter').acquireWrite();
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
     await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
-    const next = open({ fair: true }).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
+    const next = (await open({ fair: true })).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);
     await holder.release();
     const lease = await next;
@@ -270,10 +272,10 @@ forEachTopology('liveness', (ctx) => {
   });
 
   it('keeps a waiting writer queued 2 × recheckMs + 100 ms past its last try, and drops it once it stops trying', async () => {
-    const locks = open();
+    const locks = await open();
     const holder = await locks.lock('beat').acquireWrite();
     const recheckMs = 1_000;
-    const own = ctx.client(); // its own connection, cut below as when its process dies
+    const own = await ctx.lockRedis(); // its own connection, cut below as when its process dies
     const waiter = new LockClient(own, { recheckMs });
     const askedAt = performance.now();
     const waiting = waiter
@@ -287,7 +289,7 @@ forEachTopology('liveness', (ctx) => {
       .to.be.at.most(2 * recheckMs + 100)
       .and.at.least(2 * recheckMs + 100 - since - 2);
     // It dies: no more tries, no clean-up. Its place lapses at its deadline, server time.
-    own.disconnect();
+    disconnect(own);
     const [left] = (await locks.inspect('beat')).queue;
     await eventually(
       'the dead waiter to drop out of the queue',
@@ -301,7 +303,7 @@ forEachTopology('liveness', (ctx) => {
 
   it('renews thousands of held leases with a few script calls per node per period', async function () {
     this.timeout(30_000);
-    const locks = open({ leaseMs: 3_000 }); // renewed every second
+    const locks = await open({ leaseMs: 3_000 }); // renewed every second
     const leases = await Promise.all(Array.from({ length: 3_000 }, (_, i) => locks.lock(`held:${i}`).acquireWrite()));
     await sleep(200);
     const before = await scriptCalls(redis);

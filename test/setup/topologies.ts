@@ -24,6 +24,8 @@
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import type { LockRedisClient } from '../../src/clients/index.js';
+import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
+import { isCluster } from '../../src/redis.js';
 import {
   type FlushOptions,
   type RedisClusterHandle,
@@ -45,9 +47,13 @@ export type ClientKind = 'ioredis' | 'node-redis';
 /** All client libraries, in the order their suites are declared. */
 export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
 
-/** Options of {@link ContextBase.lockRedis}, for either library. */
+/** Options of {@link ContextBase.lockRedis}. */
 export interface LockRedisOptions {
-  /** Commands that have no reply after this long fail (ioredis `commandTimeout`, node-redis `commandOptions.timeout`). */
+  /**
+   * ioredis only: commands with no reply after this long fail
+   * (`commandTimeout`). node-redis has no such option: its `timeout` covers
+   * only commands not yet sent.
+   */
   commandTimeoutMs?: number;
 }
 
@@ -121,8 +127,14 @@ export function selectedClients(): ClientKind[] {
 
 /** Closes a client of either library, at once (commands in flight fail), whether or not it is still open. */
 export function disconnect(client: LockRedisClient): void {
-  if ('disconnect' in client && !('isOpen' in client)) (client as Redis | Cluster).disconnect();
+  if (!('isOpen' in client)) (client as Redis | Cluster).disconnect();
   else if ((client as { isOpen: boolean }).isOpen) (client as unknown as { destroy(): void }).destroy();
+}
+
+/** Closes a client of either library once its commands in flight are answered (ioredis `quit()`, node-redis `close()`). */
+export async function quit(client: LockRedisClient): Promise<void> {
+  if ('isOpen' in client) await (client as unknown as { close(): Promise<void> }).close();
+  else await (client as Redis | Cluster).quit();
 }
 
 /** The topologies selected by `TEST_TOPOLOGIES` (default: all). */
@@ -171,6 +183,7 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
     let inTest = false;
     let server: RedisServerHandle | undefined;
     let clusterHandle: RedisClusterHandle | undefined;
+    let scriptLoader: Redis | Cluster | undefined;
 
     const remember = <C extends LockRedisClient>(client: C): C => {
       (inTest ? testClients : suiteClients).add(client);
@@ -187,16 +200,22 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
         await client.ping(); // connected, and on a Cluster the slots are known
         return client;
       }
-      const commandOptions = commandTimeoutMs === undefined ? undefined : { timeout: commandTimeoutMs };
+      if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis');
       const client =
         kind === 'cluster'
           ? createCluster({
               rootNodes: (clusterHandle ?? notYet('lockRedis()')).startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
-              commandOptions,
             })
-          : createClient({ socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port }, commandOptions });
+          : createClient({ socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port } });
       client.on('error', () => undefined); // reconnects; a test that cares looks at the LockClient's events
       remember(client);
+      // node-redis sends EVALSHA, and EVAL only after NOSCRIPT: with the scripts loaded, a script's
+      // first use costs one call, as with ioredis (which sends EVAL first), and the suites' call
+      // counts hold for both. (The NOSCRIPT path has its own test: SCRIPT FLUSH in the lock suite.)
+      if (!scriptLoader) suiteClients.add((scriptLoader = server ? server.client() : clusterHandle!.client()));
+      await scriptLoader.ping();
+      const nodes = isCluster(scriptLoader) ? scriptLoader.nodes('master') : [scriptLoader];
+      await Promise.all(nodes.flatMap((node) => Object.values(LUA_SOURCES).map((lua) => node.script('LOAD', lua))));
       await client.connect();
       return client;
     };
