@@ -1,25 +1,28 @@
 import { expect } from 'chai';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { interopSuite } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 
-forEachTopology('bridge mode', (ctx) => {
+forEachTopology('bridge mode', { clients: ALL_CLIENTS }, (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'bridge'));
 
   describe('next to hash-mode processes', () => {
     const R = 'page:9';
-    let redis: RedisClient;
+    let redis: RedisClient; // the test's own look at Redis
+    let lockRedis: LockRedisClient; // the LockClients' client, of the suite's library
     let bridge: LockClient;
     let hash: LockClient;
-    beforeEach(() => {
+    beforeEach(async () => {
       redis = ctx.client();
-      bridge = new LockClient(redis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 50 });
-      hash = new LockClient(redis, { recheckMs: 50 });
+      lockRedis = await ctx.lockRedis();
+      bridge = new LockClient(lockRedis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 50 });
+      hash = new LockClient(lockRedis, { recheckMs: 50 });
     });
     afterEach(async () => {
       await bridge.close();
@@ -86,8 +89,8 @@ forEachTopology('bridge mode', (ctx) => {
     });
 
     it('wakes a waiting hash-mode writer at once when a bridge reader releases, and a bridge writer when a hash reader does', async () => {
-      const slowHash = new LockClient(redis, { recheckMs: 5_000 });
-      const slowBridge = new LockClient(redis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 5_000 });
+      const slowHash = new LockClient(lockRedis, { recheckMs: 5_000 });
+      const slowBridge = new LockClient(lockRedis, { mode: 'bridge', legacyKeys: taggedLegacyKeys, recheckMs: 5_000 });
       try {
         for (const [holder, waiter] of [
           [bridge, slowHash],
@@ -120,7 +123,7 @@ forEachTopology('bridge mode', (ctx) => {
 
   if (ctx.kind === 'cluster') {
     describe('on a Cluster', () => {
-      const refuse = (redis: RedisClient, resource: string, legacyKeys?: (r: string) => { read: string; write: string }) => {
+      const refuse = (redis: LockRedisClient, resource: string, legacyKeys?: (r: string) => { read: string; write: string }) => {
         try {
           new LockClient(redis, { mode: 'bridge', ...(legacyKeys ? { legacyKeys } : {}) }).lock(resource);
         } catch (error) {
@@ -131,13 +134,14 @@ forEachTopology('bridge mode', (ctx) => {
 
       it("refuses legacy keys outside the lock's slot at lock(), saying why and what to do, with Redis untouched", async () => {
         const redis = ctx.client();
+        const client = await ctx.lockRedis();
         const before = await totalKeys(redis);
-        const error = refuse(redis, 'cache:user:42');
+        const error = refuse(client, 'cache:user:42');
         expect(error).to.be.instanceOf(CrossSlotError);
         expect(error!.message).to.include('one slot');
         expect(error!.message).to.include('"{cache:user:42}"');
         // Both legacy keys in one slot is not enough: it must be the lock's.
-        const other = refuse(redis, 'cache:user:42', (r) => ({ read: `{x}${r}:read`, write: `{x}${r}:write` }));
+        const other = refuse(client, 'cache:user:42', (r) => ({ read: `{x}${r}:read`, write: `{x}${r}:write` }));
         expect(other).to.be.instanceOf(CrossSlotError);
         expect(other!.message).to.include('rwlock:{cache:user:42}');
         expect(await totalKeys(redis)).to.equal(before);
@@ -145,7 +149,10 @@ forEachTopology('bridge mode', (ctx) => {
 
       it('works for a resource with its own hash tag when the legacy keys carry that tag', async () => {
         const redis = ctx.client();
-        const locks = new LockClient(redis, { mode: 'bridge', legacyKeys: (r) => ({ read: `${r}:read`, write: `${r}:write` }) });
+        const locks = new LockClient(await ctx.lockRedis(), {
+          mode: 'bridge',
+          legacyKeys: (r) => ({ read: `${r}:read`, write: `${r}:write` }),
+        });
         const w = await locks.lock('user:{42}:profile').acquireWrite();
         expect(await redis.get('user:{42}:profile:write')).to.equal(w.token);
         await w.release();

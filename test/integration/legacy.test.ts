@@ -1,7 +1,7 @@
 import { expect } from 'chai';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, InvalidArgumentError, LockClient, type RWLockError } from '../../src/index.js';
-import type { RedisClient } from '../../src/redis.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
@@ -10,7 +10,7 @@ import { totalKeys } from '../support/redis-stats.js';
 // biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
 type AnyOptions = any;
 
-forEachTopology('legacy mode', (ctx) => {
+forEachTopology('legacy mode', { clients: ALL_CLIENTS }, (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'legacy'));
 
   describe('layout', () => {
@@ -20,7 +20,10 @@ forEachTopology('legacy mode', (ctx) => {
         : 'keeps its own state beside tagged legacy keys, in their slot, not in the hash layout',
       async () => {
         const redis = ctx.client();
-        const locks = new LockClient(redis, { mode: 'legacy', ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}) });
+        const locks = new LockClient(await ctx.lockRedis(), {
+          mode: 'legacy',
+          ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}),
+        });
         const lock = locks.lock('cache:user:42');
         const expected = legacyKeysFor(ctx)('cache:user:42');
         if (ctx.kind === 'standalone') expect(expected).to.deep.equal({ read: 'cache:user:42:read', write: 'cache:user:42:write' });
@@ -38,7 +41,7 @@ forEachTopology('legacy mode', (ctx) => {
 
     it('takes any key names from legacyKeys, and refuses a lock whose names cannot be used', async () => {
       const redis = ctx.client();
-      const locks = new LockClient(redis, {
+      const locks = new LockClient(await ctx.lockRedis(), {
         mode: 'legacy',
         legacyKeys: (r) => ({ read: `lock:read:{${r}}`, write: `lock:write:{${r}}` }),
       });
@@ -57,8 +60,9 @@ forEachTopology('legacy mode', (ctx) => {
     it("neither mode frees the read key under the other's readers, and writers of each wait for both", async () => {
       const redis = ctx.client();
       const legacyKeys = taggedLegacyKeys;
-      const legacy = new LockClient(redis, { mode: 'legacy', legacyKeys });
-      const bridge = new LockClient(redis, { mode: 'bridge', legacyKeys });
+      const client = await ctx.lockRedis();
+      const legacy = new LockClient(client, { mode: 'legacy', legacyKeys });
+      const bridge = new LockClient(client, { mode: 'bridge', legacyKeys });
       const old = new OldLocker(redis, legacyKeys('doc').read, legacyKeys('doc').write);
       const a = await legacy.lock('doc').acquireRead();
       const b = await bridge.lock('doc').acquireRead();
@@ -82,7 +86,7 @@ forEachTopology('legacy mode', (ctx) => {
   });
 
   describe('bad input', () => {
-    const cases: [string, (redis: RedisClient) => unknown, abstract new (...args: never[]) => RWLockError][] = [
+    const cases: [string, (redis: LockRedisClient) => unknown, abstract new (...args: never[]) => RWLockError][] = [
       ['an unknown mode', (redis) => new LockClient(redis, { mode: 'two-key' as AnyOptions }), InvalidArgumentError],
       ['a mode that is not a string', (redis) => new LockClient(redis, { mode: 1 as AnyOptions }), InvalidArgumentError],
       [
@@ -146,8 +150,9 @@ forEachTopology('legacy mode', (ctx) => {
         await redis.set('{x}:read', 'untouched');
         const before = await totalKeys(redis);
         let error: unknown;
+        const client = await ctx.lockRedis();
         try {
-          await call(redis);
+          await call(client);
         } catch (e) {
           error = e;
         }
@@ -159,8 +164,8 @@ forEachTopology('legacy mode', (ctx) => {
     }
 
     if (ctx.kind === 'cluster') {
-      it('says why and what to do when the legacy keys are in two slots', () => {
-        const redis = ctx.client();
+      it('says why and what to do when the legacy keys are in two slots', async () => {
+        const redis = await ctx.lockRedis();
         const error = (() => {
           try {
             new LockClient(redis, { mode: 'legacy' }).lock('cache:user:42');

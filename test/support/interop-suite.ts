@@ -7,6 +7,7 @@
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   defaultLegacyKeys,
   InvalidArgumentError,
@@ -27,16 +28,18 @@ export function legacyKeysFor(ctx: TopologyContext): (resource: string) => Legac
 
 export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): void {
   const R = 'report:7';
-  let redis: RedisClient;
+  let redis: RedisClient; // the test's own look at Redis
+  let lockRedis: LockRedisClient; // the LockClients' client, of the suite's library
   let locks: LockClient;
   let old: OldLocker;
   let keys: LegacyKeyPair;
 
   const client = (options: object = {}) =>
-    new LockClient(redis, { mode, recheckMs: 50, ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}), ...options });
+    new LockClient(lockRedis, { mode, recheckMs: 50, ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}), ...options });
 
-  beforeEach(() => {
+  beforeEach(async () => {
     redis = ctx.client();
+    lockRedis = await ctx.lockRedis();
     locks = client();
     keys = legacyKeysFor(ctx)(R);
     old = new OldLocker(redis, keys.read, keys.write, 30);

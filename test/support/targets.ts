@@ -5,21 +5,26 @@
  * @module
  */
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import type { ClusterFaultProxy, FaultProxy } from '../../src/testing/index.js';
-import type { TopologyContext } from '../setup/topologies.js';
+import type { ClientKind, TopologyContext } from '../setup/topologies.js';
 
 export interface WorkerTarget {
   kind: 'standalone' | 'cluster';
   nodes: { host: string; port: number }[];
   /** ioredis natMap for a Cluster: every connection goes through a fault proxy. */
   natMap?: Readonly<Record<string, { host: string; port: number }>>;
+  /** The client library of the worker's LockClients (default: ioredis). */
+  client?: ClientKind;
 }
 
-/** The test's server or Cluster. */
+/** The test's server or Cluster, and the suite's client library. */
 export function targetOf(ctx: TopologyContext): WorkerTarget {
+  const client = ctx.clientKind;
   return ctx.kind === 'cluster'
-    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })) }
-    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }] };
+    ? { kind: 'cluster', nodes: ctx.cluster.startupNodes.map((n) => ({ host: n.host, port: n.port })), client }
+    : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }], client };
 }
 
 /** The servers behind `proxy`, reached through it: every connection goes through the proxy. */
@@ -27,6 +32,25 @@ export function targetThrough(proxy: FaultProxy | ClusterFaultProxy): WorkerTarg
   if ('natMap' in proxy)
     return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap };
   return { kind: 'standalone', nodes: [{ host: proxy.host, port: proxy.port }] };
+}
+
+/**
+ * In a worker: the client its LockClients run on: `redis` (the worker's
+ * ioredis client) or, for node-redis, a client of its own, connected.
+ */
+export async function lockClientOf(target: WorkerTarget, redis: Redis | Cluster): Promise<LockRedisClient> {
+  if (target.client !== 'node-redis') return redis;
+  if (target.natMap) throw new Error('a node-redis worker cannot go through a fault proxy (natMap)');
+  const sockets = target.nodes.map((n) => ({ socket: { host: n.host, port: n.port } }));
+  const client = target.kind === 'cluster' ? createCluster({ rootNodes: sockets }) : createClient(sockets[0]);
+  client.on('error', () => undefined); // it reconnects
+  await client.connect();
+  return client;
+}
+
+/** Closes what {@link lockClientOf} opened (nothing for ioredis: the worker quits its own client). */
+export async function closeLockClientOf(client: LockRedisClient, redis: Redis | Cluster): Promise<void> {
+  if (client !== redis) await (client as unknown as { close(): Promise<void> }).close();
 }
 
 /** In a worker: an ioredis client for `target`. */

@@ -3,7 +3,7 @@
 // (GET, pause, SET) under the write lock, each read checks that it never sees
 // a half-built value. Prints one JSON line of results.
 import { LockClient } from '../../src/index.js';
-import { connectTarget, type WorkerTarget } from '../support/targets.js';
+import { closeLockClientOf, connectTarget, lockClientOf, type WorkerTarget } from '../support/targets.js';
 
 const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const ops = Number(process.env.RWLOCK_OPS ?? 1000);
@@ -11,7 +11,8 @@ const resources = (process.env.RWLOCK_RESOURCES ?? 'a,b,c').split(',');
 const writeShare = Number(process.env.RWLOCK_WRITE_SHARE ?? 0.2);
 
 const redis = connectTarget(target);
-const locks = new LockClient(redis, { waitMs: 60_000 });
+const lockRedis = await lockClientOf(target, redis);
+const locks = new LockClient(lockRedis, { waitMs: 60_000 });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 const writes: Record<string, number> = Object.fromEntries(resources.map((r) => [r, 0]));
@@ -44,5 +45,6 @@ async function worker(count: number): Promise<void> {
 const loops = 4;
 await Promise.all(Array.from({ length: loops }, (_, i) => worker(Math.floor(ops / loops) + (i < ops % loops ? 1 : 0))));
 await locks.close();
+await closeLockClientOf(lockRedis, redis);
 await redis.quit();
 process.stdout.write(`${JSON.stringify({ writes, reads, halfBuilt })}\n`);
