@@ -93,11 +93,22 @@ function shaOf(name: ScriptName): string {
   return shas[name];
 }
 
-/** `EVALSHA <sha> <args>`, every argument a string (node-redis sends strings and Buffers only). */
-function evalSha(name: ScriptName, args: readonly (string | number)[]): string[] {
+/**
+ * `EVALSHA <sha> <args>`, every argument a string (node-redis sends strings
+ * and Buffers only); `EVAL <source> <args>` the first time a client sends
+ * the script, which loads it (as ioredis does), so that a fresh server
+ * costs no NOSCRIPT round trip.
+ */
+function evalSha(name: ScriptName, args: readonly (string | number)[], sent: Set<ScriptName>): string[] {
   const command = new Array<string>(args.length + 2);
-  command[0] = 'EVALSHA';
-  command[1] = shaOf(name);
+  if (sent.has(name)) {
+    command[0] = 'EVALSHA';
+    command[1] = shaOf(name);
+  } else {
+    sent.add(name);
+    command[0] = 'EVAL';
+    command[1] = LUA_SOURCES[name];
+  }
   for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
   return command;
 }
@@ -105,7 +116,7 @@ function evalSha(name: ScriptName, args: readonly (string | number)[]): string[]
 /** The same call as `EVAL`, for a server that answered NOSCRIPT (after SCRIPT FLUSH, a restart or a failover). */
 function orEval(name: ScriptName, command: string[], send: (command: string[]) => Promise<unknown>) {
   return (error: unknown): Promise<unknown> => {
-    if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+    if (command[0] === 'EVAL' || !(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
     command[0] = 'EVAL';
     command[1] = LUA_SOURCES[name];
     return send(command);
@@ -134,6 +145,8 @@ function addressesOf(options: ConnectOptions | undefined): string {
 export class NodeRedisDriver implements Driver {
   readonly cluster = false;
   private readonly client: NodeRedisApi;
+  /** The scripts sent once already (with EVAL). */
+  private readonly sent = new Set<ScriptName>();
   private readonly send: (command: string[]) => Promise<unknown>;
 
   constructor(client: NodeRedisCompatibleClient) {
@@ -146,7 +159,7 @@ export class NodeRedisDriver implements Driver {
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const command = evalSha(name, args);
+    const command = evalSha(name, args, this.sent);
     return this.client.sendCommand(command).catch(orEval(name, command, this.send));
   }
 
@@ -183,6 +196,8 @@ export class NodeRedisDriver implements Driver {
 export class NodeRedisClusterDriver implements Driver {
   readonly cluster = true;
   private readonly client: NodeRedisClusterApi;
+  /** The scripts sent once already (with EVAL, to one master: the others answer NOSCRIPT once). */
+  private readonly sent = new Set<ScriptName>();
 
   constructor(client: NodeRedisCompatibleCluster) {
     this.client = client as unknown as NodeRedisClusterApi;
@@ -193,7 +208,7 @@ export class NodeRedisClusterDriver implements Driver {
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const command = evalSha(name, args);
+    const command = evalSha(name, args, this.sent);
     const key = command[3]; // after EVALSHA, the SHA and the key count: the first key routes the call
     const send = (c: string[]) => this.client.sendCommand(key, false, c);
     return send(command).catch(orEval(name, command, send));

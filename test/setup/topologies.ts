@@ -24,8 +24,6 @@
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import type { LockRedisClient } from '../../src/clients/index.js';
-import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
-import { isCluster } from '../../src/redis.js';
 import {
   type FlushOptions,
   type RedisClusterHandle,
@@ -183,7 +181,6 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
     let inTest = false;
     let server: RedisServerHandle | undefined;
     let clusterHandle: RedisClusterHandle | undefined;
-    let scriptLoader: Redis | Cluster | undefined;
 
     const remember = <C extends LockRedisClient>(client: C): C => {
       (inTest ? testClients : suiteClients).add(client);
@@ -209,13 +206,6 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
           : createClient({ socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port } });
       client.on('error', () => undefined); // reconnects; a test that cares looks at the LockClient's events
       remember(client);
-      // node-redis sends EVALSHA, and EVAL only after NOSCRIPT: with the scripts loaded, a script's
-      // first use costs one call, as with ioredis (which sends EVAL first), and the suites' call
-      // counts hold for both. (The NOSCRIPT path has its own test: SCRIPT FLUSH in the lock suite.)
-      if (!scriptLoader) suiteClients.add((scriptLoader = server ? server.client() : clusterHandle!.client()));
-      await scriptLoader.ping();
-      const nodes = isCluster(scriptLoader) ? scriptLoader.nodes('master') : [scriptLoader];
-      await Promise.all(nodes.flatMap((node) => Object.values(LUA_SOURCES).map((lua) => node.script('LOAD', lua))));
       await client.connect();
       return client;
     };
