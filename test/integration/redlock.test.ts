@@ -2,32 +2,46 @@
  * `redlock` mode against N independent redis-server processes started by the
  * harness (startRedisMasters): majority grants, node failures (SIGKILL,
  * SIGSTOP, data loss), loss signals, read/write conflicts across majorities,
- * clean-up of failed attempts, wake-ups, bad input.
+ * clean-up of failed attempts, wake-ups, bad input. On ioredis nodes, and
+ * (3 servers; a Cluster and two servers) on node-redis nodes.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import type { Cluster, Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
-import { sharedCluster } from '../setup/topologies.js';
+import { type ClientKind, disconnect, sharedCluster } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { rejection } from '../support/rejection.js';
 
-function suite(n: number): void {
-  describe(`redlock mode [${n} independent servers]`, function () {
+/**
+ * A node-redis client of `server`, connecting: node-redis queues commands
+ * until it is connected, and keeps trying while the server is down.
+ */
+function nodeRedisOf(server: { host: string; port: number }) {
+  const client = createClient({ socket: { host: server.host, port: server.port } });
+  client.on('error', () => undefined); // killed servers are part of the tests
+  client.connect().catch(() => undefined);
+  return client;
+}
+
+function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
+  describe(`redlock mode [${n} independent servers${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
     this.timeout(30_000);
     let masters: RedisMastersHandle;
     /** One admin connection per server, for looking at keys. */
     let admin: Redis[];
-    const clients = new Set<Redis>();
+    const clients = new Set<LockRedisClient>();
     const lockClients = new Set<LockClient>();
 
-    /** A redlock LockClient on fresh connections to every server. */
+    /** A redlock LockClient on fresh connections to every server, of the suite's client library. */
     const open = (options: LockClientOptions = {}): LockClient => {
-      const nodes = masters.clients();
+      const nodes: LockRedisClient[] = clientKind === 'ioredis' ? masters.clients() : masters.servers.map(nodeRedisOf);
       for (const c of nodes) {
-        c.on('error', () => undefined); // killed servers are part of the tests
+        if (clientKind === 'ioredis') (c as Redis).on('error', () => undefined); // killed servers are part of the tests
         clients.add(c);
       }
       const locks = new LockClient(nodes, { mode: 'redlock', redlock: { nodeTimeoutMs: 200 }, ...options });
@@ -60,7 +74,7 @@ function suite(n: number): void {
     afterEach(async () => {
       await Promise.allSettled([...lockClients].map((l) => l.close()));
       lockClients.clear();
-      for (const c of clients) c.disconnect();
+      for (const c of clients) disconnect(c);
       clients.clear();
       for (const s of masters.servers) if (s.running) await s.resume();
     });
@@ -324,44 +338,56 @@ function suite(n: number): void {
 
 suite(3);
 suite(5);
+suite(3, 'node-redis');
 
-describe('redlock mode over a Cluster and two servers', function () {
-  this.timeout(60_000);
-  let cluster: RedisClusterHandle;
-  let masters: RedisMastersHandle;
-  const made: { disconnect(): void }[] = [];
-  const nodes = (): [Cluster, Redis, Redis] => {
-    const list: [Cluster, Redis, Redis] = [cluster.client(), ...(masters.clients() as [Redis, Redis])];
-    made.push(...list);
-    return list;
-  };
-  before(async function () {
-    this.timeout(120_000);
-    [cluster, masters] = await Promise.all([sharedCluster(), startRedisMasters(2)]);
-    await cluster.flush();
-  });
-  after(async () => {
-    for (const c of made) c.disconnect();
-    await masters?.stop();
-  });
+for (const clientKind of ['ioredis', 'node-redis'] as const) {
+  describe(`redlock mode over a Cluster and two servers${clientKind === 'ioredis' ? '' : `, ${clientKind}`}`, function () {
+    this.timeout(60_000);
+    let cluster: RedisClusterHandle;
+    let masters: RedisMastersHandle;
+    const made: LockRedisClient[] = [];
+    const nodes = async (): Promise<LockRedisClient[]> => {
+      let list: LockRedisClient[];
+      if (clientKind === 'ioredis') list = [cluster.client(), ...(masters.clients() as [Redis, Redis])];
+      else {
+        const nodeCluster = createCluster({
+          rootNodes: cluster.startupNodes.map((node) => ({ socket: { host: node.host, port: node.port } })),
+        });
+        nodeCluster.on('error', () => undefined);
+        await nodeCluster.connect(); // its slots known
+        list = [nodeCluster, ...masters.servers.map(nodeRedisOf)];
+      }
+      made.push(...list);
+      return list;
+    };
+    before(async function () {
+      this.timeout(120_000);
+      [cluster, masters] = await Promise.all([sharedCluster(), startRedisMasters(2)]);
+      await cluster.flush();
+    });
+    after(async () => {
+      for (const c of made) disconnect(c);
+      await masters?.stop();
+    });
 
-  it('grants, renews, wakes waiters and releases with a Cluster as one of the nodes', async () => {
-    const holder = new LockClient(nodes(), { mode: 'redlock', leaseMs: 450 });
-    const waiter = new LockClient(nodes(), { mode: 'redlock', recheckMs: 20_000 });
-    const lease = await holder.lock('user:{42}').acquireWrite();
-    const info = await holder.inspect('user:{42}');
-    expect(info.writer?.owner).to.equal(lease.token);
-    const waiting = waiter.lock('user:{42}').acquireWrite({ waitMs: 10_000 });
-    await sleep(700); // renewed meanwhile, on the Cluster too
-    expect(lease.held).to.equal(true);
-    const releasedAt = performance.now();
-    await lease.release();
-    const next = await waiting;
-    expect(performance.now() - releasedAt).to.be.below(1_000);
-    await next.release();
-    await Promise.all([holder.close(), waiter.close()]);
+    it('grants, renews, wakes waiters and releases with a Cluster as one of the nodes', async () => {
+      const holder = new LockClient(await nodes(), { mode: 'redlock', leaseMs: 450 });
+      const waiter = new LockClient(await nodes(), { mode: 'redlock', recheckMs: 20_000 });
+      const lease = await holder.lock('user:{42}').acquireWrite();
+      const info = await holder.inspect('user:{42}');
+      expect(info.writer?.owner).to.equal(lease.token);
+      const waiting = waiter.lock('user:{42}').acquireWrite({ waitMs: 10_000 });
+      await sleep(700); // renewed meanwhile, on the Cluster too
+      expect(lease.held).to.equal(true);
+      const releasedAt = performance.now();
+      await lease.release();
+      const next = await waiting;
+      expect(performance.now() - releasedAt).to.be.below(1_000);
+      await next.release();
+      await Promise.all([holder.close(), waiter.close()]);
+    });
   });
-});
+}
 
 describe('redlock mode: bad input', () => {
   let masters: RedisMastersHandle;
@@ -380,6 +406,12 @@ describe('redlock mode: bad input', () => {
     await masters?.stop();
   });
 
+  /** node-redis clients of servers 0, 1 and 0 again (as "localhost"), not connected. */
+  const nodeRedisOfOneServerTwice = () => [
+    ...masters.servers.slice(0, 2).map((s) => createClient({ socket: { host: s.host, port: s.port } })),
+    createClient({ socket: { host: 'localhost', port: masters.servers[0]!.port } }),
+  ];
+
   const cases: [string, () => unknown][] = [
     ['fewer than 3 clients', () => new LockClient(clients().slice(0, 2), { mode: 'redlock' })],
     ['no clients', () => new LockClient([], { mode: 'redlock' })],
@@ -397,6 +429,7 @@ describe('redlock mode: bad input', () => {
         return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
       },
     ],
+    ['two node-redis clients of one server', () => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })],
     ['a non-client among them', () => new LockClient([...clients().slice(0, 2), {} as Redis], { mode: 'redlock' })],
     ['one client in redlock mode', () => new LockClient(clients()[0]!, { mode: 'redlock' })],
     ['an array without mode redlock', () => new LockClient(clients())],
@@ -415,6 +448,9 @@ describe('redlock mode: bad input', () => {
     const [a, b] = clients();
     expect(() => new LockClient([a!, b!, a!], { mode: 'redlock' })).to.throw(/same client/);
     expect(() => new LockClient(clients())).to.throw(/mode "redlock"/);
+    expect(() => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })).to.throw(
+      /elements 0 and 2 both connect to 127\.0\.0\.1:/,
+    );
   });
 
   it('accepts 3 distinct servers', async () => {
