@@ -1,10 +1,9 @@
 import type { ResolvedClientOptions } from '../options.js';
-import type { RedisClient } from '../redis.js';
+import { isCluster, type RedisClient } from '../redis.js';
 import type { LockBackend } from './backend.js';
-import { HashBackend } from './hash.js';
-import { LegacyBackend } from './legacy.js';
+import { hashLayout, legacyLayout } from './layouts.js';
 import { RedlockBackend } from './redlock.js';
-import { ReplicaAckBackend } from './replica-ack.js';
+import { ScriptedBackend } from './scripted.js';
 
 /**
  * The storage layout a LockClient runs on, chosen by its `mode` option. The
@@ -13,20 +12,18 @@ import { ReplicaAckBackend } from './replica-ack.js';
 export function createBackend(redis: RedisClient | readonly RedisClient[], options: ResolvedClientOptions): LockBackend {
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: RedisClient) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node));
+    const nodes = redis.map((node: RedisClient) => new ScriptedBackend(node, hashLayout(options.prefix)));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
-  const client = redis as RedisClient;
-  // Replica acknowledgement (WAIT after a grant) costs nothing when a request does not ask for it.
-  return new ReplicaAckBackend(singleNodeBackend(client, options), client);
+  return singleNodeBackend(redis as RedisClient, options);
 }
 
 function singleNodeBackend(redis: RedisClient, options: ResolvedClientOptions): LockBackend {
   switch (options.mode) {
     case 'legacy':
     case 'bridge':
-      return new LegacyBackend(redis, options.prefix, options.legacyKeys, options.mode);
+      return new ScriptedBackend(redis, legacyLayout(options.prefix, options.legacyKeys, options.mode, isCluster(redis)));
     default:
-      return new HashBackend(redis, options.prefix);
+      return new ScriptedBackend(redis, hashLayout(options.prefix));
   }
 }

@@ -258,7 +258,7 @@ forEachTopology('liveness', (ctx) => {
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
     defineScripts(redis);
-    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
+    await runScript(redis, 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 1000, 300, '1', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = open({ fair: true }).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockInfo } from '../../backends/backend.js';
-import { HashBackend } from '../../backends/hash.js';
+import { hashLayout } from '../../backends/layouts.js';
+import { ScriptedBackend } from '../../backends/scripted.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
@@ -105,7 +106,7 @@ const CLEAR = '\x1b[H\x1b[J';
 
 /** Every lock under `prefix`, read, most contended first. */
 export async function look(redis: RedisClient, prefix: string, limit: number): Promise<TopSnapshot> {
-  const backend = new HashBackend(redis, prefix);
+  const backend = new ScriptedBackend(redis, hashLayout(prefix));
   const found = await findLocks(redis, prefix);
   const read: TopLock[] = [];
   const chosen = found.slice(0, limit);
