@@ -168,7 +168,12 @@ forEachTopology('hard bounds', (ctx) => {
     while (performance.now() < until); // a synchronous stall, past the 50 ms bound
     // Still inside the stall: once every server has answered a PING sent after our script, its reply is in our socket.
     const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
-    for (const port of ports) expect(execFileSync('redis-cli', ['-p', String(port), 'PING']).toString().trim()).to.equal('PONG');
+    for (const port of ports)
+      expect(
+        execFileSync('redis-cli', ['-p', String(port), 'PING'])
+          .toString()
+          .trim(),
+      ).to.equal('PONG');
     expect((await inspecting).mode).to.equal('free');
   });
 
