@@ -20,6 +20,9 @@
  *   slices only, so the same run shows the cycle with and without one.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
  *   in the contended workloads only.
+ * - rwlock-base: rwlock-write from another checkout of this library (`npm
+ *   run bench -- --baseline <checkout>`), so one run compares a change with
+ *   the code before it; left out without --baseline.
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
  *   cycle, no library code at all. Two bare scripts that run just the
  *   commands of redis-rwlock's fresh grant and release, on a string key set
@@ -30,6 +33,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { tracingChannel } from 'node:diagnostics_channel';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redlock } from '@sesamecare-oss/redlock';
 import type { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
@@ -48,6 +53,7 @@ export type LibName =
   | 'rwlock-read'
   | 'rwlock-mix'
   | 'rwlock-traced'
+  | 'rwlock-base'
   | 'ref-string'
   | 'ref-hash'
   | 'ref-hash-args';
@@ -71,6 +77,7 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-read',
   'rwlock-mix',
   'rwlock-traced',
+  'rwlock-base',
   'ref-string',
   'ref-hash',
   'ref-hash-args',
@@ -88,6 +95,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
+  'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
@@ -155,6 +163,21 @@ type RefClient = RedisClient & Record<string, (...args: (string | number)[]) => 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** The LockClient of the baseline checkout, once {@link loadBaseline} ran. */
+let Baseline: typeof LockClient | undefined;
+
+/**
+ * Loads the library from another checkout (its `src/`, with its generated
+ * Lua: run `node scripts/gen-lua.mjs` there first) for `rwlock-base`.
+ */
+export async function loadBaseline(checkout: string): Promise<void> {
+  const entry = path.resolve(checkout, 'src', 'index.ts');
+  Baseline = ((await import(pathToFileURL(entry).href)) as { LockClient: typeof LockClient }).LockClient;
+}
+
+/** True once a baseline checkout is loaded. */
+export const hasBaseline = (): boolean => Baseline !== undefined;
 
 export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
   switch (lib) {
@@ -234,6 +257,17 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
           };
         },
         close: async () => undefined,
+      };
+    }
+    case 'rwlock-base': {
+      if (!Baseline) throw new Error('rwlock-base needs --baseline <checkout>');
+      const locks = new Baseline(redis);
+      return {
+        async acquire(resource, { signal }) {
+          const lease = await locks.lock(resource).acquireWrite({ signal });
+          return { release: () => lease.release() };
+        },
+        close: () => locks.close(),
       };
     }
     case 'rwlock-write':
