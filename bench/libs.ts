@@ -19,7 +19,9 @@
  *   event of the four tracing channels, subscribed during its own timed
  *   slices only, so the same run shows the cycle with and without one.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
- *   in the contended workloads only.
+ *   in the contended workloads only. rwlock-redlock: the write lock in
+ *   `redlock` mode on three independent servers, in the contended workloads
+ *   on the standalone topology only (a Cluster is one server to redlock).
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
  *   the code before it; left out without --baseline.
@@ -50,6 +52,7 @@ export type LibName =
   | 'redlock-fast'
   | 'rwlock-write'
   | 'rwlock-fair'
+  | 'rwlock-redlock'
   | 'rwlock-read'
   | 'rwlock-mix'
   | 'rwlock-traced'
@@ -67,6 +70,7 @@ export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'redlock-fast',
   'rwlock-write',
   'rwlock-fair',
+  'rwlock-redlock',
 ];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = [
@@ -92,6 +96,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'redlock-fast': 'redlock (retry 1 ms)',
   'rwlock-write': 'redis-rwlock write',
   'rwlock-fair': 'redis-rwlock write (fair: true)',
+  'rwlock-redlock': "redis-rwlock write, mode 'redlock' on 3 servers",
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
@@ -179,7 +184,16 @@ export async function loadBaseline(checkout: string): Promise<void> {
 /** True once a baseline checkout is loaded. */
 export const hasBaseline = (): boolean => Baseline !== undefined;
 
-export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
+/** `redis` is one client, or for `rwlock-redlock` one client on each of its servers. */
+export function makeAdapter(lib: LibName, redis: RedisClient | readonly RedisClient[], fastRetryMs: number): LockAdapter {
+  if (Array.isArray(redis)) {
+    if (lib !== 'rwlock-redlock') throw new Error(`${lib} runs on one client`);
+    return rwlockAdapter(new LockClient(redis, { mode: 'redlock' }));
+  }
+  return singleClientAdapter(lib, redis as RedisClient, fastRetryMs);
+}
+
+function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
   switch (lib) {
     case 'floor':
     case 'floor-spin': {
@@ -270,27 +284,31 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
         close: () => locks.close(),
       };
     }
+    case 'rwlock-redlock':
+      throw new Error('rwlock-redlock runs on one client per server: pass them all');
     case 'rwlock-write':
     case 'rwlock-fair':
     case 'rwlock-read':
     case 'rwlock-mix':
-    case 'rwlock-traced': {
-      const locks = new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {});
-      const subscriber = lib === 'rwlock-traced' ? tracingSubscriber() : undefined;
-      return {
-        async acquire(resource, { mode, signal }) {
-          const lock = locks.lock(resource);
-          const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
-          return { release: () => lease.release() };
-        },
-        close: async () => {
-          subscriber?.(false);
-          await locks.close();
-        },
-        ...(subscriber && { measuring: subscriber }),
-      };
-    }
+    case 'rwlock-traced':
+      return rwlockAdapter(new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {}), lib === 'rwlock-traced');
   }
+}
+
+function rwlockAdapter(locks: LockClient, traced = false): LockAdapter {
+  const subscriber = traced ? tracingSubscriber() : undefined;
+  return {
+    async acquire(resource, { mode, signal }) {
+      const lock = locks.lock(resource);
+      const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
+      return { release: () => lease.release() };
+    },
+    close: async () => {
+      subscriber?.(false);
+      await locks.close();
+    },
+    ...(subscriber && { measuring: subscriber }),
+  };
 }
 
 /** Subscribes (true) or unsubscribes (false) no-op handlers on every event of the library's tracing channels. */

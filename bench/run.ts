@@ -130,7 +130,8 @@ async function runTopology(
     if (want('contended')) {
       record.contended = [];
       for (const variant of ['baton', 'race'] as const) {
-        for (const lib of order.filter((l) => EXCLUSIVE_LIBS.includes(l))) {
+        const fits = (l: LibName) => EXCLUSIVE_LIBS.includes(l) && (l !== 'rwlock-redlock' || topology.kind === 'standalone');
+        for (const lib of order.filter(fits)) {
           log(`[${topology.kind}] run ${run + 1}/${config.runs}: (b) ${variant} ${lib}`);
           const c = await measureContended(topology, config, lib, variant, tag);
           record.contended.push(c);
