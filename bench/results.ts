@@ -1,5 +1,6 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
+import { UNCONTENDED_LIBS } from './libs.js';
 import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
@@ -68,17 +69,10 @@ export function perRunRatios(run: {
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
         out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
-        for (const lib of [
-          'rwlock-write',
-          'rwlock-read',
-          'rwlock-mix',
-          'rwlock-traced',
-          'rwlock-base',
-          'ref-string',
-          'ref-hash',
-          'ref-hash-args',
-        ]) {
-          for (const base of ['floor', 'semaphore', 'redlock']) {
+        // Every lock against each baseline lock of the same run.
+        const baselines = ['floor', 'semaphore', 'redlock'];
+        for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
+          for (const base of baselines) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
           }
         }

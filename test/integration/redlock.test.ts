@@ -12,6 +12,7 @@ import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, L
 import { type RedisClusterHandle, type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { sharedCluster } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { queueWriters } from '../support/queued-writers.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
@@ -309,25 +310,12 @@ function suite(n: number): void {
       const holder = open();
       const held = await holder.lock('herd').acquireWrite();
       const owners = ['w1', 'w2', 'w3', 'w4'];
-      const order: string[] = [];
       // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
       const waiters = owners.map(() => open({ recheckMs: 5_000 }));
-      const waiting: Promise<void>[] = [];
-      for (const [i, owner] of owners.entries()) {
-        waiting.push(
-          waiters[i]!.lock('herd')
-            .acquireWrite({ owner, waitMs: 10_000 })
-            .then(async (lease) => {
-              order.push(owner);
-              await sleep(20);
-              await lease.release();
-            }),
-        );
-        // Queued on every node, in arrival order.
-        await eventually(`${owner} to queue on every node`, async () =>
-          (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{herd}')))).every((queued) => queued === i + 1),
-        );
-      }
+      // Each queued on every node, in arrival order.
+      const { order, done } = await queueWriters('herd', owners, waiters, async (count) =>
+        (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{herd}')))).every((queued) => queued === count),
+      );
       // Each waiter's first try and its try right after subscribing, on every node: then nothing more.
       let settled = await calls();
       await eventually('each waiter to try again after subscribing', async () => {
@@ -337,7 +325,7 @@ function suite(n: number): void {
         return still && now >= n * (1 + 2 * owners.length);
       });
       await held.release();
-      await Promise.all(waiting);
+      await done;
       expect(order).to.deep.equal(owners);
       // On every node: the holder's release, then per waiter one acquire (woken by name) and its release.
       // A waiter that reached a node before that node's release came through tries once more (one acquire
