@@ -19,7 +19,12 @@
  *   event of the four tracing channels, subscribed during its own timed
  *   slices only, so the same run shows the cycle with and without one.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
- *   in the contended workloads only.
+ *   in the contended workloads only. rwlock-redlock: the write lock in
+ *   `redlock` mode on three independent servers, in the contended workloads
+ *   on the standalone topology only (a Cluster is one server to redlock).
+ * - rwlock-base: rwlock-write from another checkout of this library (`npm
+ *   run bench -- --baseline <checkout>`), so one run compares a change with
+ *   the code before it; left out without --baseline.
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
  *   cycle, no library code at all. Two bare scripts that run just the
  *   commands of redis-rwlock's fresh grant and release, on a string key set
@@ -30,6 +35,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { tracingChannel } from 'node:diagnostics_channel';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Redlock } from '@sesamecare-oss/redlock';
 import type { Redis } from 'ioredis';
 import { Mutex } from 'redis-semaphore';
@@ -45,9 +52,11 @@ export type LibName =
   | 'redlock-fast'
   | 'rwlock-write'
   | 'rwlock-fair'
+  | 'rwlock-redlock'
   | 'rwlock-read'
   | 'rwlock-mix'
   | 'rwlock-traced'
+  | 'rwlock-base'
   | 'ref-string'
   | 'ref-hash'
   | 'ref-hash-args';
@@ -61,6 +70,7 @@ export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'redlock-fast',
   'rwlock-write',
   'rwlock-fair',
+  'rwlock-redlock',
 ];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = [
@@ -71,6 +81,7 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-read',
   'rwlock-mix',
   'rwlock-traced',
+  'rwlock-base',
   'ref-string',
   'ref-hash',
   'ref-hash-args',
@@ -85,9 +96,11 @@ export const LIB_LABEL: Record<LibName, string> = {
   'redlock-fast': 'redlock (retry 1 ms)',
   'rwlock-write': 'redis-rwlock write',
   'rwlock-fair': 'redis-rwlock write (fair: true)',
+  'rwlock-redlock': "redis-rwlock write, mode 'redlock' on 3 servers",
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
+  'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
@@ -156,7 +169,31 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
+/** The LockClient of the baseline checkout, once {@link loadBaseline} ran. */
+let Baseline: typeof LockClient | undefined;
+
+/**
+ * Loads the library from another checkout (its `src/`, with its generated
+ * Lua: run `node scripts/gen-lua.mjs` there first) for `rwlock-base`.
+ */
+export async function loadBaseline(checkout: string): Promise<void> {
+  const entry = path.resolve(checkout, 'src', 'index.ts');
+  Baseline = ((await import(pathToFileURL(entry).href)) as { LockClient: typeof LockClient }).LockClient;
+}
+
+/** True once a baseline checkout is loaded. */
+export const hasBaseline = (): boolean => Baseline !== undefined;
+
+/** `redis` is one client, or for `rwlock-redlock` one client on each of its servers. */
+export function makeAdapter(lib: LibName, redis: RedisClient | readonly RedisClient[], fastRetryMs: number): LockAdapter {
+  if (Array.isArray(redis)) {
+    if (lib !== 'rwlock-redlock') throw new Error(`${lib} runs on one client`);
+    return rwlockAdapter(new LockClient(redis, { mode: 'redlock' }));
+  }
+  return singleClientAdapter(lib, redis as RedisClient, fastRetryMs);
+}
+
+function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
   switch (lib) {
     case 'floor':
     case 'floor-spin': {
@@ -236,27 +273,42 @@ export function makeAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numbe
         close: async () => undefined,
       };
     }
+    case 'rwlock-base': {
+      if (!Baseline) throw new Error('rwlock-base needs --baseline <checkout>');
+      const locks = new Baseline(redis);
+      return {
+        async acquire(resource, { signal }) {
+          const lease = await locks.lock(resource).acquireWrite({ signal });
+          return { release: () => lease.release() };
+        },
+        close: () => locks.close(),
+      };
+    }
+    case 'rwlock-redlock':
+      throw new Error('rwlock-redlock runs on one client per server: pass them all');
     case 'rwlock-write':
     case 'rwlock-fair':
     case 'rwlock-read':
     case 'rwlock-mix':
-    case 'rwlock-traced': {
-      const locks = new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {});
-      const subscriber = lib === 'rwlock-traced' ? tracingSubscriber() : undefined;
-      return {
-        async acquire(resource, { mode, signal }) {
-          const lock = locks.lock(resource);
-          const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
-          return { release: () => lease.release() };
-        },
-        close: async () => {
-          subscriber?.(false);
-          await locks.close();
-        },
-        ...(subscriber && { measuring: subscriber }),
-      };
-    }
+    case 'rwlock-traced':
+      return rwlockAdapter(new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {}), lib === 'rwlock-traced');
   }
+}
+
+function rwlockAdapter(locks: LockClient, traced = false): LockAdapter {
+  const subscriber = traced ? tracingSubscriber() : undefined;
+  return {
+    async acquire(resource, { mode, signal }) {
+      const lock = locks.lock(resource);
+      const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
+      return { release: () => lease.release() };
+    },
+    close: async () => {
+      subscriber?.(false);
+      await locks.close();
+    },
+    ...(subscriber && { measuring: subscriber }),
+  };
 }
 
 /** Subscribes (true) or unsubscribes (false) no-op handlers on every event of the library's tracing channels. */

@@ -1,5 +1,6 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
+import { UNCONTENDED_LIBS } from './libs.js';
 import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
@@ -67,8 +68,11 @@ export function perRunRatios(run: {
       run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n)?.cyclesPerSec;
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
-        for (const lib of ['rwlock-write', 'rwlock-read', 'rwlock-mix', 'rwlock-traced', 'ref-string', 'ref-hash', 'ref-hash-args']) {
-          for (const base of ['floor', 'semaphore', 'redlock']) {
+        out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
+        // Every lock against each baseline lock of the same run.
+        const baselines = ['floor', 'semaphore', 'redlock'];
+        for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
+          for (const base of baselines) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
           }
         }
@@ -82,6 +86,11 @@ export function perRunRatios(run: {
       out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
       out[`race.rwlock-fair/${base}`] = ratio(get('rwlock-fair', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
     }
+    // redlock mode on three servers against the hash mode on one.
+    out['baton.rwlock-redlock/rwlock-write'] = ratio(
+      get('rwlock-redlock', 'baton')?.handoffsPerSec,
+      get('rwlock-write', 'baton')?.handoffsPerSec,
+    );
     for (const m of run.contended.filter((x) => x.variant === 'race')) {
       // The longest wait in cycle times: how many grants' worth of time the unluckiest waiter waited.
       out[`race.${m.lib}.longestWaitCycles`] =

@@ -11,6 +11,8 @@
  *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory, anatomy
  *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
  *   --runs N                runs per figure
+ *   --baseline <checkout>   also measure rwlock-write from another checkout
+ *                           (uncontended), side by side in the same run
  *   --out path/prefix       where to write the .json and .md
  *   --render file.json      no measurement: re-evaluate the targets of a
  *                           results file and rewrite its .md (and the README
@@ -23,7 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stopAllServers } from '../src/testing/index.js';
 import { type BenchConfig, FULL, SMOKE } from './config.js';
-import { EXCLUSIVE_LIBS, type LibName, UNCONTENDED_LIBS } from './libs.js';
+import { EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, UNCONTENDED_LIBS } from './libs.js';
 import { renderMarkdown } from './report.js';
 import { type BenchResults, type Machine, medianRatios, perRunRatios, type TopologyResults } from './results.js';
 import { medianRecord } from './stats.js';
@@ -128,7 +130,8 @@ async function runTopology(
     if (want('contended')) {
       record.contended = [];
       for (const variant of ['baton', 'race'] as const) {
-        for (const lib of order.filter((l) => EXCLUSIVE_LIBS.includes(l))) {
+        const fits = (l: LibName) => EXCLUSIVE_LIBS.includes(l) && (l !== 'rwlock-redlock' || topology.kind === 'standalone');
+        for (const lib of order.filter(fits)) {
           log(`[${topology.kind}] run ${run + 1}/${config.runs}: (b) ${variant} ${lib}`);
           const c = await measureContended(topology, config, lib, variant, tag);
           record.contended.push(c);
@@ -225,6 +228,7 @@ async function main(): Promise<number> {
       runs: { type: 'string' },
       out: { type: 'string' },
       render: { type: 'string' },
+      baseline: { type: 'string' },
     },
   });
   if (values.render !== undefined) return render(values.render);
@@ -232,9 +236,15 @@ async function main(): Promise<number> {
   const topologies = list<TopologyKind>(values.topology, ['standalone', 'cluster'], 'topology') ?? base.topologies;
   const config: BenchConfig = { ...base, topologies, runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs };
   const only = list<Workload>(values.only, WORKLOADS, 'only') ?? [...WORKLOADS];
-  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])];
+  if (values.baseline !== undefined) await loadBaseline(values.baseline);
+  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter((l) => l !== 'rwlock-base' || hasBaseline());
   const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
-  const complete = values.only === undefined && values.libs === undefined && config.name === 'full' && topologies.length === 2;
+  const complete =
+    values.only === undefined &&
+    values.libs === undefined &&
+    config.name === 'full' &&
+    topologies.length === 2 &&
+    values.baseline === undefined;
   const outPrefix =
     values.out ??
     path.join(benchDir, 'results', config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke');

@@ -216,6 +216,28 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder`
         : undefined,
     );
+    // Issue 14: redlock mode on three servers hands over nearly as fast as the hash mode on one.
+    const redlock = r.contended.median.find((m) => m.lib === 'rwlock-redlock' && m.variant === 'baton');
+    if (redlock) {
+      const v = ratio('baton.rwlock-redlock/rwlock-write');
+      add(
+        'b-redlock-baton',
+        "baton handoffs/s, mode 'redlock' on 3 servers vs the hash mode on one",
+        v,
+        '>= 0.8',
+        atLeast(v, 0.8),
+        'x',
+        `redlock mode ${redlock.handoffsPerSec.toFixed(0)}/s at ${redlock.commandsPerGrant?.toFixed(1) ?? '?'} commands per grant`,
+      );
+      add(
+        'b-redlock-p50',
+        "baton handoff p50, mode 'redlock' on 3 servers",
+        redlock.handoffP50Ms,
+        '<= 0.5',
+        atMost(redlock.handoffP50Ms, 0.5),
+        'ms',
+      );
+    }
     // The same two race targets with fair: true (strict arrival order), for comparison.
     const fair = r.contended.median.find((m) => m.lib === 'rwlock-fair' && m.variant === 'race');
     if (fair) {

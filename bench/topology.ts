@@ -21,35 +21,44 @@ export interface Topology {
   allNodes(): Promise<Redis[]>;
   /** The master that holds `key`. */
   masterFor(key: string): Promise<Redis>;
+  /**
+   * One new client on each of three independent servers (this topology's
+   * and two more), for `redlock` mode; undefined on a Cluster.
+   */
+  redlockNodes(): RedisClient[] | undefined;
   flush(): Promise<void>;
   stop(): Promise<void>;
 }
 
 export async function startTopology(kind: TopologyKind): Promise<Topology> {
   return kind === 'standalone'
-    ? standalone(await startRedisServer())
+    ? standalone(await startRedisServer(), await Promise.all([startRedisServer(), startRedisServer()]))
     : cluster(await startRedisCluster({ masters: 3, replicasPerMaster: 1 }));
 }
 
-function standalone(server: RedisServerHandle): Topology {
+function standalone(server: RedisServerHandle, others: readonly RedisServerHandle[]): Topology {
   const clients = new Set<Redis>();
+  const track = (c: Redis) => {
+    clients.add(c);
+    return c;
+  };
   let admin: Redis | undefined;
   const adminClient = () => (admin ??= server.client());
   return {
     kind: 'standalone',
-    client() {
-      const c = server.client({ maxRetriesPerRequest: 2 });
-      clients.add(c);
-      return c;
-    },
+    client: () => track(server.client({ maxRetriesPerRequest: 2 })),
     masters: async () => [adminClient()],
     allNodes: async () => [adminClient()],
     masterFor: async () => adminClient(),
-    flush: async () => void (await adminClient().flushall()),
+    redlockNodes: () => [server, ...others].map((s) => track(s.client({ maxRetriesPerRequest: 2 }))),
+    async flush() {
+      await adminClient().flushall();
+      await Promise.all(others.map((s) => s.flush()));
+    },
     async stop() {
       for (const c of clients) c.disconnect();
       admin?.disconnect();
-      await server.stop();
+      await Promise.all([server, ...others].map((s) => s.stop()));
     },
   };
 }
@@ -81,6 +90,7 @@ function cluster(handle: RedisClusterHandle): Topology {
       return ports.map(adminFor);
     },
     allNodes: async () => handle.nodes.map((n) => adminFor(n.port)),
+    redlockNodes: () => undefined,
     async masterFor(key: string) {
       const slot = calculateSlot(key);
       const owner = (await owners()).find((o) => slot >= o.start && slot <= o.end);

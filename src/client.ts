@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backends/backend.js';
 import { createBackend } from './backends/index.js';
-import { redlockClients } from './backends/redlock.js';
+import { redlockClients } from './backends/redlock-nodes.js';
 import { Cleanups } from './cleanups.js';
 import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
 import { Deadlines } from './deadlines.js';

@@ -76,7 +76,7 @@ export async function fencedSet(
   const ttlMs = options?.ttlMs === undefined ? 0 : duration('ttlMs', options.ttlMs, 1);
   let reply: [number, string];
   try {
-    reply = await runScript(client, 'fencedSet', [key, fenceKey, value as string, f, ttlMs]);
+    reply = await runScript(client, 'fencedSet', [key, fenceKey], [value as string, f, ttlMs]);
   } catch (error) {
     throw redisFailure(`writing "${key}" with fence ${f}`, error, {});
   }
@@ -107,7 +107,7 @@ export async function fencedGet(
 ): Promise<string | null> {
   const { client, f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
   try {
-    return await runScript(client, 'fencedGet', [key, fenceKey, f]);
+    return await runScript(client, 'fencedGet', [key, fenceKey], [f]);
   } catch (error) {
     throw redisFailure(`reading "${key}" with fence ${f}`, error, {});
   }

@@ -30,5 +30,5 @@ export function lockFootprint(keys: LockKeys, prefix: string): { names: string[]
 
 /** Deletes the lock's keys on one server (one script: atomic) and wakes its waiters; the names deleted. */
 export async function forceReleaseOn(client: Driver, names: readonly string[], channels: readonly string[]): Promise<string[]> {
-  return runScript(client, 'forceRelease', [names.length, ...names, ...channels]);
+  return runScript(client, 'forceRelease', names, channels);
 }

@@ -23,7 +23,7 @@
  */
 
 export type { BlockReason, HolderInfo, LegacyInfo, LegacyKeyInfo, LockInfo, WaiterInfo } from './backends/backend.js';
-export { MIN_REDLOCK_NODES } from './backends/redlock.js';
+export { MIN_REDLOCK_NODES } from './backends/redlock-nodes.js';
 export { LockClient, type LockClientEvents } from './client.js';
 export type { LockRedisClient, NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './clients/index.js';
 export {

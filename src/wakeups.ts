@@ -93,10 +93,12 @@ export class WakeupHub {
    * after `confirmWithinMs` at the latest (the waiter then relies on its
    * re-checks until the subscription comes through). A waiting writer passes
    * its owner token, and is then not woken by releases that name another
-   * writer as next, except in `redlock` mode, where each node names its own.
+   * writer as next. In `redlock` mode each node names its own next writer
+   * (their queues agree but for writers that arrived at the same moment), so
+   * a release wakes at most one writer per node.
    */
   async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
-    const watch = new Watch((w) => this.unwatch(channel, w), this.clients.length === 1 ? writer : undefined);
+    const watch = new Watch((w) => this.unwatch(channel, w), writer);
     let set = this.watchers.get(channel);
     if (!set) this.watchers.set(channel, (set = new Set()));
     set.add(watch);

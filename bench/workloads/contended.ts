@@ -75,15 +75,17 @@ export async function measureContended(
   const c = config.contended;
   const resource = `c:${tag}:${lib}:${variant}`;
   const sent = new SentCounter();
-  const clients: RedisClient[] = [];
-  const adapters: LockAdapter[] = [];
+  // Each waiter's connection, or in redlock mode its connection to each server.
+  const connections: (RedisClient | RedisClient[])[] = [];
   for (let i = 0; i < c.waiters; i++) {
-    const redis = topology.client();
-    sent.attach(redis);
-    clients.push(redis);
+    const nodes = lib === 'rwlock-redlock' ? topology.redlockNodes() : undefined;
+    if (lib === 'rwlock-redlock' && !nodes) throw new Error('rwlock-redlock needs independent servers (standalone topology)');
+    connections.push(nodes ?? topology.client());
   }
+  const clients = connections.flat();
+  for (const redis of clients) sent.attach(redis);
   await Promise.all(clients.map(ready));
-  for (const redis of clients) adapters.push(makeAdapter(lib, redis, config.fastRetryMs));
+  const adapters: LockAdapter[] = connections.map((redis) => makeAdapter(lib, redis, config.fastRetryMs));
 
   const grants: Grant[] = [];
   const releaseReplyAt: number[] = [];

@@ -28,24 +28,23 @@ export async function extendByGroup(
 
 /**
  * Extends the leases of one group in script calls of at most
- * {@link EXTEND_BATCH}, each call's arguments as the extend scripts take
- * them (lua/extend.lua): the key count, the first lock's keys (they route the
- * call), then each lease's keys, owner and lease length. Writes each
- * lease's result into `results`.
+ * {@link EXTEND_BATCH}, each call's KEYS and ARGV as the extend scripts take
+ * them (lua/extend.lua): the first lock's keys (they route the call), then
+ * per lease its lock's keys, owner and lease length. Writes each lease's
+ * result into `results`.
  */
-export async function extendInChunks<K extends LockKeys>(
+export async function extendInChunks<K extends LockKeys, Keys extends readonly string[]>(
   requests: readonly ExtendRequest<K>[],
   indexes: readonly number[],
   results: number[],
-  names: (keys: K) => readonly string[],
-  run: (args: (string | number)[]) => Promise<number[]>,
+  names: (keys: K) => Keys,
+  run: (keys: Keys, args: (string | number)[]) => Promise<number[]>,
 ): Promise<void> {
   for (let start = 0; start < indexes.length; start += EXTEND_BATCH) {
     const chunk = indexes.slice(start, start + EXTEND_BATCH);
-    const first = names(requests[chunk[0]!]!.keys);
-    const args: (string | number)[] = [first.length, ...first];
+    const args: (string | number)[] = [];
     for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
-    const reply = await run(args);
+    const reply = await run(names(requests[chunk[0]!]!.keys), args);
     chunk.forEach((i, k) => (results[i] = reply[k]!));
   }
 }

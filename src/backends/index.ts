@@ -1,10 +1,9 @@
 import type { Driver } from '../clients/driver.js';
 import type { ResolvedClientOptions } from '../options.js';
 import type { LockBackend } from './backend.js';
-import { HashBackend } from './hash.js';
-import { LegacyBackend } from './legacy.js';
+import { hashLayout, legacyLayout } from './layouts.js';
 import { RedlockBackend } from './redlock.js';
-import { ReplicaAckBackend } from './replica-ack.js';
+import { ScriptedBackend } from './scripted.js';
 
 /**
  * The storage layout a LockClient runs on, chosen by its `mode` option. The
@@ -13,20 +12,18 @@ import { ReplicaAckBackend } from './replica-ack.js';
 export function createBackend(redis: Driver | readonly Driver[], options: ResolvedClientOptions): LockBackend {
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: Driver) => new ReplicaAckBackend(new HashBackend(node, options.prefix), node));
+    const nodes = redis.map((node: Driver) => new ScriptedBackend(node, hashLayout(options.prefix)));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
-  const client = redis as Driver;
-  // Replica acknowledgement (WAIT after a grant) costs nothing when a request does not ask for it.
-  return new ReplicaAckBackend(singleNodeBackend(client, options), client);
+  return singleNodeBackend(redis as Driver, options);
 }
 
 function singleNodeBackend(redis: Driver, options: ResolvedClientOptions): LockBackend {
   switch (options.mode) {
     case 'legacy':
     case 'bridge':
-      return new LegacyBackend(redis, options.prefix, options.legacyKeys, options.mode);
+      return new ScriptedBackend(redis, legacyLayout(options.prefix, options.legacyKeys, options.mode, redis.cluster));
     default:
-      return new HashBackend(redis, options.prefix);
+      return new ScriptedBackend(redis, hashLayout(options.prefix));
   }
 }

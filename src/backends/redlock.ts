@@ -1,6 +1,6 @@
-import { type Driver, driverFor, NOT_A_CLIENT } from '../clients/index.js';
-import { InvalidArgumentError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
-import { describe, type LockKeys, lockKeys } from '../keys/keys.js';
+import type { Driver } from '../clients/driver.js';
+import { type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
+import { type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
 import {
   type AcquireOutcome,
@@ -13,9 +13,7 @@ import {
   type LockInfo,
   type WaiterInfo,
 } from './backend.js';
-
-/** Fewest nodes a `redlock` client accepts: with fewer, one failure stops every lock. */
-export const MIN_REDLOCK_NODES = 3;
+import { addressOf } from './redlock-nodes.js';
 
 /** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
 export type NodeBackend = Pick<LockBackend, 'acquire' | 'release' | 'extend' | 'abandon' | 'inspect'>;
@@ -29,56 +27,6 @@ type Settled<T> =
 /** Majority of `n`. */
 export function quorumOf(n: number): number {
   return Math.floor(n / 2) + 1;
-}
-
-/**
- * The nodes of a `redlock` client, checked: an array of at least
- * {@link MIN_REDLOCK_NODES} distinct Redis clients on distinct servers,
- * each with its driver.
- * An even count is accepted (it tolerates no more failures than one node
- * fewer would).
- */
-export function redlockClients(value: unknown): Driver[] {
-  if (!Array.isArray(value)) {
-    throw new InvalidArgumentError(
-      'redis',
-      `mode "redlock" takes an array of at least ${MIN_REDLOCK_NODES} Redis clients (one per independent server or Cluster), got ${describe(value)}`,
-    );
-  }
-  if (value.length < MIN_REDLOCK_NODES) {
-    throw new InvalidArgumentError(
-      'redis',
-      `mode "redlock" needs at least ${MIN_REDLOCK_NODES} independent servers (an odd number: 3 or 5), got ${value.length}; ` +
-        'with fewer, one failed server stops every lock',
-    );
-  }
-  const seen = new Map<string, number>();
-  return value.map((client: unknown, i) => {
-    const driver = driverFor(client);
-    if (!driver) throw new InvalidArgumentError('redis', `element ${i} ${NOT_A_CLIENT}, got ${describe(client)}`);
-    if (value.indexOf(client) !== i) {
-      throw new InvalidArgumentError(
-        'redis',
-        `elements ${value.indexOf(client)} and ${i} are the same client; pass one client per independent server`,
-      );
-    }
-    for (const address of driver.addresses()) {
-      const other = seen.get(address);
-      if (other !== undefined && other !== i) {
-        throw new InvalidArgumentError(
-          'redis',
-          `elements ${other} and ${i} both connect to ${address}; a majority only means something across independent servers`,
-        );
-      }
-      seen.set(address, i);
-    }
-    return driver;
-  });
-}
-
-/** A node's address for messages. */
-function addressOf(client: Driver): string {
-  return client.addresses()[0] ?? (client.cluster ? 'a Cluster' : 'a Redis server');
 }
 
 /** The reason a refusal reports, when the nodes refused for several: the one that lasts longest first. */

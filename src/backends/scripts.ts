@@ -1,95 +1,95 @@
 import type { Driver } from '../clients/driver.js';
-import { UnsupportedServerError } from '../errors.js';
+import { type LockMode, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
-
-/** Keys per script; `undefined` means the caller passes the key count first (variadic). */
-const NUMBER_OF_KEYS = {
-  acquireRead: 3,
-  acquireWrite: 3,
-  release: 3,
-  extend: undefined,
-  inspect: 3,
-  abandon: 3,
-  fencedSet: 2,
-  fencedGet: 2,
-  forceRelease: undefined,
-  legacyAcquireRead: 6,
-  legacyAcquireWrite: 6,
-  legacyRelease: 6,
-  legacyExtend: undefined,
-  legacyInspect: 6,
-  legacyAbandon: 6,
-} as const satisfies Record<keyof typeof LUA_SOURCES, number | undefined>;
 
 export type ScriptName = keyof typeof LUA_SOURCES;
 
-/** A hash-mode lock's keys, in their KEYS order: state, leases, queue. */
+/** A hash-mode lock's keys, in their KEYS order. */
 export type HashKeys = readonly [state: string, leases: string, queue: string];
-/** A legacy/bridge lock's keys, in their KEYS order (see `legacyNames`). */
-export type LegacyKeys = readonly [read: string, write: string, readers: string, state: string, leases: string, queue: string];
+/** A legacy/bridge lock's keys, in their KEYS order (lua/legacy-acquire-read.lua). */
+export type LegacyKeys = readonly [state: string, leases: string, queue: string, read: string, write: string, readers: string];
+/** The KEYS of a lock operation's script: its layout's keys ({@link HashKeys} or {@link LegacyKeys}). */
+export type LayoutKeys = HashKeys | LegacyKeys;
 /** `'1'` or `'0'`: a flag as the scripts read it. */
 type Flag = '0' | '1';
-/** A variadic script's arguments: its key count first, then keys and arguments (see the script's header). */
-type Variadic = readonly (string | number)[];
+/** The wake-up channels a release or abandon publishes on: the lock's, and in legacy/bridge mode its peer's. */
+type Channels = readonly string[];
 
 /** An acquire script's reply (lua/acquire-write.lua): the bare fence, or [1, fence, lease left] / [0, retry after, reason]. */
 export type AcquireReply = number | [number, number, (number | string)?];
+/** The hash-mode inspect script's reply (lua/inspect.lua). */
+export type InspectReply = [nowMs: number, fields: string[], leases: string[], queue: string[]];
+/** The legacy/bridge inspect script's reply: the hash-mode one, then the old keys (lua/legacy-inspect.lua). */
+export type LegacyInspectReply = [
+  ...InspectReply,
+  readValue: string | null,
+  readTtl: number,
+  writeValue: string | null,
+  writeTtl: number,
+  readers: string[],
+];
 
-/**
- * Every script's arguments (its KEYS, then its ARGV, as the header of its
- * lua/ file lists them) and its reply. A script missing here does not
- * compile: `runScript` indexes this table by name.
- */
-interface ScriptTable {
-  acquireRead: [args: readonly [...HashKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
-  acquireWrite: [
-    args: readonly [...HashKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string],
-    reply: AcquireReply,
-  ];
-  release: [args: readonly [...HashKeys, owner: string, mode: string, channel: string, holdId: string], reply: number];
-  extend: [args: Variadic, reply: number[]];
-  inspect: [args: HashKeys, reply: [nowMs: number, fields: string[], leases: string[], queue: string[]]];
-  abandon: [args: readonly [...HashKeys, owner: string, drop: string, channel: string], reply: number];
-  fencedSet: [
-    args: readonly [key: string, fenceKey: string, value: string, fence: number, ttlMs: number],
-    reply: [stored: number, lastFence: string],
-  ];
-  fencedGet: [args: readonly [key: string, fenceKey: string, fence: number], reply: string | null];
-  forceRelease: [args: Variadic, reply: string[]];
-  legacyAcquireRead: [
-    args: readonly [...LegacyKeys, owner: string, leaseMs: number, honourIntent: Flag, holdId: string],
-    reply: AcquireReply,
-  ];
-  legacyAcquireWrite: [
-    args: readonly [...LegacyKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string],
-    reply: AcquireReply,
-  ];
-  legacyRelease: [
-    args: readonly [...LegacyKeys, owner: string, mode: string, channel: string, peerChannel: string, holdId: string],
-    reply: number,
-  ];
-  legacyExtend: [args: Variadic, reply: number[]];
-  legacyInspect: [
-    args: LegacyKeys,
-    reply: [
-      nowMs: number,
-      fields: string[],
-      leases: string[],
-      queue: string[],
-      readValue: string | null,
-      readTtl: number,
-      writeValue: string | null,
-      writeTtl: number,
-      readers: string[],
-    ],
-  ];
-  legacyAbandon: [args: readonly [...LegacyKeys, owner: string, drop: string, channel: string, peerChannel: string], reply: number];
+/** The arguments and reply of each lock operation, whatever the layout: the layouts' scripts differ only in their KEYS and channels. */
+interface LockOperations {
+  acquireRead: [args: readonly [owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
+  acquireWrite: [args: readonly [owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
+  release: [args: readonly [owner: string, mode: LockMode, ...channels: Channels, holdId: string], reply: number];
+  /** ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call). */
+  extend: [args: readonly (string | number)[], reply: number[]];
+  abandon: [args: readonly [owner: string, drop: string, ...channels: Channels], reply: number];
 }
 
-/** The arguments of script `N`. */
-export type ScriptArgs<N extends ScriptName> = ScriptTable[N][0];
+/**
+ * Every script's KEYS, ARGV (as the header of its lua/ file lists them) and
+ * reply. A script missing here does not compile: `runScript` indexes this
+ * table by name. The key count is the length of the keys passed.
+ */
+interface ScriptTable {
+  acquireRead: [HashKeys, ...LockOperations['acquireRead']];
+  acquireWrite: [HashKeys, ...LockOperations['acquireWrite']];
+  release: [HashKeys, ...LockOperations['release']];
+  extend: [HashKeys, ...LockOperations['extend']];
+  abandon: [HashKeys, ...LockOperations['abandon']];
+  inspect: [HashKeys, args: readonly [], reply: InspectReply];
+  legacyAcquireRead: [LegacyKeys, ...LockOperations['acquireRead']];
+  legacyAcquireWrite: [LegacyKeys, ...LockOperations['acquireWrite']];
+  legacyRelease: [LegacyKeys, ...LockOperations['release']];
+  legacyExtend: [LegacyKeys, ...LockOperations['extend']];
+  legacyAbandon: [LegacyKeys, ...LockOperations['abandon']];
+  legacyInspect: [LegacyKeys, args: readonly [], reply: LegacyInspectReply];
+  fencedSet: [
+    keys: readonly [key: string, fenceKey: string],
+    args: readonly [value: string, fence: number, ttlMs: number],
+    reply: [stored: number, lastFence: string],
+  ];
+  fencedGet: [keys: readonly [key: string, fenceKey: string], args: readonly [fence: number], reply: string | null];
+  /** KEYS: every key of one lock; ARGV: the channels to wake. */
+  forceRelease: [keys: readonly string[], args: Channels, reply: string[]];
+}
+
+/**
+ * The scripts that run lock operation `Op` on a layout whose KEYS are `Keys`:
+ * those whose arguments and reply are exactly the operation's.
+ */
+export type OperationScript<Op extends LockOperation, Keys extends LayoutKeys = LayoutKeys> = {
+  [N in ScriptName]: ScriptTable[N][0] extends Keys
+    ? [ScriptTable[N][1], ScriptTable[N][2]] extends LockOperations[Op]
+      ? LockOperations[Op] extends [ScriptTable[N][1], ScriptTable[N][2]]
+        ? N
+        : never
+      : never
+    : never;
+}[ScriptName];
+
+/** An operation every layout runs with a script of its own. */
+export type LockOperation = keyof LockOperations;
+
+/** The KEYS of script `N`. */
+export type ScriptKeys<N extends ScriptName> = ScriptTable[N][0];
+/** The arguments (ARGV) of script `N`. */
+export type ScriptArgs<N extends ScriptName> = ScriptTable[N][1];
 /** The reply of script `N`. */
-export type ScriptReply<N extends ScriptName> = ScriptTable[N][1];
+export type ScriptReply<N extends ScriptName> = ScriptTable[N][2];
 
 /**
  * How long the library tries a script call again while its slot migrates
@@ -100,21 +100,27 @@ export type ScriptReply<N extends ScriptName> = ScriptTable[N][1];
  * TRYAGAIN until the migration ends. Each of the library's tries may take
  * ioredis' 1.6 s, so a call keeps trying for 3 to about 4.6 s in all (less
  * when the acquire's own bound, `waitMs` + 250 ms or `redisTimeoutMs`, ends
- * it first).
+ * it first). node-redis follows ASK and MOVED (16 redirections) but passes
+ * TRYAGAIN on at once: there the library's tries are all there is.
  */
 export const MIGRATION_RETRY_MS = 3_000;
 
 /**
- * Runs script `name` through `client`'s driver. On a Cluster, a call refused
- * because its slot is being migrated is tried again, with backoff, for up to
- * {@link MIGRATION_RETRY_MS}. (On one server the driver's own promise is
+ * Runs script `name` through `client`'s driver, with its KEYS and ARGV (the
+ * key count first: EVALSHA's arguments). On a Cluster, a call refused
+ * because its slot is being migrated is tried again, with backoff, for up
+ * to {@link MIGRATION_RETRY_MS}. (On one server the driver's own promise is
  * returned: no wrapper on the hot path.)
  */
-export function runScript<N extends ScriptName>(client: Driver, name: N, args: ScriptArgs<N>): Promise<ScriptReply<N>> {
+export function runScript<N extends ScriptName>(
+  client: Driver,
+  name: N,
+  keys: ScriptKeys<N>,
+  args: ScriptArgs<N>,
+): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
-  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args));
-  const numberOfKeys = NUMBER_OF_KEYS[name];
-  const flat = (numberOfKeys === undefined ? args : [numberOfKeys, ...args]) as readonly (string | number)[];
+  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, keys, args));
+  const flat: (string | number)[] = [keys.length, ...keys, ...args];
   const first = client.script(name, flat) as Promise<ScriptReply<N>>;
   if (!client.cluster) return first;
   return first.catch((error: unknown) => retryWhileMigrating(client, name, flat, error)) as Promise<ScriptReply<N>>;
@@ -155,7 +161,7 @@ function checkServer(client: Driver): Promise<void> {
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
-async function retryWhileMigrating(client: Driver, name: ScriptName, args: readonly (string | number)[], error: unknown): Promise<unknown> {
+async function retryWhileMigrating(client: Driver, name: ScriptName, args: (string | number)[], error: unknown): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
   for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
     if (!client.notRunWhileMigrating(error) || performance.now() + delay > deadline) throw error;

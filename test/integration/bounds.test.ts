@@ -6,6 +6,7 @@
  * listening, a server that accepts and never answers, a paused Redis
  * (CLIENT PAUSE), and a real synchronous stall of the event loop.
  */
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 import { expect } from 'chai';
@@ -162,9 +163,17 @@ forEachTopology('hard bounds', (ctx) => {
   it('a reply that came in during an event-loop stall settles its call, though the bound passed in the same stall', async () => {
     const quick = open({ redisTimeoutMs: 50 });
     await quick.inspect('stall'); // connected, script loaded
-    const inspecting = quick.inspect('stall'); // on the wire now; Redis answers within a ms or two
+    const inspecting = quick.inspect('stall'); // on the wire now
     const until = performance.now() + 300;
     while (performance.now() < until); // a synchronous stall, past the 50 ms bound
+    // Still inside the stall: once every server has answered a PING sent after our script, its reply is in our socket.
+    const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
+    for (const port of ports)
+      expect(
+        execFileSync('redis-cli', ['-p', String(port), 'PING'])
+          .toString()
+          .trim(),
+      ).to.equal('PONG');
     expect((await inspecting).mode).to.equal('free');
   });
 

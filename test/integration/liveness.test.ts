@@ -7,6 +7,7 @@ import { AcquireTimeoutError, type Lease, LockClient, type LockClientOptions, Re
 import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { queueWriters } from '../support/queued-writers.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 
 forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
@@ -72,32 +73,19 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     const holder = await open();
     const held = await holder.lock('herd').acquireWrite();
     const owners = ['w1', 'w2', 'w3', 'w4'];
-    const order: string[] = [];
     // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
     const waiters = await Promise.all(owners.map(() => open({ recheckMs: 5_000 })));
-    const waiting: Promise<void>[] = [];
     let inspects = 0;
-    for (const [i, owner] of owners.entries()) {
-      waiting.push(
-        waiters[i]!.lock('herd')
-          .acquireWrite({ owner, waitMs: 10_000 })
-          .then(async (lease) => {
-            order.push(owner);
-            await sleep(20);
-            await lease.release();
-          }),
-      );
-      await eventually(`${owner} to queue`, async () => {
-        inspects++;
-        return (await holder.inspect('herd')).queue.length === i + 1;
-      });
-    }
+    const { order, done } = await queueWriters('herd', owners, waiters, async (count) => {
+      inspects++;
+      return (await holder.inspect('herd')).queue.length === count;
+    });
     // Until now: the holder's acquire, per waiter its first try and its try right after
     // subscribing, and our inspects. Wait for those, so that what follows counts alone.
     const before = start + 1 + 2 * owners.length + inspects;
     await eventually('each waiter to try again after subscribing', async () => (await scriptCalls(redis)) === before);
     await held.release();
-    await Promise.all(waiting);
+    await done;
     expect(order).to.deep.equal(owners);
     // The holder's release, then per waiter its one acquire (woken by name) and its release.
     expect((await scriptCalls(redis)) - before).to.equal(1 + 2 * owners.length);
@@ -260,7 +248,7 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     const holder = await locks.lock('dead-waiter').acquireWrite();
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
-    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue, 'ghost', 1000, 300, '1', 'ghost-hold']);
+    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 1000, 300, '1', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = (await open({ fair: true })).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);

@@ -15,6 +15,8 @@ import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, L
 import { type RedisClusterHandle, type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { type ClientKind, disconnect, sharedCluster } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { queueWriters } from '../support/queued-writers.js';
+import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
 /**
@@ -315,6 +317,35 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const next = await waiting;
       expect(performance.now() - releasedAt).to.be.below(1_000);
       await next.release();
+    });
+
+    it('wakes only the writer each node names: one acquire per handoff, no herd', async () => {
+      const calls = async () => (await Promise.all(admin.map((a) => scriptCalls(a)))).reduce((x, y) => x + y, 0);
+      const holder = open();
+      const held = await holder.lock('herd').acquireWrite();
+      const owners = ['w1', 'w2', 'w3', 'w4'];
+      // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
+      const waiters = owners.map(() => open({ recheckMs: 5_000 }));
+      // Each queued on every node, in arrival order.
+      const { order, done } = await queueWriters('herd', owners, waiters, async (count) =>
+        (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{herd}')))).every((queued) => queued === count),
+      );
+      // Each waiter's first try and its try right after subscribing, on every node: then nothing more.
+      let settled = await calls();
+      await eventually('each waiter to try again after subscribing', async () => {
+        const now = await calls();
+        const still = now === settled;
+        settled = now;
+        return still && now >= n * (1 + 2 * owners.length);
+      });
+      await held.release();
+      await done;
+      expect(order).to.deep.equal(owners);
+      // On every node: the holder's release, then per waiter one acquire (woken by name) and its release.
+      // A waiter that reached a node before that node's release came through tries once more (one acquire
+      // per node again): at most one per handoff.
+      const used = (await calls()) - settled;
+      expect(used, 'script calls on all nodes').to.be.within(n * (1 + 2 * owners.length), n * (1 + 3 * owners.length));
     });
 
     it('hands out growing fences, reentrancy and upgrade across nodes', async () => {

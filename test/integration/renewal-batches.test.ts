@@ -6,7 +6,8 @@
  */
 import { expect } from 'chai';
 import { EXTEND_BATCH } from '../../src/backends/extend-groups.js';
-import { HashBackend } from '../../src/backends/hash.js';
+import { hashLayout } from '../../src/backends/layouts.js';
+import { ScriptedBackend } from '../../src/backends/scripted.js';
 import { driverFor } from '../../src/clients/index.js';
 import { lockKeys } from '../../src/keys/keys.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -16,7 +17,7 @@ forEachTopology('renewal batches', (ctx) => {
   it(`extends the leases of one node in calls of ${EXTEND_BATCH}: 2 × ${EXTEND_BATCH} + 1 leases take exactly 3 calls`, async () => {
     expect(EXTEND_BATCH, 'the batch size the docs quote').to.equal(2_500);
     const redis = ctx.client();
-    const backend = new HashBackend(driverFor(redis), 'rwlock');
+    const backend = new ScriptedBackend(driverFor(redis), hashLayout('rwlock'));
     // One hash tag: every lock in one slot, so on a Cluster too they live on one master.
     const requests = Array.from({ length: 2 * EXTEND_BATCH + 1 }, (_, i) => ({
       keys: lockKeys('rwlock', `{batch}:${i}`),

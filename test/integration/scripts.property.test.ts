@@ -332,9 +332,8 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
     case 'write': {
       const reply =
         s.op === 'read'
-          ? await runScript(driverFor(redis), 'acquireRead', [...names, s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id])
-          : await runScript(driverFor(redis), 'acquireWrite', [
-              ...names,
+          ? await runScript(driverFor(redis), 'acquireRead', names, [s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id])
+          : await runScript(driverFor(redis), 'acquireWrite', names, [
               s.owner,
               LEASE_MS,
               s.wait ? BEAT_MS : 0,
@@ -347,15 +346,15 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = await runScript(driverFor(redis), 'release', [...names, s.owner, s.mode, keys.channel, s.id]);
+      const left = await runScript(driverFor(redis), 'release', names, [s.owner, s.mode, keys.channel, s.id]);
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
-      const [left] = await runScript(driverFor(redis), 'extend', [3, ...names, ...names, s.owner, LEASE_MS]);
+      const [left] = await runScript(driverFor(redis), 'extend', names, [...names, s.owner, LEASE_MS]);
       return { reply: left! > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':
-      return { reply: await runScript(driverFor(redis), 'abandon', [...names, s.owner, s.drop, keys.channel]) };
+      return { reply: await runScript(driverFor(redis), 'abandon', names, [s.owner, s.drop, keys.channel]) };
     case 'expire':
       // The owner's deadline passes while its stale fields stay (they are pruned lazily, as the model's zombies).
       // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.
@@ -378,7 +377,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
 }
 
 async function inspect(redis: RedisClient, keys: LockKeys) {
-  const [now, fields, leases, queue] = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue]);
+  const [now, fields, leases, queue] = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue], []);
   const info = describeState('sm', keys.state, now, pairs(fields), pairs(leases), queue);
   return {
     writer: info.writer && { owner: info.writer.owner, holds: info.writer.holds },

@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import type { LockInfo } from '../../backends/backend.js';
-import { HashBackend } from '../../backends/hash.js';
+import { hashLayout } from '../../backends/layouts.js';
+import { ScriptedBackend } from '../../backends/scripted.js';
 import { driverFor } from '../../clients/index.js';
 import { hashTagOf, type LockKeys, lockKeys, validatePrefix } from '../../keys/keys.js';
 import { legacyTwinNames } from '../../keys/legacy.js';
@@ -43,7 +44,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const prefix = prefixOf(ctx.values.prefix as string | undefined);
     const limit = limitOf(ctx.values.limit as string | undefined);
     const redis = await ctx.redis();
-    const backend = new HashBackend(driverFor(redis), prefix);
+    const backend = new ScriptedBackend(driverFor(redis), hashLayout(prefix));
     const found = await findLocks(redis, prefix);
     const locks: ListedLock[] = [];
     for (const f of found.slice(0, limit)) {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { OLD_READERS_MEMBER } from '../../backends/legacy.js';
+import { OLD_READERS_MEMBER } from '../../backends/layouts.js';
 import { validatePrefix } from '../../keys/keys.js';
 import { readersKeyName } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';

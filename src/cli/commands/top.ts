@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockInfo } from '../../backends/backend.js';
-import { HashBackend } from '../../backends/hash.js';
+import { hashLayout } from '../../backends/layouts.js';
+import { ScriptedBackend } from '../../backends/scripted.js';
 import { driverFor } from '../../clients/index.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { RedisClient } from '../../redis.js';
@@ -106,7 +107,7 @@ const CLEAR = '\x1b[H\x1b[J';
 
 /** Every lock under `prefix`, read, most contended first. */
 export async function look(redis: RedisClient, prefix: string, limit: number): Promise<TopSnapshot> {
-  const backend = new HashBackend(driverFor(redis), prefix);
+  const backend = new ScriptedBackend(driverFor(redis), hashLayout(prefix));
   const found = await findLocks(redis, prefix);
   const read: TopLock[] = [];
   const chosen = found.slice(0, limit);

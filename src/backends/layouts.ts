@@ -1,0 +1,146 @@
+import type { LockKeys } from '../keys/keys.js';
+import { lockKeys } from '../keys/keys.js';
+import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
+import type { LegacyInfo, LockInfo } from './backend.js';
+import { describeState, pairs } from './replies.js';
+import type { HashKeys, LayoutKeys, LegacyKeys, OperationScript, ScriptReply } from './scripts.js';
+
+/**
+ * A storage layout as data: how a resource's keys are named, which script
+ * runs each operation, the wake-up channels its release and abandon take, how
+ * its leases group for renewal, and how its inspect reply reads. The
+ * `ScriptedBackend` runs any layout; the layouts' scripts take the same
+ * arguments after their KEYS (lua/includes/*-body.lua), so nothing else
+ * differs.
+ */
+export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = LayoutKeys, out I extends InspectScript = InspectScript> {
+  keysFor(resource: string): K;
+  /** The KEYS every script of the layout takes, in order. */
+  names(keys: K): Keys;
+  /** The channels a release or abandon wakes waiters on: the lock's, then any peer's. */
+  channels(keys: K): readonly string[];
+  /** Which script runs each operation (each layout checks its own take `Keys`: `satisfies LayoutScripts<Keys, I>`). */
+  readonly scripts: LayoutScripts<LayoutKeys, I>;
+  /**
+   * On a Cluster, which leases one extend call may renew: every lease of a
+   * node (the script declares only the first lock's keys and allows the
+   * others' slots), or those of one slot.
+   */
+  readonly extendGroups: 'node' | 'slot';
+  describe(resource: string, keys: K, reply: ScriptReply<I>): LockInfo;
+}
+
+type InspectScript = 'inspect' | 'legacyInspect';
+
+/** The script of each operation, for a layout whose scripts take KEYS `Keys`. */
+interface LayoutScripts<Keys extends LayoutKeys, I extends InspectScript> {
+  readonly acquireRead: OperationScript<'acquireRead', Keys>;
+  readonly acquireWrite: OperationScript<'acquireWrite', Keys>;
+  readonly release: OperationScript<'release', Keys>;
+  readonly extend: OperationScript<'extend', Keys>;
+  readonly abandon: OperationScript<'abandon', Keys>;
+  readonly inspect: I;
+}
+
+/** The default layout: one hash, one deadline index and one queue per lock, in one Cluster slot. */
+export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'> {
+  return {
+    keysFor: (resource) => lockKeys(prefix, resource),
+    names: hashNames,
+    channels: (keys) => [keys.channel],
+    scripts: {
+      acquireRead: 'acquireRead',
+      acquireWrite: 'acquireWrite',
+      release: 'release',
+      extend: 'extend',
+      abandon: 'abandon',
+      inspect: 'inspect',
+    } satisfies LayoutScripts<HashKeys, 'inspect'>,
+    extendGroups: 'node',
+    describe: (resource, keys, [now, fields, leases, queue]) =>
+      describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue),
+  };
+}
+
+/** The keys every hash-mode script takes, in their KEYS order. */
+function hashNames(keys: LockKeys): HashKeys {
+  return [keys.state, keys.leases, keys.queue];
+}
+
+/** The member of a lock's readers registry that stands for old readers (never an owner token). */
+export const OLD_READERS_MEMBER = '';
+
+/**
+ * The `legacy` and `bridge` layouts: the library's hash state (the hash-mode
+ * lock itself in bridge mode, a twin beside the legacy keys in legacy mode)
+ * plus the two keys of the old scheme, checked and written together in one
+ * script, so that old processes and library processes refuse each other as
+ * two old processes would. The scripts are the hash-mode ones with the
+ * `legacy` peer hooks (lua/includes/legacy.lua). Each script touches one
+ * slot, so renewal groups leases by slot.
+ */
+export function legacyLayout(
+  prefix: string,
+  legacyKeys: (resource: string) => LegacyKeyPair,
+  layout: 'legacy' | 'bridge',
+  cluster: boolean,
+): Layout<LegacyLockKeys, LegacyKeys, 'legacyInspect'> {
+  return {
+    keysFor: (resource) => legacyLockKeys(prefix, resource, resolveLegacyPair(legacyKeys, resource), layout, cluster),
+    names: (k) => [k.state, k.leases, k.queue, k.read, k.write, k.readers],
+    channels: (k) => [k.channel, k.peerChannel],
+    scripts: {
+      acquireRead: 'legacyAcquireRead',
+      acquireWrite: 'legacyAcquireWrite',
+      release: 'legacyRelease',
+      extend: 'legacyExtend',
+      abandon: 'legacyAbandon',
+      inspect: 'legacyInspect',
+    } satisfies LayoutScripts<LegacyKeys, 'legacyInspect'>,
+    extendGroups: 'slot',
+    describe: describeLegacyLock,
+  };
+}
+
+function describeLegacyLock(resource: string, k: LegacyLockKeys, reply: ScriptReply<'legacyInspect'>): LockInfo {
+  const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = reply;
+  const info = describeState(resource, k.state, now, pairs(fields), pairs(leases), queue);
+  const legacy = describeLegacy(k, now, readValue, readTtl, writeValue, writeTtl, readers);
+  const writeHeld = info.writer !== null || legacy.write.value !== null;
+  const readHeld = info.readers.length > 0 || legacy.read.value !== null;
+  return { ...info, mode: writeHeld ? 'write' : readHeld ? 'read' : 'free', legacy };
+}
+
+/** Until deleted: how inspect reports an old key without a TTL. */
+const UNTIL_DELETED = Number.MAX_SAFE_INTEGER;
+
+function describeLegacy(
+  keys: LegacyLockKeys,
+  now: number,
+  readValue: string | null,
+  readTtl: number,
+  writeValue: string | null,
+  writeTtl: number,
+  readersFlat: string[],
+): LegacyInfo {
+  const ttl = (pttl: number) => (pttl >= 0 ? pttl : null);
+  const readers: { owner: string; ttlMs: number }[] = [];
+  let oldReadersTtlMs = 0;
+  for (const [member, score] of pairs(readersFlat)) {
+    const left = Number(score) - now;
+    if (left <= 0) continue;
+    if (member === OLD_READERS_MEMBER) oldReadersTtlMs = Math.min(left, UNTIL_DELETED);
+    else readers.push({ owner: member, ttlMs: left });
+  }
+  // A read key value that names no live library reader was (re)set by an old process: its TTL is that reader's.
+  if (readValue !== null && !readers.some((r) => r.owner === readValue)) {
+    oldReadersTtlMs = Math.max(oldReadersTtlMs, readTtl >= 0 ? readTtl : UNTIL_DELETED);
+  }
+  return {
+    read: { key: keys.read, value: readValue, ttlMs: ttl(readTtl) },
+    write: { key: keys.write, value: writeValue, ttlMs: ttl(writeTtl) },
+    oldWriter: writeValue === '1',
+    oldReadersTtlMs,
+    readers,
+  };
+}

@@ -1,0 +1,84 @@
+import type { Driver } from '../clients/driver.js';
+import type { LockMode } from '../errors.js';
+import type { LockKeys } from '../keys/keys.js';
+import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
+import { extendByGroup, extendInChunks } from './extend-groups.js';
+import type { Layout } from './layouts.js';
+import { acknowledged } from './replica-ack.js';
+import { parseAcquireReply } from './replies.js';
+import { runScript } from './scripts.js';
+
+/**
+ * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
+ * on one server or one Cluster: one script call per operation (and a `WAIT`
+ * after a grant whose request asks for replica acknowledgement), and renewal
+ * in as few calls as the layout's grouping allows.
+ */
+export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
+  constructor(
+    private readonly client: Driver,
+    private readonly layout: Layout<K>,
+  ) {}
+
+  keysFor(resource: string): K {
+    return this.layout.keysFor(resource);
+  }
+
+  async acquire(r: AcquireRequest<K>): Promise<AcquireOutcome> {
+    const { scripts, names } = this.layout;
+    const reply = await (r.mode === 'read'
+      ? runScript(this.client, scripts.acquireRead, names(r.keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
+      : runScript(this.client, scripts.acquireWrite, names(r.keys), [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]));
+    const outcome = parseAcquireReply(reply, r.leaseMs);
+    return r.replicaAck === undefined ? outcome : acknowledged(this, this.client, r, r.replicaAck, outcome);
+  }
+
+  async release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
+    const { scripts, names, channels } = this.layout;
+    return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...channels(keys), holdId])) >= 0;
+  }
+
+  async extend(requests: readonly ExtendRequest<K>[]): Promise<number[]> {
+    const extendGroup = (indexes: number[], results: number[]) =>
+      extendInChunks(requests, indexes, results, this.layout.names, (keys, args) =>
+        runScript(this.client, this.layout.scripts.extend, keys, args),
+      );
+    if (!this.client.cluster) return extendByGroup(requests.length, [requests.map((_, i) => i)], extendGroup);
+    if (this.layout.extendGroups === 'slot') return extendByGroup(requests.length, groupBySlot(requests, requests.keys()), extendGroup);
+    const byNode = new Map<string, number[]>();
+    requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
+    return extendByGroup(requests.length, [...byNode.values()], async (indexes, results) => {
+      try {
+        await extendGroup(indexes, results);
+      } catch (error) {
+        // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
+        if (!/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
+        const bySlot = await extendByGroup(requests.length, groupBySlot(requests, indexes), extendGroup);
+        for (const i of indexes) results[i] = bySlot[i]!;
+      }
+    });
+  }
+
+  async abandon(keys: K, owner: string, drop = ''): Promise<void> {
+    const { scripts, names, channels } = this.layout;
+    await runScript(this.client, scripts.abandon, names(keys), [owner, drop, ...channels(keys)]);
+  }
+
+  async inspect(resource: string, keys: K): Promise<LockInfo> {
+    const reply = await runScript(this.client, this.layout.scripts.inspect, this.layout.names(keys), []);
+    return this.layout.describe(resource, keys, reply);
+  }
+}
+
+/** The request indexes among `indexes`, grouped by their lock's Cluster slot. */
+function groupBySlot(requests: readonly ExtendRequest[], indexes: Iterable<number>): number[][] {
+  const bySlot = new Map<number, number[]>();
+  for (const i of indexes) push(bySlot, requests[i]!.keys.slot, i);
+  return [...bySlot.values()];
+}
+
+function push<K>(map: Map<K, number[]>, key: K, value: number): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
