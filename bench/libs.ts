@@ -22,6 +22,11 @@
  *   in the contended workloads only. rwlock-redlock: the write lock in
  *   `redlock` mode on three independent servers, in the contended workloads
  *   on the standalone topology only (a Cluster is one server to redlock).
+ * - rwlock-node-redis: rwlock-write on a node-redis 5 client (createClient,
+ *   or createCluster on a Cluster) to the same servers, in the uncontended
+ *   workload: the two client libraries side by side. (Its commands go
+ *   through node-redis, so the run's sent-per-cycle count, which counts
+ *   ioredis' writes, does not see them; the masters' script counts do.)
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
  *   the code before it; left out without --baseline.
@@ -39,9 +44,10 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Redlock } from '@sesamecare-oss/redlock';
 import type { Redis } from 'ioredis';
+import { createClient, createCluster } from 'redis';
 import { Mutex } from 'redis-semaphore';
 import { LockClient, TRACING_CHANNELS } from '../src/index.js';
-import type { RedisClient } from '../src/redis.js';
+import { isCluster, type RedisClient } from '../src/redis.js';
 
 export type LibName =
   | 'floor'
@@ -57,6 +63,7 @@ export type LibName =
   | 'rwlock-mix'
   | 'rwlock-traced'
   | 'rwlock-base'
+  | 'rwlock-node-redis'
   | 'ref-string'
   | 'ref-hash'
   | 'ref-hash-args';
@@ -82,6 +89,7 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-mix',
   'rwlock-traced',
   'rwlock-base',
+  'rwlock-node-redis',
   'ref-string',
   'ref-hash',
   'ref-hash-args',
@@ -101,6 +109,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
   'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
+  'rwlock-node-redis': 'redis-rwlock write, on node-redis 5',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
@@ -286,6 +295,24 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
     }
     case 'rwlock-redlock':
       throw new Error('rwlock-redlock runs on one client per server: pass them all');
+    case 'rwlock-node-redis': {
+      // A node-redis client to the same server or Cluster as `redis`, connected during the warm-up's first cycle.
+      const client = isCluster(redis)
+        ? createCluster({ rootNodes: redis.nodes('master').map((n) => ({ socket: { host: n.options.host, port: n.options.port } })) })
+        : createClient({ socket: { host: redis.options.host, port: redis.options.port } });
+      let locks: LockClient | undefined;
+      const connected = client.connect().then(() => (locks = new LockClient(client)));
+      return {
+        async acquire(resource, { signal }) {
+          const lease = await (locks ?? (await connected)).lock(resource).acquireWrite({ signal });
+          return { release: () => lease.release() };
+        },
+        close: async () => {
+          await (await connected).close();
+          client.destroy();
+        },
+      };
+    }
     case 'rwlock-write':
     case 'rwlock-fair':
     case 'rwlock-read':
