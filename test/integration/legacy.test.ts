@@ -182,42 +182,46 @@ forEachTopology('legacy mode', { clients: ALL_CLIENTS }, (ctx) => {
     }
   });
 
-  describe('several processes', () => {
-    const RESOURCES = ['alpha', 'beta'];
-    it('old processes and legacy-mode processes lose no update of a non-atomic counter', async function () {
-      this.timeout(180_000);
-      const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
-      const results = await Promise.all([
-        runMixedWorker(ctx, 'old', env),
-        runMixedWorker(ctx, 'old', env),
-        runMixedWorker(ctx, 'legacy', env),
-        runMixedWorker(ctx, 'legacy', env),
-      ]);
-      const redis = ctx.client();
-      const writes = await expectNoLostUpdates(redis, results, RESOURCES);
-      expect(writes).to.be.greaterThan(100);
-      expect(
-        results.filter((r) => r.kind === 'old').reduce((s, r) => s + Object.values(r.writes).reduce((a, b) => a + b, 0), 0),
-      ).to.be.greaterThan(20);
-      expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
-      expect(await allKeys(redis, '*:read')).to.deep.equal([]);
-      expect(await allKeys(redis, '*:write')).to.deep.equal([]);
-    });
+  // Lost updates among processes of every kind: the scripts' interop, run with ioredis lock clients (the
+  // multiprocess suite runs worker processes on node-redis).
+  if (ctx.clientKind === 'ioredis') {
+    describe('several processes', () => {
+      const RESOURCES = ['alpha', 'beta'];
+      it('old processes and legacy-mode processes lose no update of a non-atomic counter', async function () {
+        this.timeout(180_000);
+        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
+        const results = await Promise.all([
+          runMixedWorker(ctx, 'old', env),
+          runMixedWorker(ctx, 'old', env),
+          runMixedWorker(ctx, 'legacy', env),
+          runMixedWorker(ctx, 'legacy', env),
+        ]);
+        const redis = ctx.client();
+        const writes = await expectNoLostUpdates(redis, results, RESOURCES);
+        expect(writes).to.be.greaterThan(100);
+        expect(
+          results.filter((r) => r.kind === 'old').reduce((s, r) => s + Object.values(r.writes).reduce((a, b) => a + b, 0), 0),
+        ).to.be.greaterThan(20);
+        expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
+        expect(await allKeys(redis, '*:read')).to.deep.equal([]);
+        expect(await allKeys(redis, '*:write')).to.deep.equal([]);
+      });
 
-    it('with old processes that only write, no library reader ever sees a half-built value either', async function () {
-      this.timeout(180_000);
-      const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(','), RWLOCK_OLD_READS: '0' };
-      const results = await Promise.all([
-        runMixedWorker(ctx, 'old', env),
-        runMixedWorker(ctx, 'legacy', env),
-        runMixedWorker(ctx, 'legacy', env),
-      ]);
-      await expectNoLostUpdates(ctx.client(), results, RESOURCES);
-      expect(results.reduce((s, r) => s + r.reads, 0)).to.be.greaterThan(100);
-      expect(
-        results.reduce((s, r) => s + r.halfBuilt, 0),
-        'reads that saw a half-built value',
-      ).to.equal(0);
+      it('with old processes that only write, no library reader ever sees a half-built value either', async function () {
+        this.timeout(180_000);
+        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(','), RWLOCK_OLD_READS: '0' };
+        const results = await Promise.all([
+          runMixedWorker(ctx, 'old', env),
+          runMixedWorker(ctx, 'legacy', env),
+          runMixedWorker(ctx, 'legacy', env),
+        ]);
+        await expectNoLostUpdates(ctx.client(), results, RESOURCES);
+        expect(results.reduce((s, r) => s + r.reads, 0)).to.be.greaterThan(100);
+        expect(
+          results.reduce((s, r) => s + r.halfBuilt, 0),
+          'reads that saw a half-built value',
+        ).to.equal(0);
+      });
     });
-  });
+  }
 });

@@ -8,7 +8,7 @@
 import { existsSync } from 'node:fs';
 import { LockClient, type LockClientMode } from '../../src/index.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
-import { closeLockClientOf, connectTarget, lockClientOf, type WorkerTarget } from '../support/targets.js';
+import { connectTarget, type WorkerTarget } from '../support/targets.js';
 
 const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const kind = (process.env.RWLOCK_KIND ?? 'old') as 'old' | LockClientMode;
@@ -20,12 +20,11 @@ const readShareOfOld = process.env.RWLOCK_OLD_READS === '0' ? 0 : 1;
 const oldTtlSeconds = Number(process.env.RWLOCK_OLD_TTL ?? 30);
 
 const redis = connectTarget(target);
-const lockRedis = await lockClientOf(target, redis);
 const legacyKeys = taggedLegacyKeys;
 const locks =
   kind === 'old'
     ? undefined
-    : new LockClient(lockRedis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
+    : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -83,6 +82,5 @@ async function worker(count: number): Promise<void> {
 const loops = 4;
 await Promise.all(Array.from({ length: loops }, (_, i) => worker(Math.floor(ops / loops) + (i < ops % loops ? 1 : 0))));
 await locks?.close();
-await closeLockClientOf(lockRedis, redis);
 await redis.quit();
 process.stdout.write(`${JSON.stringify({ kind, writes, reads, halfBuilt })}\n`);
