@@ -7,7 +7,9 @@
 // 2. A new project in a temp dir: `npm install <tarball> ioredis @types/node`
 //    (with --prefer-offline: the npm cache serves what it can). A second one
 //    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too,
-//    and a third on iovalkey (the fork of ioredis, taken by its shape).
+//    a third on iovalkey (the fork of ioredis, taken by its shape), and a
+//    fourth on node-redis 5 (`redis`, an optional peer): createClient() and
+//    createCluster() clients, typed and run.
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
 //    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
@@ -201,6 +203,50 @@ console.log(JSON.stringify({ client: 'iovalkey', ok: true }));
 `;
 
 /**
+ * An application on node-redis 5 (\`redis\`, an optional peer dependency):
+ * typed and run on one server (createClient) and on a Cluster
+ * (createCluster), with fenced writes and reads.
+ */
+const NODE_REDIS_CONSUMER = `
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { createClient, createCluster } from 'redis';
+import { fencedGet, fencedSet, LockClient, type LockRedisClient } from 'redis-rwlock';
+import { startRedisCluster, startRedisServer } from 'redis-rwlock/testing';
+
+async function exercise(client: LockRedisClient, resource: string): Promise<void> {
+  const locks = new LockClient(client);
+  const writer = await locks.lock(resource).acquireWrite();
+  assert.equal(await locks.lock(resource).tryAcquireRead({ owner: 'other' }), null);
+  await fencedSet(client, \`\${resource}:total\`, '42', writer);
+  await writer.release();
+  assert.equal(await locks.withRead(resource, (lease) => fencedGet(client, \`\${resource}:total\`, lease)), '42');
+  assert.equal((await locks.inspect(resource)).mode, 'free');
+  await locks.close();
+}
+
+const server = await startRedisServer();
+const client = await createClient({ socket: { host: '127.0.0.1', port: server.port } }).connect();
+await exercise(client, 'orders:{7}');
+client.destroy();
+await server.stop();
+
+const cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 0 });
+const nodes = await createCluster({ rootNodes: cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })) }).connect();
+await exercise(nodes, 'orders:{8}');
+nodes.destroy();
+await cluster.stop();
+
+/** Never called: only its types are checked. */
+export function notAClient(): LockClient {
+  // @ts-expect-error: a URL is not a client
+  return new LockClient('redis://127.0.0.1:6379');
+}
+const { version } = JSON.parse(readFileSync('node_modules/redis/package.json', 'utf8')) as { version: string };
+console.log(JSON.stringify({ redis: version, ok: true }));
+`;
+
+/**
  * A fresh ESM project on `client` (an npm spec) with `tarball` installed:
  * `source` is type-checked with tsc, then run; returns the project's dir.
  */
@@ -315,7 +361,8 @@ try {
   if (copies.length !== 1)
     throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
   await typedApp(tarball, 'iovalkey', 'iovalkey', 'an iovalkey Redis', IOVALKEY_CONSUMER);
-  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5 and on iovalkey');
+  await typedApp(tarball, 'node-redis', 'redis@^5', 'a node-redis client and Cluster', NODE_REDIS_CONSUMER);
+  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5, iovalkey and node-redis');
 } catch (error) {
   failed = true;
   console.error(error instanceof Error ? error.message : error);
