@@ -35,6 +35,9 @@ import { runAsOwner } from './owner-context.js';
 import { redisFailure } from './redis.js';
 import { WakeupHub } from './wakeups.js';
 
+/** Whether a client was closed (by its user); on every call's path, so no closure is made per call. */
+const isClosed = (client: Driver): boolean => client.closed;
+
 /** How many locks `lock()` keeps for reuse; past that it starts over (a few hundred KB at most). */
 const RECENT_LOCKS = 1024;
 
@@ -104,7 +107,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const driver = redlock ? undefined : driverFor(redis);
     if (!redlock && !driver) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
     const clients = redlock ? redlockClients(redis) : [driver!];
-    if (clients.some((c) => c.closed)) {
+    if (clients.some(isClosed)) {
       throw new ClientClosedError('the Redis client passed to LockClient is closed (node-redis: or not yet connected); pass an open one');
     }
     this.clients = clients;
@@ -134,7 +137,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       }),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),
-      redisClosed: () => this.clients.some((c) => c.closed),
+      redisClosed: () => this.clients.some(isClosed),
       nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
       telemetry,
       cleanups: new Cleanups(),
@@ -419,7 +422,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   private assertOpen(context: RWLockErrorContext): void {
     if (this.isClosedFlag) throw new ClientClosedError('this LockClient is closed; create a new one', context);
-    if (this.clients.some((c) => c.closed)) {
+    if (this.clients.some(isClosed)) {
       throw new ClientClosedError('the Redis client under this LockClient is closed; pass an open one', context);
     }
   }
