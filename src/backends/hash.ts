@@ -33,9 +33,7 @@ export class HashBackend implements LockBackend {
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
-    return (
-      (await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, keys.channel, holdId], keys.slot)) >= 0
-    );
+    return (await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, holdId], keys.slot)) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {

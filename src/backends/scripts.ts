@@ -48,7 +48,7 @@ interface ScriptTable {
     args: readonly [...HashKeys, owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string],
     reply: AcquireReply,
   ];
-  release: [args: readonly [...HashKeys, owner: string, mode: string, channel: string, holdId: string], reply: number];
+  release: [args: readonly [...HashKeys, owner: string, mode: string, holdId: string], reply: number];
   extend: [args: Variadic, reply: number[]];
   inspect: [args: HashKeys, reply: [nowMs: number, fields: string[], leases: string[], queue: string[]]];
   abandon: [args: readonly [...HashKeys, owner: string, drop: string, channel: string], reply: number];

@@ -339,7 +339,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = await runScript(redis, 'release', [...names, s.owner, s.mode, keys.channel, s.id]);
+      const left = await runScript(redis, 'release', [...names, s.owner, s.mode, s.id]);
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
