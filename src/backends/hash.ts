@@ -20,20 +20,21 @@ export class HashBackend implements LockBackend {
   }
 
   async acquire(r: AcquireRequest): Promise<AcquireOutcome> {
-    const { state, leases, queue, slot } = r.keys;
+    const { keys } = r;
+    const { state, leases, queue } = keys;
     const reply = await (r.mode === 'read'
-      ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], slot)
+      ? runScript(this.client, 'acquireRead', [state, leases, queue, r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
       : runScript(
           this.client,
           'acquireWrite',
           [state, leases, queue, r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId],
-          slot,
+          keys,
         ));
     return parseAcquireReply(reply, r.leaseMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
-    return (await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, holdId], keys.slot)) >= 0;
+    return (await runScript(this.client, 'release', [keys.state, keys.leases, keys.queue, owner, mode, holdId], keys)) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest[]): Promise<number[]> {

@@ -96,6 +96,9 @@ export type ScriptReply<N extends ScriptName> = ScriptTable[N][1];
 /** The command name a script is defined under on a client: namespaced, so it cannot clash with the user's own. */
 export const commandName = (name: ScriptName): string => `rwlock_${name}`;
 
+/** Whatever knows the Cluster slot of a script's keys (read only on a Cluster: hashing costs). */
+type SlotOf = { readonly slot: number };
+
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 
 const defined = new WeakSet<object>();
@@ -142,18 +145,18 @@ const NOT_RUN_WHILE_MIGRATING = /^(?:TRYAGAIN|Too many Cluster redirections\. La
  * being migrated is tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}.
  * (On one server the call's own promise is returned: no wrapper on the hot path.)
  * The call's write joins the others of this tick on its connection (see
- * {@link coalesceWrites}); on a Cluster only when `slot`, the slot of its
- * keys, names the connection.
+ * {@link coalesceWrites}); on a Cluster only when `keys`, the lock's names,
+ * tell the connection by their slot.
  */
-export function runScript<N extends ScriptName>(client: RedisClient, name: N, args: ScriptArgs<N>, slot?: number): Promise<ScriptReply<N>> {
+export function runScript<N extends ScriptName>(client: RedisClient, name: N, args: ScriptArgs<N>, keys?: SlotOf): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
-  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args, slot));
+  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, args, keys));
   const invoke = (client as unknown as Record<string, Invoke>)[commandName(name)] as Invoke;
   if (!isCluster(client)) {
     coalesceWrites(client.stream);
     return invoke.call(client, ...(args as readonly (string | number)[])) as Promise<ScriptReply<N>>;
   }
-  if (slot !== undefined) coalesceWrites(masterOf(client, slot)?.stream);
+  if (keys !== undefined) coalesceWrites(masterOf(client, keys.slot)?.stream);
   const first = invoke.call(client, ...(args as readonly (string | number)[])) as Promise<ScriptReply<N>>;
   return first.catch((error: unknown) => retryWhileMigrating(client, invoke, args as readonly (string | number)[], error)) as Promise<
     ScriptReply<N>

@@ -54,4 +54,22 @@ forEachTopology('Script calls', (ctx) => {
       await locks.close();
     }
   });
+
+  if (ctx.kind === 'standalone') {
+    it("never hash the lock's Cluster slot on one server", async () => {
+      const locks = new LockClient(ctx.client());
+      try {
+        const lock = locks.lock('no-slot');
+        Object.defineProperty(lock.keys, 'slot', {
+          get: () => {
+            throw new Error('the slot was read');
+          },
+        });
+        await (await lock.acquireWrite()).release();
+        await (await lock.acquireRead()).release();
+      } finally {
+        await locks.close();
+      }
+    });
+  }
 });
