@@ -11,7 +11,8 @@
   ARGV[2] drop       '': only withdraw; '*': also drop every hold the owner has
                      on this lock; else the id of one hold to drop (the acquire
                      whose outcome was unknown), if the owner has it
-  ARGV[3] channel    the lock's wake-up channel
+
+  Wakes waiters on the lock's channel, named as stateKey.
 
   Reply: 1 if anything changed, else 0
 ]]
@@ -21,7 +22,7 @@ local leasesKey = KEYS[2]
 local queueKey = KEYS[3]
 local owner = ARGV[1]
 local drop = ARGV[2]
-local channel = ARGV[3]
+local channel = stateKey
 
 -- @include state
 -- @include no-peers

@@ -13,8 +13,9 @@
   ARGV[2] drop        '': only withdraw; '*': also drop every hold the owner
                       has on this lock; else the id of one hold to drop (the
                       acquire whose outcome was unknown), if the owner has it
-  ARGV[3] channel     the lock's wake-up channel
-  ARGV[4] peerChannel the other mode's wake-up channel (same slot), or ''
+  ARGV[3] peerChannel the other mode's wake-up channel (same slot), or ''
+
+  Wakes waiters on the lock's channel, named as stateKey, and on peerChannel.
 
   Reply: 1 if anything changed, else 0
 ]]
@@ -27,8 +28,8 @@ local writeKey = KEYS[5]
 local readersKey = KEYS[6]
 local owner = ARGV[1]
 local drop = ARGV[2]
-local channel = ARGV[3]
-local peerChannel = ARGV[4]
+local channel = stateKey
+local peerChannel = ARGV[3]
 
 -- @include state
 -- @include legacy

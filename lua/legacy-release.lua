@@ -13,9 +13,10 @@
   KEYS[6] readersKey  everybody known to hold readKey -> deadline
   ARGV[1] owner       owner token
   ARGV[2] mode        'read' or 'write'
-  ARGV[3] channel     the lock's wake-up channel (same slot as the keys)
-  ARGV[4] peerChannel the other mode's wake-up channel (same slot), or ''
-  ARGV[5] holdId      as in lua/release.lua
+  ARGV[3] peerChannel the other mode's wake-up channel (same slot), or ''
+  ARGV[4] holdId      as in lua/release.lua
+
+  Wakes waiters on the lock's channel, named as stateKey, and on peerChannel.
 
   Reply: as lua/release.lua
 ]]
@@ -28,9 +29,9 @@ local writeKey = KEYS[5]
 local readersKey = KEYS[6]
 local owner = ARGV[1]
 local mode = ARGV[2]
-local channel = ARGV[3]
-local peerChannel = ARGV[4]
-local holdId = ARGV[5]
+local channel = stateKey
+local peerChannel = ARGV[3]
+local holdId = ARGV[4]
 
 -- @include state
 -- @include legacy

@@ -9,10 +9,11 @@
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
   ARGV[1] owner      owner token
   ARGV[2] mode       'read' or 'write'
-  ARGV[3] channel    the lock's wake-up channel (same slot as the keys); the
-                     message is the mode, or 'mode:<token>' naming the one
-                     waiting writer that may get in next (see wakeMessage)
-  ARGV[4] holdId     the id of the acquire whose hold this releases
+  ARGV[3] holdId     the id of the acquire whose hold this releases
+
+  Wakes waiters on the lock's channel, named as stateKey; the message is the
+  mode, or 'mode:<token>' naming the one waiting writer that may get in next
+  (see wakeMessage).
 
   Reply: holdsLeft (>= 0)  released (now, or by an earlier delivery of this
                           release); the owner's remaining holds of that mode
@@ -28,8 +29,9 @@ local leasesKey = KEYS[2]
 local queueKey = KEYS[3]
 local owner = ARGV[1]
 local mode = ARGV[2]
-local channel = ARGV[3]
-local holdId = ARGV[4]
+local holdId = ARGV[3]
+-- Not an argument: one fewer to send and parse on every release.
+local channel = stateKey
 
 -- The sole holder of a fresh lock (kept in the hash alone, see fresh-grant.lua)
 -- releasing its one hold, before anything else is defined: nobody else has

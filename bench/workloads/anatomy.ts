@@ -79,13 +79,13 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
     p.evalsha(acquireWrite, 3, ...keys('w', i), owner(i), 30_000, 0, '0', `hold-${i}`),
   );
   await row('redis-rwlock release write, only holder', 'evalsha', (p, i) =>
-    p.evalsha(release, 3, ...keys('w', i), owner(i), 'write', keys('w', i)[0], `hold-${i}`),
+    p.evalsha(release, 3, ...keys('w', i), owner(i), 'write', `hold-${i}`),
   );
   await row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) =>
     p.evalsha(acquireRead, 3, ...keys('r', i), owner(i), 30_000, '1', `hold-${i}`),
   );
   await row('redis-rwlock release read, only holder', 'evalsha', (p, i) =>
-    p.evalsha(release, 3, ...keys('r', i), owner(i), 'read', keys('r', i)[0], `hold-${i}`),
+    p.evalsha(release, 3, ...keys('r', i), owner(i), 'read', `hold-${i}`),
   );
   await row('reference: a script that does nothing', 'evalsha', (p) => p.evalsha(empty, 0));
   await row("reference: the write grant's commands alone, no logic", 'evalsha', (p, i) =>

@@ -7,7 +7,7 @@ import type { HashKeys, LayoutKeys, LegacyKeys, OperationScript, ScriptReply } f
 
 /**
  * A storage layout as data: how a resource's keys are named, which script
- * runs each operation, the wake-up channels its release and abandon take, how
+ * runs each operation, the peer channels its release and abandon wake, how
  * its leases group for renewal, and how its inspect reply reads. The
  * `ScriptedBackend` runs any layout; the layouts' scripts take the same
  * arguments after their KEYS (lua/includes/*-body.lua), so nothing else
@@ -17,8 +17,11 @@ export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = Layout
   keysFor(resource: string): K;
   /** The KEYS every script of the layout takes, in order. */
   names(keys: K): Keys;
-  /** The channels a release or abandon wakes waiters on: the lock's, then any peer's. */
-  channels(keys: K): readonly string[];
+  /**
+   * The channels a release or abandon wakes waiters on besides the lock's own
+   * (which the scripts name after the state key): a peer layout's.
+   */
+  peerChannels(keys: K): readonly string[];
   /** Which script runs each operation (each layout checks its own take `Keys`: `satisfies LayoutScripts<Keys, I>`). */
   readonly scripts: LayoutScripts<LayoutKeys, I>;
   /**
@@ -47,7 +50,7 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
   return {
     keysFor: (resource) => lockKeys(prefix, resource),
     names: hashNames,
-    channels: (keys) => [keys.channel],
+    peerChannels: () => [],
     scripts: {
       acquireRead: 'acquireRead',
       acquireWrite: 'acquireWrite',
@@ -88,7 +91,7 @@ export function legacyLayout(
   return {
     keysFor: (resource) => legacyLockKeys(prefix, resource, resolveLegacyPair(legacyKeys, resource), layout, cluster),
     names: (k) => [k.state, k.leases, k.queue, k.read, k.write, k.readers],
-    channels: (k) => [k.channel, k.peerChannel],
+    peerChannels: (k) => [k.peerChannel],
     scripts: {
       acquireRead: 'legacyAcquireRead',
       acquireWrite: 'legacyAcquireWrite',

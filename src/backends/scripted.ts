@@ -26,16 +26,17 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
 
   async acquire(r: AcquireRequest<K>): Promise<AcquireOutcome> {
     const { scripts, names } = this.layout;
+    const { keys } = r;
     const reply = await (r.mode === 'read'
-      ? runScript(this.client, scripts.acquireRead, names(r.keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId])
-      : runScript(this.client, scripts.acquireWrite, names(r.keys), [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId]));
+      ? runScript(this.client, scripts.acquireRead, names(keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
+      : runScript(this.client, scripts.acquireWrite, names(keys), [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId], keys));
     const outcome = parseAcquireReply(reply, r.leaseMs);
     return r.replicaAck === undefined ? outcome : acknowledged(this, this.client, r, r.replicaAck, outcome);
   }
 
   async release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
-    const { scripts, names, channels } = this.layout;
-    return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...channels(keys), holdId])) >= 0;
+    const { scripts, names, peerChannels } = this.layout;
+    return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...peerChannels(keys), holdId], keys)) >= 0;
   }
 
   async extend(requests: readonly ExtendRequest<K>[]): Promise<number[]> {
@@ -60,8 +61,8 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   }
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
-    const { scripts, names, channels } = this.layout;
-    await runScript(this.client, scripts.abandon, names(keys), [owner, drop, ...channels(keys)]);
+    const { scripts, names, peerChannels } = this.layout;
+    await runScript(this.client, scripts.abandon, names(keys), [owner, drop, ...peerChannels(keys)]);
   }
 
   async inspect(resource: string, keys: K): Promise<LockInfo> {

@@ -1,4 +1,4 @@
-import type { Driver } from '../clients/driver.js';
+import type { Driver, SlotOf } from '../clients/driver.js';
 import { type LockMode, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
 
@@ -12,7 +12,7 @@ export type LegacyKeys = readonly [state: string, leases: string, queue: string,
 export type LayoutKeys = HashKeys | LegacyKeys;
 /** `'1'` or `'0'`: a flag as the scripts read it. */
 type Flag = '0' | '1';
-/** The wake-up channels a release or abandon publishes on: the lock's, and in legacy/bridge mode its peer's. */
+/** The wake-up channels a release or abandon publishes on besides the lock's own (named as its state key): in legacy/bridge mode its peer's. */
 type Channels = readonly string[];
 
 /** An acquire script's reply (lua/acquire-write.lua): the bare fence, or [1, fence, lease left] / [0, retry after, reason]. */
@@ -107,21 +107,24 @@ export const MIGRATION_RETRY_MS = 3_000;
 
 /**
  * Runs script `name` through `client`'s driver, with its KEYS and ARGV (the
- * key count first: EVALSHA's arguments). On a Cluster, a call refused
- * because its slot is being migrated is tried again, with backoff, for up
- * to {@link MIGRATION_RETRY_MS}. (On one server the driver's own promise is
- * returned: no wrapper on the hot path.)
+ * key count first: EVALSHA's arguments). `lock`, when given, is the lock the
+ * keys are of: its slot (read only on a Cluster, where it names the
+ * connection) lets the driver join the call's write to others of the same
+ * tick. On a Cluster, a call refused because its slot is being migrated is
+ * tried again, with backoff, for up to {@link MIGRATION_RETRY_MS}. (On one
+ * server the driver's own promise is returned: no wrapper on the hot path.)
  */
 export function runScript<N extends ScriptName>(
   client: Driver,
   name: N,
   keys: ScriptKeys<N>,
   args: ScriptArgs<N>,
+  lock?: SlotOf,
 ): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
-  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, keys, args));
+  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, keys, args, lock));
   const flat: (string | number)[] = [keys.length, ...keys, ...args];
-  const first = client.script(name, flat) as Promise<ScriptReply<N>>;
+  const first = client.script(name, flat, lock) as Promise<ScriptReply<N>>;
   if (!client.cluster) return first;
   return first.catch((error: unknown) => retryWhileMigrating(client, name, flat, error)) as Promise<ScriptReply<N>>;
 }

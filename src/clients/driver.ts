@@ -17,8 +17,11 @@ export interface Driver {
    * keys; `EVAL` when the server answers `NOSCRIPT`. Redirections are followed
    * as the client library does; what is left is classified by
    * {@link notRunWhileMigrating}. The hot path: one `EVALSHA`, no more.
+   * `lock`, the lock the keys are of, names the connection on a Cluster (read
+   * only there: hashing its slot costs), so that a driver may join the
+   * writes of one tick on it.
    */
-  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown>;
+  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown>;
   /** Any command, on any one node: the server check (`COMMAND INFO SPUBLISH`). */
   command(args: readonly string[]): Promise<unknown>;
   /**
@@ -45,6 +48,11 @@ export interface Driver {
   isReplyError(error: unknown): boolean;
   /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
   notRunWhileMigrating(error: unknown): boolean;
+}
+
+/** Whatever knows the Cluster slot of a script's keys (a lock's keys; the slot is hashed on first read). */
+export interface SlotOf {
+  readonly slot: number;
 }
 
 /** What a {@link Subscriber} reports. */

@@ -4,7 +4,8 @@ import type { ScriptName } from '../backends/scripts.js';
 import { RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { isClosed, isCluster, type RedisClient } from '../redis.js';
-import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+import { coalesceWrites } from './coalesce.js';
+import { addressOf, type Driver, refusedWhileMigrating, type SlotOf, type Subscriber, type SubscriberEvents } from './driver.js';
 
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 
@@ -32,8 +33,11 @@ export class IoredisDriver implements Driver {
     return isClosed(this.client);
   }
 
-  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    return ((this.client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(this.client, args as (string | number)[]);
+  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
+    const client = this.client;
+    if (!isCluster(client)) coalesceWrites(client.stream);
+    else if (lock !== undefined) coalesceWrites(pooledConnection(client, lock.slot)?.stream);
+    return ((client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(client, args as (string | number)[]);
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -93,6 +97,13 @@ function masterConnection(client: RedisClient, slot: number): Redis {
     throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map: ${key ?? 'not loaded'})`);
   }
   return node;
+}
+
+/** The connection a Cluster client sends `slot`'s commands to (its pool is not in ioredis' typings). */
+function pooledConnection(cluster: Cluster, slot: number): Redis | undefined {
+  const node = cluster.slots[slot]?.[0];
+  const pool = (cluster as unknown as { connectionPool?: { getInstanceByKey?(key: string): Redis | undefined } }).connectionPool;
+  return node === undefined ? undefined : pool?.getInstanceByKey?.(node);
 }
 
 /** One server: one subscriber connection, which ioredis reconnects and resubscribes. */

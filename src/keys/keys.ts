@@ -124,9 +124,32 @@ export function lockKeys(prefix: string, resource: string): LockKeys {
   const part = slotPart(resource);
   const tag = hashTagOf(part);
   if (tag === undefined) throw emptyTag(resource);
-  const state = `${prefix}:${part}`;
-  // The tag holds no "}", so cluster-key-slot hashes all of it, as Redis does.
-  return { state, leases: `${prefix}#leases:${part}`, queue: `${prefix}#queue:${part}`, channel: state, slot: calculateSlot(tag) };
+  return new HashLockKeys(`${prefix}:${part}`, `${prefix}#leases:${part}`, `${prefix}#queue:${part}`, tag);
+}
+
+/**
+ * A lock's names, its slot hashed on first use: one server never needs it,
+ * and the hash cost more than building all the names.
+ */
+class HashLockKeys implements LockKeys {
+  readonly channel: string;
+  readonly #tag: string;
+  #slot: number | undefined;
+
+  constructor(
+    readonly state: string,
+    readonly leases: string,
+    readonly queue: string,
+    tag: string,
+  ) {
+    this.channel = state;
+    this.#tag = tag;
+  }
+
+  get slot(): number {
+    // The tag holds no "}", so cluster-key-slot hashes all of it, as Redis does.
+    return (this.#slot ??= calculateSlot(this.#tag));
+  }
 }
 
 /** A short description of a bad value for error messages. */

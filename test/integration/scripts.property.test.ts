@@ -346,7 +346,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = await runScript(driverFor(redis), 'release', names, [s.owner, s.mode, keys.channel, s.id]);
+      const left = await runScript(driverFor(redis), 'release', names, [s.owner, s.mode, s.id]);
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
@@ -354,7 +354,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: left! > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':
-      return { reply: await runScript(driverFor(redis), 'abandon', names, [s.owner, s.drop, keys.channel]) };
+      return { reply: await runScript(driverFor(redis), 'abandon', names, [s.owner, s.drop]) };
     case 'expire':
       // The owner's deadline passes while its stale fields stay (they are pruned lazily, as the model's zombies).
       // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.

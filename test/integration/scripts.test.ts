@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { expect } from 'chai';
 import { driverFor } from '../../src/clients/index.js';
 import { commandName } from '../../src/clients/ioredis.js';
+import { LockClient } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { masters } from '../support/redis-stats.js';
@@ -18,6 +19,58 @@ forEachTopology('Lua scripts', (ctx) => {
       ];
       expect(script?.sha).to.equal(sha);
       for (const node of await masters(redis)) expect(await node.script('LOAD', lua)).to.equal(sha);
+    });
+  }
+});
+
+forEachTopology('Script calls', (ctx) => {
+  it('go out together when many are sent in one tick, in order with the rest', async () => {
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    try {
+      await (await locks.lock('{w}:warm').acquireWrite()).release(); // server check done, scripts loaded
+      // One slot, so on the Cluster every call goes to one master's connection.
+      const names = Array.from({ length: 40 }, (_, i) => `{w}:${i}`);
+      let writes = 0;
+      for (const node of await masters(redis)) {
+        if (!node.stream) continue; // not connected: nothing goes to it
+        const stream = node.stream as unknown as Record<'_write' | '_writev', (...args: unknown[]) => void>;
+        for (const method of ['_write', '_writev'] as const) {
+          const original = stream[method].bind(stream);
+          stream[method] = (...args: unknown[]) => {
+            writes++;
+            original(...args);
+          };
+        }
+      }
+      const before = redis.set('{w}:mark', 'before');
+      const leases = await Promise.all(names.map((name) => locks.lock(name).acquireWrite()));
+      const after = redis.get('{w}:mark');
+      expect(await before).to.equal('OK');
+      expect(await after).to.equal('before');
+      // 42 commands, 40 of them script calls: a write per batch of 16, not one each.
+      expect(writes).to.be.within(3, 6);
+      await Promise.all(leases.map((lease) => lease.release()));
+    } finally {
+      await locks.close();
+    }
+  });
+
+  if (ctx.kind === 'standalone') {
+    it("never hash the lock's Cluster slot on one server", async () => {
+      const locks = new LockClient(ctx.client());
+      try {
+        const lock = locks.lock('no-slot');
+        Object.defineProperty(lock.keys, 'slot', {
+          get: () => {
+            throw new Error('the slot was read');
+          },
+        });
+        await (await lock.acquireWrite()).release();
+        await (await lock.acquireRead()).release();
+      } finally {
+        await locks.close();
+      }
     });
   }
 });
