@@ -35,8 +35,8 @@ export class IoredisDriver implements Driver {
 
   script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
     const client = this.client;
-    if (!isCluster(client)) coalesceWrites(client.stream);
-    else if (lock !== undefined) coalesceWrites(pooledConnection(client, lock.slot)?.stream);
+    if (!isCluster(client)) coalesceWrites(client);
+    else if (lock !== undefined) coalesceWrites(pooledConnection(client, lock.slot));
     return ((client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(client, args as (string | number)[]);
   }
 
