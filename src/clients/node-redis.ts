@@ -14,8 +14,11 @@ import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type Su
 export interface NodeRedisCompatibleClient {
   /** False before `connect()` and after `close()`/`destroy()`: such a client is refused. */
   readonly isOpen: boolean;
+  /** Any command as an array of strings: the library's scripts (`EVALSHA`, `EVAL`), `WAIT`, `COMMAND INFO`. */
   sendCommand(args: never, ...rest: never[]): Promise<unknown>;
+  /** A new connection with the same options: the library's wake-up subscriber. */
   duplicate(...args: never[]): unknown;
+  /** Sharded pub/sub with a listener: how a waiter hears a release (on the duplicate). */
   sSubscribe(...args: never[]): Promise<unknown>;
 }
 
@@ -27,10 +30,15 @@ export interface NodeRedisCompatibleClient {
  * moves with the slots).
  */
 export interface NodeRedisCompatibleCluster {
+  /** False before `connect()` and after `close()`/`destroy()`: such a client is refused. */
   readonly isOpen: boolean;
+  /** A command routed by its first key: the library's scripts, routed by the lock's state key. */
   sendCommand(firstKey: never, ...rest: never[]): Promise<unknown>;
+  /** The client of one node: `WAIT` on the master that wrote a grant. */
   nodeClient(node: never): Promise<unknown>;
+  /** The masters as the client knows them: renewal groups leases by master. */
   readonly masters: readonly unknown[];
+  /** Sharded pub/sub with a listener, on the connection of the channel's master: how a waiter hears a release. */
   sSubscribe(...args: never[]): Promise<unknown>;
 }
 
