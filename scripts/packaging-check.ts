@@ -8,8 +8,8 @@
 //    (with --prefer-offline: the npm cache serves what it can). A second one
 //    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too,
 //    a third on iovalkey (the fork of ioredis, taken by its shape), and a
-//    fourth on node-redis 5 (`redis`, an optional peer): createClient() and
-//    createCluster() clients, typed and run.
+//    fourth and fifth on node-redis 5 and 6 (`redis`, an optional peer):
+//    createClient() and createCluster() clients, typed and run.
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
 //    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
@@ -203,7 +203,7 @@ console.log(JSON.stringify({ client: 'iovalkey', ok: true }));
 `;
 
 /**
- * An application on node-redis 5 (\`redis\`, an optional peer dependency):
+ * An application on node-redis 5 or 6 (\`redis\`, an optional peer dependency):
  * typed and run on one server (createClient) and on a Cluster
  * (createCluster), with fenced writes and reads.
  */
@@ -361,8 +361,11 @@ try {
   if (copies.length !== 1)
     throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
   await typedApp(tarball, 'iovalkey', 'iovalkey', 'an iovalkey Redis', IOVALKEY_CONSUMER);
-  await typedApp(tarball, 'node-redis', 'redis@^5', 'a node-redis client and Cluster', NODE_REDIS_CONSUMER);
-  step('OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5, iovalkey and node-redis');
+  await typedApp(tarball, 'node-redis', 'redis@^5', 'a node-redis 5 client and Cluster', NODE_REDIS_CONSUMER);
+  await typedApp(tarball, 'node-redis6', 'redis@^6', 'a node-redis 6 client and Cluster', NODE_REDIS_CONSUMER);
+  step(
+    'OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5, iovalkey and node-redis 5 and 6',
+  );
 } catch (error) {
   failed = true;
   console.error(error instanceof Error ? error.message : error);

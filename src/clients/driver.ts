@@ -4,7 +4,7 @@ import type { ScriptName } from '../backends/scripts.js';
  * What the library needs from a Redis client, and all it uses of one: the
  * core and the backends see a client only through this. One adapter per
  * client library (`ioredis.ts`: ioredis 5 and 6, iovalkey; `node-redis.ts`:
- * node-redis 5), chosen once per client by {@link driverFor} (`index.ts`).
+ * node-redis 5 and 6), chosen once per client by {@link driverFor} (`index.ts`).
  */
 export interface Driver {
   /** The client has several masters (a Cluster): calls are routed by slot, and may meet a slot migration. */

@@ -15,7 +15,7 @@ export type { NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './no
 
 /**
  * A Redis client the library runs on: an ioredis 5 or 6 `Redis` or
- * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 client from
+ * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 or 6 client from
  * `createClient()` or `createCluster()`, connected. Each is taken by its
  * shape: the library imports no client library at run time.
  */
@@ -23,7 +23,7 @@ export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClien
 
 /** What `new LockClient(...)` and the fencing functions say when given something else. */
 export const NOT_A_CLIENT =
-  'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, or a node-redis 5 createClient() or createCluster() client';
+  'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, or a node-redis (5 or 6) createClient() or createCluster() client';
 
 /** One driver per client: made on first use, shared by every LockClient and fencing call on it. */
 const drivers = new WeakMap<object, Driver>();

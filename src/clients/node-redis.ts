@@ -5,7 +5,7 @@ import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
 
 /**
- * A node-redis 5 client, what `createClient()` (from `redis` or
+ * A node-redis 5 or 6 client, what `createClient()` (from `redis` or
  * `@redis/client`) returns, connected: `await createClient(...).connect()`.
  * Taken by its shape (no import of node-redis), so any copy of it fits;
  * the library sends its scripts with `sendCommand` (EVALSHA, EVAL on
@@ -23,7 +23,7 @@ export interface NodeRedisCompatibleClient {
 }
 
 /**
- * A node-redis 5 Cluster client, what `createCluster()` returns, connected.
+ * A node-redis 5 or 6 Cluster client, what `createCluster()` returns, connected.
  * The library routes its scripts with `sendCommand(firstKey, ...)`, sends
  * `WAIT` through `nodeClient()` of a slot's master, and subscribes to
  * wake-ups with its `sSubscribe` (a connection per master, which node-redis
@@ -149,7 +149,7 @@ function addressesOf(options: ConnectOptions | undefined): string {
   return addressOf(options?.socket?.host, options?.socket?.port);
 }
 
-/** node-redis 5 on one server. */
+/** node-redis 5 or 6 on one server. */
 export class NodeRedisDriver implements Driver {
   readonly cluster = false;
   private readonly client: NodeRedisApi;
@@ -200,7 +200,7 @@ export class NodeRedisDriver implements Driver {
   }
 }
 
-/** node-redis 5 on a Cluster: node-redis follows MOVED and ASK; TRYAGAIN comes back to the library. */
+/** node-redis 5 or 6 on a Cluster: node-redis follows MOVED and ASK; TRYAGAIN comes back to the library. */
 export class NodeRedisClusterDriver implements Driver {
   readonly cluster = true;
   private readonly client: NodeRedisClusterApi;
