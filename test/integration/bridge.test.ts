@@ -5,7 +5,7 @@ import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { interopSuite } from '../support/interop-suite.js';
-import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
+import { allKeys, expectNoLostUpdates, runMixedWorkers } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 
@@ -168,14 +168,7 @@ forEachTopology('bridge mode', { clients: ALL_CLIENTS }, (ctx) => {
       const RESOURCES = ['alpha', 'beta'];
       it('old, legacy-mode and bridge-mode processes together lose no update of a non-atomic counter', async function () {
         this.timeout(180_000);
-        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
-        const results = await Promise.all([
-          runMixedWorker(ctx, 'old', env),
-          runMixedWorker(ctx, 'old', env),
-          runMixedWorker(ctx, 'legacy', env),
-          runMixedWorker(ctx, 'bridge', env),
-          runMixedWorker(ctx, 'bridge', env),
-        ]);
+        const results = await runMixedWorkers(ctx, ['old', 'old', 'legacy', 'bridge', 'bridge'], RESOURCES);
         const redis = ctx.client();
         expect(await expectNoLostUpdates(redis, results, RESOURCES)).to.be.greaterThan(100);
         expect(await allKeys(redis, '*rwlock*')).to.deep.equal([]);
@@ -185,13 +178,7 @@ forEachTopology('bridge mode', { clients: ALL_CLIENTS }, (ctx) => {
 
       it('bridge-mode and hash-mode processes together lose no update, and no reader sees a half-built value', async function () {
         this.timeout(180_000);
-        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
-        const results = await Promise.all([
-          runMixedWorker(ctx, 'bridge', env),
-          runMixedWorker(ctx, 'bridge', env),
-          runMixedWorker(ctx, 'hash', env),
-          runMixedWorker(ctx, 'hash', env),
-        ]);
+        const results = await runMixedWorkers(ctx, ['bridge', 'bridge', 'hash', 'hash'], RESOURCES);
         const redis = ctx.client();
         expect(await expectNoLostUpdates(redis, results, RESOURCES)).to.be.greaterThan(100);
         expect(

@@ -3,7 +3,7 @@ import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, InvalidArgumentError, LockClient, type RWLockError } from '../../src/index.js';
 import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
-import { allKeys, expectNoLostUpdates, runMixedWorker } from '../support/mixed-workers.js';
+import { allKeys, expectNoLostUpdates, runMixedWorkers } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 
@@ -189,13 +189,7 @@ forEachTopology('legacy mode', { clients: ALL_CLIENTS }, (ctx) => {
       const RESOURCES = ['alpha', 'beta'];
       it('old processes and legacy-mode processes lose no update of a non-atomic counter', async function () {
         this.timeout(180_000);
-        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(',') };
-        const results = await Promise.all([
-          runMixedWorker(ctx, 'old', env),
-          runMixedWorker(ctx, 'old', env),
-          runMixedWorker(ctx, 'legacy', env),
-          runMixedWorker(ctx, 'legacy', env),
-        ]);
+        const results = await runMixedWorkers(ctx, ['old', 'old', 'legacy', 'legacy'], RESOURCES);
         const redis = ctx.client();
         const writes = await expectNoLostUpdates(redis, results, RESOURCES);
         expect(writes).to.be.greaterThan(100);
@@ -209,12 +203,7 @@ forEachTopology('legacy mode', { clients: ALL_CLIENTS }, (ctx) => {
 
       it('with old processes that only write, no library reader ever sees a half-built value either', async function () {
         this.timeout(180_000);
-        const env = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: RESOURCES.join(','), RWLOCK_OLD_READS: '0' };
-        const results = await Promise.all([
-          runMixedWorker(ctx, 'old', env),
-          runMixedWorker(ctx, 'legacy', env),
-          runMixedWorker(ctx, 'legacy', env),
-        ]);
+        const results = await runMixedWorkers(ctx, ['old', 'legacy', 'legacy'], RESOURCES, { RWLOCK_OLD_READS: '0' });
         await expectNoLostUpdates(ctx.client(), results, RESOURCES);
         expect(results.reduce((s, r) => s + r.reads, 0)).to.be.greaterThan(100);
         expect(

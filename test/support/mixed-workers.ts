@@ -17,7 +17,7 @@ export interface MixedResult {
 }
 
 /** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */
-export function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
+function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
       env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env },
@@ -31,6 +31,20 @@ export function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<s
       code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${kind} worker exited ${code}: ${err}`)),
     );
   });
+}
+
+/**
+ * Runs one mixed-worker process per entry of `kinds` at once, each doing 300
+ * operations on `resources` (`env` adds to that); their results.
+ */
+export function runMixedWorkers(
+  ctx: TopologyContext,
+  kinds: readonly string[],
+  resources: readonly string[],
+  env: Record<string, string> = {},
+): Promise<MixedResult[]> {
+  const all = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: resources.join(','), ...env };
+  return Promise.all(kinds.map((kind) => runMixedWorker(ctx, kind, all)));
 }
 
 /** Every key on every master (for "nothing was left behind" checks). */
