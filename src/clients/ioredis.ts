@@ -87,23 +87,31 @@ export class IoredisDriver implements Driver {
 /**
  * The connection that serves `slot`'s master: on one server the client
  * itself; on a Cluster the pooled connection ioredis sends that slot's
- * commands through (`cluster.slots[slot][0]` names the master).
+ * commands through (`WAIT` counts the writes of the connection it is sent
+ * on, so it must be this one).
  */
 function masterConnection(client: RedisClient, slot: number): Redis {
   if (!isCluster(client)) return client;
-  const key = client.slots[slot]?.[0];
-  const node = key === undefined ? undefined : client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+  const node = pooledConnection(client, slot);
   if (!node) {
-    throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map: ${key ?? 'not loaded'})`);
+    throw new RedisUnavailableError(
+      `no connection to the master of Cluster slot ${slot} (slot map: ${client.slots[slot]?.[0] ?? 'not loaded'})`,
+    );
   }
   return node;
 }
 
-/** The connection a Cluster client sends `slot`'s commands to (its pool is not in ioredis' typings). */
+/**
+ * The connection a Cluster client sends `slot`'s commands to, or undefined
+ * before the slot map is loaded: its pool's, by the master's key
+ * (`cluster.slots[slot][0]`; the pool is not in ioredis' typings), else the
+ * master of that address among `nodes('master')`.
+ */
 function pooledConnection(cluster: Cluster, slot: number): Redis | undefined {
-  const node = cluster.slots[slot]?.[0];
+  const key = cluster.slots[slot]?.[0];
+  if (key === undefined) return undefined;
   const pool = (cluster as unknown as { connectionPool?: { getInstanceByKey?(key: string): Redis | undefined } }).connectionPool;
-  return node === undefined ? undefined : pool?.getInstanceByKey?.(node);
+  return pool?.getInstanceByKey?.(key) ?? cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
 }
 
 /** One server: one subscriber connection, which ioredis reconnects and resubscribes. */
@@ -165,8 +173,9 @@ class ClusterSubscriber implements Subscriber {
   }
 
   private nodeFor(channel: string): { connection: Redis; channels: Set<string> } {
-    const key = this.cluster.slots[calculateSlot(channel)]?.[0];
-    const master = key === undefined ? undefined : this.cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+    const slot = calculateSlot(channel);
+    const key = this.cluster.slots[slot]?.[0];
+    const master = pooledConnection(this.cluster, slot);
     if (key === undefined || !master) {
       this.cluster.refreshSlotsCache();
       throw new Error(`no master known yet for the slot of wake-up channel "${channel}"; waiters re-check meanwhile`);
