@@ -50,7 +50,7 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
   return {
     keysFor: (resource) => lockKeys(prefix, resource),
     names: hashNames,
-    peerChannels: () => [],
+    peerChannels: () => NO_CHANNELS,
     scripts: {
       acquireRead: 'acquireRead',
       acquireWrite: 'acquireWrite',
@@ -64,6 +64,9 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
       describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue),
   };
 }
+
+/** A hash-mode lock has no peer to wake: one empty list, not a new one per release. */
+const NO_CHANNELS: readonly string[] = [];
 
 /** The keys every hash-mode script takes, in their KEYS order. */
 function hashNames(keys: LockKeys): HashKeys {
