@@ -78,6 +78,7 @@ export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'rwlock-write',
   'rwlock-fair',
   'rwlock-redlock',
+  'rwlock-base',
 ];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = [

@@ -46,6 +46,18 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * Returns `ms` after it was called, turning the event loop meanwhile (replies and
+ * messages are handled as they come). Unlike `sleep`, it takes the same time in
+ * every process: a 1 ms timer fires after 0.9 ms in a process that never waits
+ * for I/O (a busy poller) and after 1.2-1.3 ms in one that does, so holds timed
+ * by it would compare the timers of two processes, not their handoffs.
+ */
+export async function holdFor(ms: number): Promise<void> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /** Rounds for display and JSON: 3 significant decimals at most. */
 export function round(n: number | null | undefined, digits = 3): number | null {
   if (typeof n !== 'number' || !Number.isFinite(n)) return null;

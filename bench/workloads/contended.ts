@@ -1,7 +1,7 @@
 /**
  * (b) Contended handoff: `waiters` loops, each on its own connection (and its
  * own LockClient / Redlock / Mutex), compete for one write lock; each holder
- * keeps it `holdMs`.
+ * keeps it `holdMs`, the same for every library (`holdFor`, not a timer).
  *
  * - baton: a holder queues again only after another waiter was granted the
  *   lock, so every grant is a real handoff. Reports handoffs/s and the delay
@@ -18,7 +18,7 @@ import { setMaxListeners } from 'node:events';
 import type { RedisClient } from '../../src/redis.js';
 import type { BenchConfig } from '../config.js';
 import { type Held, type LibName, type LockAdapter, makeAdapter } from '../libs.js';
-import { max, percentile, sleep } from '../stats.js';
+import { holdFor, max, percentile, sleep } from '../stats.js';
 import { ready, SentCounter, type Topology } from '../topology.js';
 
 export type ContendedVariant = 'baton' | 'race';
@@ -142,7 +142,7 @@ export async function measureContended(
       holder = me;
       const g = grants.push({ who: me, at, waitedMs: at - wantAt }) - 1;
       onGrantOrStop();
-      if (!stopped) await sleep(c.holdMs);
+      if (!stopped) await holdFor(c.holdMs);
       holder = null;
       const releaseAt = performance.now();
       await held.release();
