@@ -23,7 +23,10 @@
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
          { 1, fence, leaseRemainingMs }   granted; the owner already held it for longer
-         { 0, retryAfterMs, reason }      refused; reason is
+         { 0, retryAfterMs, reason[, queuedUntil] }
+                                          refused; a writer that queued gets its queue
+                                          heartbeat deadline (server ms), which a release
+                                          that hands it the lock names; reason is
            'write'   another owner holds write (retryAfterMs: its lease left)
            'read'    other owners hold read (retryAfterMs: until the first of their leases ends)
            'queue'   the lock is free but earlier waiting writers go first

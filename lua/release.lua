@@ -13,7 +13,9 @@
 
   Wakes waiters on the lock's channel, named as stateKey; the message is the
   mode, or 'mode:<token>' naming the one waiting writer that may get in next
-  (see wakeMessage).
+  (see wakeMessage), or, when this release freed the lock and handed it to
+  the longest-waiting writer, 'handed <holdId> <heartbeat> <fence> <token>'
+  (see handOver in release-body.lua).
 
   Reply: holdsLeft (>= 0)  released (now, or by an earlier delivery of this
                           release); the owner's remaining holds of that mode

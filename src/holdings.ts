@@ -204,6 +204,26 @@ export class Holdings implements LeaseHost {
     }
   }
 
+  /**
+   * A lease a release handed over runs until the writer's queue heartbeat
+   * deadline: extend it to its own length at once, in the background (the
+   * caller holds it meanwhile). If that fails, the lease is renewed or
+   * reported lost as any other; one released or lost meanwhile is left alone.
+   */
+  extendHanded(lease: Lease): void {
+    this.extend(lease, undefined).catch((error: unknown) => {
+      if (lease.state !== 'held') return;
+      const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+      this.observer?.backgroundError(
+        redisFailure(
+          `extending the ${lease.mode} lock on "${lease.resource}" handed over by a release to its lease length`,
+          error,
+          context,
+        ),
+      );
+    });
+  }
+
   extendLease(lease: Lease, leaseMs: number | undefined): Promise<void> {
     if (!traced(extendChannel)) return this.extend(lease, leaseMs);
     const trace = leaseTrace(lease);

@@ -132,6 +132,7 @@ export class RWLock {
       attempts: 0,
       outcome: undefined,
       fence: undefined,
+      handed: false,
     };
     const started = performance.now();
     return acquireChannel.tracePromise(
@@ -183,6 +184,8 @@ export class RWLock {
       fair: ctx.options.fair,
       replicaAck,
     };
+    // How long a hold a release hands this writer lasts at most: its queue heartbeat, or its lease if shorter.
+    const handMs = Math.min(request.waitBeatMs, leaseMs);
     const started = performance.now();
     const deadline = started + waitMs;
     // Whatever Redis or the network does, the acquire settles by then: see acquireBoundMs.
@@ -196,11 +199,16 @@ export class RWLock {
     let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
     let leftIntent = false;
     let attempts = 0;
+    // This writer's latest try that queued: when it was sent, and the heartbeat deadline it set.
+    let queued: { sentAt: number; until: number } | undefined;
     try {
       for (;;) {
         ctx.assertOpen(context);
         if (signal?.aborted) throw aborted(signal, context);
-        if (watch) watch.woken = false;
+        if (watch) {
+          watch.woken = false;
+          watch.handed = undefined; // this try finds a handed hold anyway (a repeated acquire)
+        }
         attempts++;
         const sentAt = performance.now();
         const outcome = await this.attempt(request, context, bound);
@@ -211,6 +219,7 @@ export class RWLock {
         }
         if (attempts === 1) ctx.telemetry.contended(resource, mode, owner, outcome.reason, waitMs);
         leftIntent ||= mode === 'write' && request.waitBeatMs > 0;
+        queued = outcome.queuedUntil === undefined ? undefined : { sentAt, until: outcome.queuedUntil };
         if (outcome.reason === 'upgrade') {
           throw new UpgradeConflictError(
             `cannot upgrade the read lock on "${resource}" to write: another reader is already waiting to upgrade, ` +
@@ -227,14 +236,39 @@ export class RWLock {
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
+        const handed = watch.handed;
+        // A release handed this writer the lock after its latest try queued (that try named the
+        // same heartbeat deadline), so the hold ends no sooner than that try's sentAt plus
+        // handMs. With replicaAck the next try waits for the replicas; with little of the hold
+        // left, the next try (which finds the hold) is as quick as the extension would be.
+        if (
+          handed !== undefined &&
+          queued !== undefined &&
+          replicaAck === undefined &&
+          handed.holdId === request.holdId &&
+          handed.queuedUntil === queued.until &&
+          queued.sentAt + handMs - performance.now() > handMs / 4
+        ) {
+          const lease = ctx.holdings.add(
+            request,
+            { granted: true, fence: handed.fence, leaseRemainingMs: handMs },
+            autoRenew,
+            queued.sentAt,
+          );
+          ctx.holdings.extendHanded(lease);
+          ctx.telemetry.granted(lease, performance.now() - started);
+          if (trace) trace.handed = true;
+          return lease;
+        }
       }
     } catch (error) {
       ctx.telemetry.refused(error, waitMs > 0);
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing
-      // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway).
+      // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway),
+      // and gives back the hold a release may have handed it meanwhile (named by its id).
       // An aborted or late acquire returns at once and leaves in the background.
       if (leftIntent && !ctx.redisClosed()) {
-        const leaving = ctx.backend.abandon(keys, owner).catch((failure: unknown) => {
+        const leaving = ctx.backend.abandon(keys, owner, request.holdId).catch((failure: unknown) => {
           ctx.telemetry.backgroundError(
             redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context),
           );

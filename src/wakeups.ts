@@ -1,3 +1,4 @@
+import type { HandedGrant } from './backends/backend.js';
 import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
@@ -13,6 +14,8 @@ const RESUBSCRIBE_AFTER_MS = 100;
  */
 export class Watch {
   woken = false;
+  /** The latest release message that handed this writer the lock, until the waiter takes it. */
+  handed: HandedGrant | undefined;
   private wake: (() => void) | undefined;
 
   constructor(
@@ -23,13 +26,21 @@ export class Watch {
 
   /**
    * A message is the releaser's mode, or `mode:<token>` when only the writer
-   * with that token may get in next (lua/includes/state.lua, wakeMessage);
-   * no message (the hub closing) always wakes.
+   * with that token may get in next (lua/includes/state.lua, wakeMessage), or
+   * `handed <holdId> <queuedUntil> <fence> <token>` when a release granted the
+   * lock to that writer (lua/includes/release-body.lua, handOver); no message
+   * (the hub closing) always wakes.
    */
   notify(message?: string): void {
     if (message !== undefined && this.writer !== undefined) {
-      const colon = message.indexOf(':');
-      if (colon >= 0 && message.slice(colon + 1) !== this.writer) return;
+      if (message.startsWith(HANDED)) {
+        const handed = parseHanded(message);
+        if (handed?.token !== this.writer) return;
+        this.handed = handed.grant;
+      } else {
+        const colon = message.indexOf(':');
+        if (colon >= 0 && message.slice(colon + 1) !== this.writer) return;
+      }
     }
     this.woken = true;
     this.wake?.();
@@ -54,6 +65,22 @@ export class Watch {
   close(): void {
     this.leave(this);
   }
+}
+
+const HANDED = 'handed ';
+
+/** A `handed` message's grant and the token of the writer it names (the rest of the message: tokens may hold spaces). */
+function parseHanded(message: string): { grant: HandedGrant; token: string } | undefined {
+  const parts: string[] = [];
+  let at = HANDED.length;
+  for (let i = 0; i < 3; i++) {
+    const space = message.indexOf(' ', at);
+    if (space < 0) return undefined;
+    parts.push(message.slice(at, space));
+    at = space + 1;
+  }
+  const [holdId, queuedUntil, fence] = parts as [string, string, string];
+  return { grant: { holdId, queuedUntil: Number(queuedUntil), fence: Number(fence) }, token: message.slice(at) };
 }
 
 /** What a {@link WakeupHub} reports, for the LockClient's stats and events. */

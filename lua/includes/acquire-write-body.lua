@@ -16,18 +16,24 @@ local again = repeatedGrant('write', owner, holdId, mine, now, leaseMs)
 if again then return again end
 
 -- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
--- anyone else in the queue.
+-- anyone else in the queue. Where releases hand the lock over (HANDS_OVER),
+-- the reply carries the queued writer's heartbeat deadline, which a release
+-- that hands it the lock names (handOver in release-body.lua).
 local function refuse(retryAfterMs, reason)
   if waitBeatMs > 0 then
+    local beat
     if mine then
       if not otherUpgrader(owner, now) then
         rcall('HSET', stateKey, 'u', owner)
         heartbeat('ud', now, waitBeatMs)
       end
+    elseif HANDS_OVER then
+      beat = enqueue(owner, now, nowUs, waitBeatMs, holdId, leaseMs)
     else
       enqueue(owner, now, nowUs, waitBeatMs)
     end
     refreshExpiry(now)
+    if beat then return { 0, retryAfterMs, reason, beat } end
   end
   return { 0, retryAfterMs, reason }
 end

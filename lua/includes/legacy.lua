@@ -37,6 +37,12 @@
 -- @provides peers
 -- @needs rcall stateKey readKey writeKey readersKey peerChannel state
 
+-- No hand-over at release: the two-key layout would have to show the new
+-- holder, and a release by a process of the other mode (hash or bridge) could
+-- not write it there, nor the holder's own mode keep it in step. Waiting
+-- writers take the lock with their own acquire, as before.
+local HANDS_OVER = false
+
 local OLD = ''
 -- The deadline of an old key without a TTL: it is held until deleted.
 local FOREVER = 9e15

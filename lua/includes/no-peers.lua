@@ -6,6 +6,10 @@
 ]]
 -- @provides peers
 
+-- A release hands a freed lock to the longest-waiting writer (release-body.lua):
+-- nothing outside the hash has to show the new holder.
+local HANDS_OVER = true
+
 -- A writer outside this hash state: ms it still holds, or nil.
 local function peerWriter(_, _) return nil end
 -- Readers outside this hash state other than the owner: ms until the first ends, or nil.

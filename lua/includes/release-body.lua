@@ -46,13 +46,45 @@ if not hasHold(list, holdId) then return holdCount(list) end
 local left = dropHold(mode, owner, holdId)
 if left > 0 then return left end
 
+-- Hands a lock freed of every holder to the longest-waiting writer, under the
+-- hold id its acquire queued with, so the wake-up message is the grant and the
+-- writer holds the lock without another round trip. The handed lease ends
+-- with the writer's queue heartbeat (or its own lease length, if shorter): a
+-- writer that died frees the lock when its place in the queue would have
+-- lapsed, and a live one extends it to its own lease length once it reads the
+-- message (or its next try finds the hold, as a repeated acquire). Returns
+-- that message,
+--   'handed <holdId> <heartbeat deadline> <fence> <token>',
+-- or nil when nobody queues.
+local function handOver()
+  local head, beat = queueHead(now)
+  if not head then return nil end
+  local registered = rcall('HGET', stateKey, 'g:' .. head)
+  if not registered then return nil end
+  local holdId, leaseMs = string.match(registered, '^(%S+) (%d+)$')
+  dequeue(head)
+  rcall('HDEL', stateKey, 'sk')
+  local granted = grant('write', head, holdId, now, nowUs, math.min(beat - now, tonumber(leaseMs)))
+  peerMirror(head, now)
+  local fence = granted
+  if type(granted) == 'table' then fence = granted[2] end
+  return 'handed ' .. holdId .. ' ' .. int(beat) .. ' ' .. int(fence) .. ' ' .. head
+end
+
 forgetIfFree(owner)
 peerMirror(owner, now)
 -- With one live holder or none left, a waiter may now get in (a writer, a
 -- reader behind a writer, or the last reader upgrading). Writers waiting from
 -- before this moment may take a lock freed of every holder.
 local live = liveCount(now)
-if live == 0 then rcall('HSET', stateKey, 'fa', int(nowUs)) end
+if live == 0 and HANDS_OVER then
+  local handed = handOver()
+  if handed then
+    rcall('SPUBLISH', channel, handed)
+    return 0
+  end
+  rcall('HSET', stateKey, 'fa', int(nowUs))
+end
 if live <= 1 then
   rcall('SPUBLISH', channel, wakeMessage(mode, live, now))
   peerWake(mode)

@@ -8,6 +8,9 @@
                       r:<o>  owner o's read holds (a hold list)
                       f      the last fence handed out
                       q:<o>  waiting writer o's heartbeat deadline (ms); it re-tries before then
+                      g:<o>  '<holdId> <leaseMs>' of waiting writer o's latest try: a release
+                             that frees the lock grants it to the queue's head under that id,
+                             for at most that long (handOver in release-body.lua)
                       u, ud  a reader waiting to upgrade, and its heartbeat deadline (ms)
                       qx     the latest heartbeat deadline ever set (keeps the keys alive for it)
                       fa     when the lock was last freed of every holder (server us)
@@ -123,7 +126,7 @@ end
 
 local function dequeue(owner)
   rcall('ZREM', queueKey, owner)
-  rcall('HDEL', stateKey, 'q:' .. owner)
+  rcall('HDEL', stateKey, 'q:' .. owner, 'g:' .. owner)
 end
 
 -- The first waiting writer whose heartbeat is live, and that heartbeat;
@@ -142,16 +145,22 @@ local function isQueued(owner, now)
   return rcall('ZSCORE', queueKey, owner) ~= false and numberField('q:' .. owner) > now
 end
 
-local function heartbeat(field, now, ms)
+-- Sets heartbeat `field` (and any further field/value pairs) to now + ms;
+-- returns that deadline.
+local function heartbeat(field, now, ms, ...)
   local until_ = now + ms
-  rcall('HSET', stateKey, field, int(until_))
+  rcall('HSET', stateKey, field, int(until_), ...)
   if until_ > numberField('qx') then rcall('HSET', stateKey, 'qx', int(until_)) end
+  return until_
 end
 
--- Join (or stay in) the writers' queue, keeping the place of first arrival.
-local function enqueue(owner, now, nowUs, ms)
+-- Join (or stay in) the writers' queue, keeping the place of first arrival;
+-- with `holdId`, as the acquire a release may hand the lock to under that id,
+-- for at most `leaseMs`. Returns the new heartbeat deadline.
+local function enqueue(owner, now, nowUs, ms, holdId, leaseMs)
   rcall('ZADD', queueKey, 'NX', int(nowUs), owner)
-  heartbeat('q:' .. owner, now, ms)
+  if holdId then return heartbeat('q:' .. owner, now, ms, 'g:' .. owner, holdId .. ' ' .. leaseMs) end
+  return heartbeat('q:' .. owner, now, ms)
 end
 
 -- A reader waiting to upgrade other than `owner`, or nil.

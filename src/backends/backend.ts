@@ -13,7 +13,29 @@ export type AcquireOutcome =
       /** Replicas that acknowledged the grant, when the request asked for `replicaAck`. */
       readonly replicasAcked?: number;
     }
-  | { readonly granted: false; readonly retryAfterMs: number; readonly reason: BlockReason };
+  | {
+      readonly granted: false;
+      readonly retryAfterMs: number;
+      readonly reason: BlockReason;
+      /**
+       * A writer that queued: its place's heartbeat deadline (server ms). A release
+       * that hands it the lock names this deadline (see {@link HandedGrant}).
+       */
+      readonly queuedUntil?: number;
+    };
+
+/**
+ * A release that freed the lock handed it to the longest-waiting writer
+ * (lua/includes/release-body.lua, handOver): the writer holds it under the
+ * hold id it queued with, until its queue heartbeat deadline, and learns of it
+ * from the wake-up message rather than from another try.
+ */
+export interface HandedGrant {
+  readonly holdId: string;
+  /** The heartbeat deadline the writer's latest queued try set (server ms): the handed lease ends then. */
+  readonly queuedUntil: number;
+  readonly fence: number;
+}
 
 export interface AcquireRequest<K extends LockKeys = LockKeys> {
   /** The resource name, for errors raised below the lock. */

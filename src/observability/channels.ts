@@ -58,6 +58,8 @@ export interface AcquireTraceContext {
   outcome: AcquireOutcomeName | undefined;
   /** The grant's fencing token, when granted. */
   fence: number | undefined;
+  /** True when a release handed this waiting writer the lock: the wake-up message was the grant, with no further try. */
+  handed: boolean;
   /** Set by `diagnostics_channel` when it fails: the error it rejects with (a `busy` try resolves with null instead). */
   error?: unknown;
   /** Set by `diagnostics_channel` when it settles successfully: the `Lease` (or null for a `busy` try). */

@@ -3,7 +3,14 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
-import { AcquireTimeoutError, type Lease, LockClient, type LockClientOptions, RedisUnavailableError } from '../../src/index.js';
+import {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  type Lease,
+  LockClient,
+  type LockClientOptions,
+  RedisUnavailableError,
+} from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -257,6 +264,74 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     expect(lease.token).to.equal('alive');
     expect((await locks.inspect('dead-waiter')).queue).to.deep.equal([]);
     await lease.release();
+  });
+
+  it('hands a freed lock to a writer that died while queued, and frees it when its place would have lapsed', async () => {
+    const locks = await open();
+    const holder = await locks.lock('handed-ghost').acquireWrite();
+    const keys = locks.lock('handed-ghost').keys;
+    // A writer that queues once (heartbeat 400 ms, lease 60 s) and is never heard from again.
+    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 60_000, 400, '0', 'ghost-hold']);
+    await holder.release();
+    const handed = await locks.inspect('handed-ghost');
+    expect(handed.writer?.owner).to.equal('ghost');
+    expect(handed.writer!.ttlMs).to.be.at.most(400); // its queue heartbeat, not its 60 s lease
+    expect(handed.queue).to.deep.equal([]);
+    await eventually('the handed hold to lapse', async () => (await locks.inspect('handed-ghost')).mode === 'free', 2_000);
+    const next = await (await open()).lock('handed-ghost').tryAcquireWrite();
+    expect(next).to.not.equal(null);
+    await next!.release();
+  });
+
+  it('takes no handed grant that names an earlier try of the writer (a late message)', async () => {
+    const holder = await open({ leaseMs: 60_000 });
+    const waiter = await open({ recheckMs: 200 });
+    const held = await holder.lock('late-message').acquireWrite();
+    const { keys } = holder.lock('late-message');
+    let settled = false;
+    const waiting = waiter
+      .lock('late-message')
+      .acquireWrite({ owner: 'w', waitMs: 20_000 })
+      .finally(() => (settled = true));
+    const place = async () => {
+      const [holdId, beat] = (await redis.hmget(keys.state, 'g:w', 'q:w')) as [string | null, string | null];
+      return { holdId, beat };
+    };
+    await eventually('the writer to queue', async () => (await place()).holdId !== null);
+    const first = await place();
+    await eventually('its next try', async () => (await place()).beat !== first.beat);
+    // A grant naming its earlier place, as a message delayed past the writer's next try would.
+    await redis.spublish(keys.channel, `handed ${first.holdId} ${first.beat} 1 w`);
+    // Two more tries: the message came in before the second began.
+    for (const step of ['one', 'two']) {
+      const last = (await place()).beat;
+      await eventually(`try ${step} after the message`, async () => (await place()).beat !== last);
+    }
+    expect(settled).to.equal(false);
+    expect((await holder.inspect('late-message')).writer?.owner).to.equal(held.token);
+    await held.release();
+    const lease = await waiting;
+    expect(lease.fence).to.be.above(held.fence);
+    await lease.release();
+  });
+
+  it('gives back the hold a release handed to a writer that gave up meanwhile', async () => {
+    const holder = await open();
+    const waiter = await open({ recheckMs: 5_000 }); // a hold handed to it would last 10.1 s
+    const held = await holder.lock('given-up').acquireWrite();
+    const controller = new AbortController();
+    const waiting = waiter
+      .lock('given-up')
+      .acquireWrite({ waitMs: 20_000, signal: controller.signal })
+      .catch((error: unknown) => error);
+    await eventually('the writer to queue', async () => (await holder.inspect('given-up')).queue.length === 1);
+    // The release is written first and hands the lock over; the writer gives up before it
+    // can read the message, and leaves the queue naming its hold.
+    const releasing = held.release();
+    controller.abort();
+    await releasing;
+    expect(await waiting).to.be.instanceOf(AcquireAbortedError);
+    await eventually('the lock to be free', async () => (await holder.inspect('given-up')).mode === 'free', 1_000);
   });
 
   it('keeps a waiting writer queued 2 × recheckMs + 100 ms past its last try, and drops it once it stops trying', async () => {

@@ -97,9 +97,13 @@ class Model {
   readers = new Map<Owner, string[]>();
   /** Whether the last grant started a holding (a new fence) or joined one (its fence again). */
   lastGrant: 'new' | 'same' = 'new';
+  /** The writer the last step's release handed the lock to (a new holding, with a new fence), if any. */
+  handedTo: Owner | null = null;
   /** Waiting writers, first come first, with their arrival step. */
   queue: Owner[] = [];
   arrival = new Map<Owner, number>();
+  /** Each waiting writer's hold id, from its latest try: a release hands it the lock under that id. */
+  queuedIds = new Map<Owner, string>();
   /** A reader waiting to upgrade (stays until granted or abandoned). */
   upgrader: Owner | null = null;
   /** Step at which a release last freed the lock of every holder, if the state survived since. */
@@ -135,6 +139,7 @@ class Model {
   private dequeue(o: Owner): void {
     this.queue = this.queue.filter((q) => q !== o);
     this.arrival.delete(o);
+    this.queuedIds.delete(o);
   }
   /** refreshExpiry: every key is deleted when nothing is held and nobody waits. */
   private refresh(): void {
@@ -148,6 +153,7 @@ class Model {
   /** The expected reply of one step; compared with Redis' (fences and times left out). */
   apply(s: Resolved): unknown {
     this.step++;
+    this.handedTo = null;
     switch (s.op) {
       case 'read':
         return this.read(s.owner, s.id);
@@ -230,9 +236,12 @@ class Model {
       if (wait) {
         if (mine) {
           if (this.otherUpgrader(o) === null) this.upgrader = o;
-        } else if (!this.queue.includes(o)) {
-          this.queue.push(o);
-          this.arrival.set(o, this.step);
+        } else {
+          if (!this.queue.includes(o)) {
+            this.queue.push(o);
+            this.arrival.set(o, this.step);
+          }
+          this.queuedIds.set(o, id);
         }
         this.refresh();
       }
@@ -307,6 +316,17 @@ class Model {
         );
     }
     if (left > 0) return `released:${left}`;
+    const head = this.queue[0];
+    if (this.live().length === 0 && head !== undefined) {
+      // Handed to the longest-waiting writer, under the hold id of its latest try.
+      const handed = this.queuedIds.get(head)!;
+      this.dequeue(head);
+      this.skips = 0;
+      this.writer = head;
+      this.wc = [handed];
+      this.handedTo = head;
+      return 'released:0';
+    }
     if (this.live().length === 0) this.freedAt = this.step;
     this.refresh();
     return 'released:0';
@@ -450,6 +470,13 @@ forEachTopology('lock scripts against a model (properties)', (ctx) => {
             const { reply, fence } = await run(redis, keys, cfg, s);
             const where = `step ${i} ${JSON.stringify(s)} with ${JSON.stringify(cfg)}`;
             expect(reply, where).to.deep.equal(expected);
+            if (model.handedTo !== null) {
+              // The handed holding's fence, as the release's message names it: from the hold list.
+              const handedFence = Number((await redis.hget(keys.state, 'wc'))!.split(' ')[0]);
+              expect(handedFence, `handed fence at ${where}`).to.be.greaterThan(lastFence);
+              lastFence = handedFence;
+              fences.set(`${model.handedTo}:write`, handedFence);
+            }
             if (fence !== undefined && (s.op === 'read' || s.op === 'write')) {
               // A new holding gets a larger fence; a reentrant or repeated grant its holding's fence again.
               const holding = `${s.owner}:${s.op}`;

@@ -111,8 +111,8 @@ forEachTopology('spill first: every script sees a sole holder kept inline', (ctx
 
 /**
  * An outcome without what differs between two locks by construction: times
- * left (rounded to seconds), resource and key names, and fences, which are
- * kept only as "the holder's" or "another".
+ * left (rounded to seconds), deadlines (kept only as there or not), resource
+ * and key names, and fences, which are kept only as "the holder's" or "another".
  */
 function normalise(value: unknown, holderFence: number): unknown {
   if (Array.isArray(value)) return value.map((v) => normalise(v, holderFence));
@@ -130,6 +130,7 @@ function normalise(value: unknown, holderFence: number): unknown {
       };
     } else if (k === 'fence') out[k] = v === holderFence ? 'holder' : v === null ? null : 'other';
     else if (k === 'ttlMs' || k === 'leaseRemainingMs' || k === 'retryAfterMs') out[k] = Math.round(Number(v) / 1000);
+    else if (k === 'queuedUntil') out[k] = typeof v === 'number' ? 'a deadline' : v;
     else out[k] = normalise(v, holderFence);
   }
   return out;

@@ -18,6 +18,7 @@ import {
 } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
 type Phase = 'start' | 'end' | 'asyncStart' | 'asyncEnd' | 'error';
@@ -110,6 +111,27 @@ forEachTopology('tracing channels', (ctx) => {
     expect(release!.context.heldMs).to.be.at.least(0);
   });
 
+  it('marks an acquire a release handed the lock to: no try after the wake-up', async () => {
+    const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
+    const redis = ctx.client();
+    // Re-checks every 5 s: the waiter tries once, again right after subscribing, then sleeps.
+    const [holder, waiter] = [new LockClient(ctx.client()), new LockClient(ctx.client(), { recheckMs: 5_000, leaseMs: 30_000 })];
+    try {
+      const before = await scriptCalls(redis);
+      const held = await holder.lock('traced:handed').acquireWrite();
+      const waiting = waiter.lock('traced:handed').acquireWrite({ waitMs: 10_000 });
+      await eventually('the holder acquire and both tries of the waiter', async () => (await scriptCalls(redis)) === before + 3);
+      await held.release();
+      const lease = await waiting;
+      const [, handed] = acquires.operations();
+      expect(handed!.context).to.include({ outcome: 'granted', handed: true, attempts: 2, fence: lease.fence });
+      // Extended at once from the waiter's queue heartbeat (10.1 s) to its own lease.
+      await eventually('the handed lease to be extended', async () => (await holder.inspect('traced:handed')).writer!.ttlMs > 20_000);
+      await lease.release();
+    } finally {
+      await Promise.all([holder.close(), waiter.close()]);
+    }
+  });
   it('publishes a wait: attempts and waited time; a timeout with its error; a busy try without one', async () => {
     const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
     const lock = locks.lock('traced:2');

@@ -48,6 +48,23 @@ describe('Watch (waiter sleep)', () => {
     expect(writer.woken).to.equal(true);
   });
 
+  it('wakes a writer a release handed the lock to, with the grant; a writer handed nothing sleeps on', () => {
+    const writer = new Watch(() => undefined, 'me and: you');
+    const reader = new Watch(() => undefined);
+    writer.notify('handed h1 1700000000123 1700000000123456 me and');
+    reader.notify('handed h1 1700000000123 1700000000123456 me and');
+    expect(writer.woken).to.equal(false);
+    expect(writer.handed).to.equal(undefined);
+    expect(reader.woken).to.equal(true); // readers wake on every message
+    expect(reader.handed).to.equal(undefined);
+    writer.notify('handed h2 1700000000999 1700000000999001 me and: you');
+    expect(writer.woken).to.equal(true);
+    expect(writer.handed).to.deep.equal({ holdId: 'h2', queuedUntil: 1700000000999, fence: 1700000000999001 });
+    writer.woken = false;
+    writer.notify('handed h3 1 malformed');
+    expect(writer.woken).to.equal(false);
+  });
+
   it('ends the sleep after its bound without a wake-up', async () => {
     const watch = new Watch(() => undefined);
     let done = false;
