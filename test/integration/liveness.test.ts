@@ -294,8 +294,8 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
       .acquireWrite({ owner: 'w', waitMs: 20_000 })
       .finally(() => (settled = true));
     const place = async () => {
-      const [holdId, beat] = (await redis.hmget(keys.state, 'g:w', 'q:w')) as [string | null, string | null];
-      return { holdId, beat };
+      const [registered, beat] = (await redis.hmget(keys.state, 'g:w', 'q:w')) as [string | null, string | null];
+      return { holdId: registered?.split(' ')[0] ?? null, beat };
     };
     await eventually('the writer to queue', async () => (await place()).holdId !== null);
     const first = await place();
@@ -305,9 +305,9 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     // Two more tries: the message came in before the second began.
     for (const step of ['one', 'two']) {
       const last = (await place()).beat;
-      await eventually(`try ${step} after the message`, async () => (await place()).beat !== last);
+      await eventually(`try ${step} after the message`, async () => settled || (await place()).beat !== last);
+      expect(settled, 'the writer took the late grant').to.equal(false);
     }
-    expect(settled).to.equal(false);
     expect((await holder.inspect('late-message')).writer?.owner).to.equal(held.token);
     await held.release();
     const lease = await waiting;
