@@ -11,11 +11,14 @@
                      it queues (new readers and writers then go behind it) and
                      drops out of the queue if it stops re-trying; 0 for a try
                      that does not wait
-  ARGV[4] fair       '1': only the longest-waiting writer may take a free lock;
-                     '0': so may any writer that was already waiting when the
-                     lock was last freed, but the longest-waiting one is passed
-                     over at most MAX_SKIPS times in a row; newcomers (the
-                     releaser among them) never pass waiters
+  ARGV[4] queueing   first character: '1' (fair): only the longest-waiting
+                     writer may take a free lock; '0': so may any writer that
+                     was already waiting when the lock was last freed, but the
+                     longest-waiting one is passed over at most MAX_SKIPS times
+                     in a row; newcomers (the releaser among them) never pass
+                     waiters. Then 'h' if a release that frees the lock may
+                     hand it to this writer while it queues (handOver in
+                     release-body.lua; not in redlock mode)
   ARGV[5] holdId     names this acquire: a repeated call with the same id (a
                      resend after a lost reply) returns the first grant again
                      and changes nothing
@@ -40,7 +43,8 @@ local queueKey = KEYS[3]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local waitBeatMs = tonumber(ARGV[3])
-local fair = ARGV[4] == '1'
+local fair = string.sub(ARGV[4], 1, 1) == '1'
+local acceptsHandOver = string.sub(ARGV[4], 2) == 'h'
 local holdId = ARGV[5]
 
 local FRESH_WRITE = true

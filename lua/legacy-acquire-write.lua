@@ -15,7 +15,7 @@
   ARGV[1] owner       owner token
   ARGV[2] leaseMs     lease length in ms
   ARGV[3] waitBeatMs  as in lua/acquire-write.lua
-  ARGV[4] fair        as in lua/acquire-write.lua
+  ARGV[4] queueing    as in lua/acquire-write.lua (this layout never hands over)
   ARGV[5] holdId      as in lua/acquire-write.lua
 
   Reply: as lua/acquire-write.lua; 'write' also when an old process holds
@@ -32,7 +32,8 @@ local readersKey = KEYS[6]
 local owner = ARGV[1]
 local leaseMs = tonumber(ARGV[2])
 local waitBeatMs = tonumber(ARGV[3])
-local fair = ARGV[4] == '1'
+local fair = string.sub(ARGV[4], 1, 1) == '1'
+local acceptsHandOver = false
 local holdId = ARGV[5]
 local peerChannel = ''
 

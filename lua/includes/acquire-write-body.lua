@@ -4,7 +4,7 @@
   fair, and the peer hooks (`no-peers` or `legacy`). Returns the script's
   reply, as documented in lua/acquire-write.lua.
 ]]
--- @needs rcall stateKey leasesKey queueKey owner holdId leaseMs waitBeatMs fair state peers
+-- @needs rcall stateKey leasesKey queueKey owner holdId leaseMs waitBeatMs fair acceptsHandOver state peers
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
@@ -16,9 +16,9 @@ local again = repeatedGrant('write', owner, holdId, mine, now, leaseMs)
 if again then return again end
 
 -- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
--- anyone else in the queue. Where releases hand the lock over (HANDS_OVER),
--- the reply carries the queued writer's heartbeat deadline, which a release
--- that hands it the lock names (handOver in release-body.lua).
+-- anyone else in the queue. One a release may hand the lock to (HANDS_OVER
+-- and acceptsHandOver) registers its hold id, and the reply carries its heartbeat
+-- deadline, which such a release names (handOver in release-body.lua).
 local function refuse(retryAfterMs, reason)
   if waitBeatMs > 0 then
     local beat
@@ -27,7 +27,7 @@ local function refuse(retryAfterMs, reason)
         rcall('HSET', stateKey, 'u', owner)
         heartbeat('ud', now, waitBeatMs)
       end
-    elseif HANDS_OVER then
+    elseif HANDS_OVER and acceptsHandOver then
       beat = enqueue(owner, now, nowUs, waitBeatMs, holdId, leaseMs)
     else
       enqueue(owner, now, nowUs, waitBeatMs)

@@ -29,7 +29,13 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     const { keys } = r;
     const reply = await (r.mode === 'read'
       ? runScript(this.client, scripts.acquireRead, names(keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
-      : runScript(this.client, scripts.acquireWrite, names(keys), [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1' : '0', r.holdId], keys));
+      : runScript(
+          this.client,
+          scripts.acquireWrite,
+          names(keys),
+          [r.owner, r.leaseMs, r.waitBeatMs, `${r.fair ? '1' : '0'}${r.handOver ? 'h' : ''}`, r.holdId],
+          keys,
+        ));
     const outcome = parseAcquireReply(reply, r.leaseMs);
     return r.replicaAck === undefined ? outcome : acknowledged(this, this.client, r, r.replicaAck, outcome);
   }

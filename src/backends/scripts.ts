@@ -12,6 +12,8 @@ export type LegacyKeys = readonly [state: string, leases: string, queue: string,
 export type LayoutKeys = HashKeys | LegacyKeys;
 /** `'1'` or `'0'`: a flag as the scripts read it. */
 type Flag = '0' | '1';
+/** A write acquire's queueing: fair or not, then 'h' when a release may hand the lock to it (lua/acquire-write.lua). */
+type Queueing = `${Flag}${'' | 'h'}`;
 /** The wake-up channels a release or abandon publishes on besides the lock's own (named as its state key): in legacy/bridge mode its peer's. */
 type Channels = readonly string[];
 
@@ -35,7 +37,10 @@ export type LegacyInspectReply = [
 /** The arguments and reply of each lock operation, whatever the layout: the layouts' scripts differ only in their KEYS and channels. */
 interface LockOperations {
   acquireRead: [args: readonly [owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
-  acquireWrite: [args: readonly [owner: string, leaseMs: number, waitBeatMs: number, fair: Flag, holdId: string], reply: AcquireReply];
+  acquireWrite: [
+    args: readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string],
+    reply: AcquireReply,
+  ];
   release: [args: readonly [owner: string, mode: LockMode, ...channels: Channels, holdId: string], reply: number];
   /** ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call). */
   extend: [args: readonly (string | number)[], reply: number[]];

@@ -255,7 +255,7 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     const holder = await locks.lock('dead-waiter').acquireWrite();
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
-    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 1000, 300, '1', 'ghost-hold']);
+    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 1000, 300, '1h', 'ghost-hold']);
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = (await open({ fair: true })).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);
@@ -271,7 +271,7 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     const holder = await locks.lock('handed-ghost').acquireWrite();
     const keys = locks.lock('handed-ghost').keys;
     // A writer that queues once (heartbeat 400 ms, lease 60 s) and is never heard from again.
-    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 60_000, 400, '0', 'ghost-hold']);
+    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 60_000, 400, '0h', 'ghost-hold']);
     await holder.release();
     const handed = await locks.inspect('handed-ghost');
     expect(handed.writer?.owner).to.equal('ghost');

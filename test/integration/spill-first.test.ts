@@ -38,7 +38,18 @@ const acquire =
     backend.acquire(request(resource, keys, mode, owner, waitBeatMs));
 
 function request(resource: string, keys: LockKeys, mode: LockMode, owner: string, waitBeatMs = 0): AcquireRequest {
-  return { resource, keys, mode, owner, holdId: `h${++holdIds}`, leaseMs: LEASE_MS, honourIntent: true, waitBeatMs, fair: false };
+  return {
+    resource,
+    keys,
+    mode,
+    owner,
+    holdId: `h${++holdIds}`,
+    leaseMs: LEASE_MS,
+    honourIntent: true,
+    waitBeatMs,
+    fair: false,
+    handOver: true,
+  };
 }
 
 const CASES: readonly Case[] = [

@@ -53,6 +53,7 @@ describe('Holdings (renewal timing and loss)', () => {
         honourIntent: true,
         waitBeatMs: 0,
         fair: false,
+        handOver: false,
       },
       { granted: true, fence: 1, leaseRemainingMs: leaseMs },
       autoRenew,
