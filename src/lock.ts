@@ -197,7 +197,9 @@ export class RWLock {
       started + acquireBoundMs(waitMs, ctx.options.redisTimeoutMs, replicaAck?.timeoutMs ?? 0),
       signal,
     );
-    let watch: Awaited<ReturnType<WakeupHub['watch']>> | undefined;
+    // On a lock whose wake-ups this client already hears, watch before the first try: a
+    // release after it cannot be missed, so a refused try is followed by a sleep, not a re-try.
+    let watch = waitMs > 0 ? ctx.wakeups.watchIfSubscribed(keys.channel, mode === 'write' ? owner : undefined) : undefined;
     let leftIntent = false;
     let attempts = 0;
     // This writer's latest try that queued: when it was sent, and the heartbeat deadline it set.

@@ -105,6 +105,8 @@ export class WakeupHub {
   private readonly watchers = new Map<string, Set<Watch>>();
   /** Per channel, the subscription on each client; undefined where it is not (yet) made. */
   private readonly subscribed = new Map<string, (Promise<void> | undefined)[]>();
+  /** Per channel, the subscriptions the server confirmed and that were not lost since. */
+  private readonly confirmed = new Map<string, Set<number>>();
   private readonly lingering = new Map<string, NodeJS.Timeout>();
 
   constructor(
@@ -125,13 +127,7 @@ export class WakeupHub {
    * a release wakes at most one writer per node.
    */
   async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
-    const watch = new Watch((w) => this.unwatch(channel, w), writer);
-    let set = this.watchers.get(channel);
-    if (!set) this.watchers.set(channel, (set = new Set()));
-    set.add(watch);
-    clearTimeout(this.lingering.get(channel));
-    this.lingering.delete(channel);
-
+    const watch = this.register(channel, writer);
     let subscriptions = this.subscribed.get(channel);
     if (!subscriptions) this.subscribed.set(channel, (subscriptions = this.clients.map(() => undefined)));
     const pending = subscriptions.map((made, i) => made ?? this.subscribe(channel, i));
@@ -146,11 +142,33 @@ export class WakeupHub {
     return watch;
   }
 
+  /**
+   * A watch on `channel` at once when its subscription is already confirmed on
+   * every client (the lock has waiters, or had some in the last 5 s), else
+   * undefined. Made before a try, it hears every release that runs after that
+   * try, so a refused try needs no second one.
+   */
+  watchIfSubscribed(channel: string, writer?: string): Watch | undefined {
+    if (this.confirmed.get(channel)?.size !== this.clients.length) return undefined;
+    return this.register(channel, writer);
+  }
+
+  private register(channel: string, writer: string | undefined): Watch {
+    const watch = new Watch((w) => this.unwatch(channel, w), writer);
+    let set = this.watchers.get(channel);
+    if (!set) this.watchers.set(channel, (set = new Set()));
+    set.add(watch);
+    clearTimeout(this.lingering.get(channel));
+    this.lingering.delete(channel);
+    return watch;
+  }
+
   /** Stops every subscription and closes the subscriber connection(s). */
   close(): void {
     for (const timer of this.lingering.values()) clearTimeout(timer);
     this.lingering.clear();
     this.subscribed.clear();
+    this.confirmed.clear();
     for (const set of this.watchers.values()) for (const w of set) w.notify();
     this.watchers.clear();
     this.subscribers.forEach((sub, i) => {
@@ -164,6 +182,12 @@ export class WakeupHub {
     const list = this.subscribed.get(channel)!;
     const subscribing: Promise<void> = this.connection(i)
       .subscribe(channel)
+      .then(() => {
+        if (list[i] !== subscribing) return;
+        let on = this.confirmed.get(channel);
+        if (!on) this.confirmed.set(channel, (on = new Set()));
+        on.add(i);
+      })
       .catch((error: unknown) => {
         if (list[i] === subscribing) list[i] = undefined;
         this.observer?.error(error as Error);
@@ -182,6 +206,7 @@ export class WakeupHub {
     for (const channel of channels) {
       const list = this.subscribed.get(channel);
       if (list) list[i] = undefined;
+      this.confirmed.get(channel)?.delete(i);
     }
     // After the client's slot map is refreshed; a subscription refused again comes back here.
     setTimeout(() => {
@@ -200,6 +225,7 @@ export class WakeupHub {
       this.lingering.delete(channel);
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
+      this.confirmed.delete(channel);
       for (const sub of this.subscribers) sub?.unsubscribe(channel);
     }, LINGER_MS);
     timer.unref();

@@ -98,6 +98,27 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     expect((await scriptCalls(redis)) - before).to.equal(1 + 2 * owners.length);
   });
 
+  it('watches before its first try on a lock it already hears: a handoff costs one try, the extension and the release', async () => {
+    const holder = await open();
+    const waiter = await open({ recheckMs: 5_000 });
+    // A first wait leaves the waiter's client subscribed to the lock's channel (for 5 s after it).
+    const first = await holder.lock('warm').acquireWrite();
+    const earlier = waiter.lock('warm').acquireWrite({ waitMs: 10_000 });
+    await eventually('the first writer to queue', async () => (await holder.inspect('warm')).queue.length === 1);
+    await first.release();
+    await (await earlier).release();
+
+    const held = await holder.lock('warm').acquireWrite();
+    const before = await scriptCalls(redis);
+    const waiting = waiter.lock('warm').acquireWrite({ waitMs: 10_000 });
+    await eventually('its try', async () => (await scriptCalls(redis)) === before + 1);
+    await held.release();
+    const lease = await waiting;
+    await lease.release(); // sent after the extension, on the same connection
+    // The holder's release; the writer's one try, the extension of the hold handed to it, its release.
+    expect((await scriptCalls(redis)) - before).to.equal(4);
+  });
+
   it('lets a waiting writer in through a continuous stream of overlapping readers', async function () {
     this.timeout(20_000);
     const readers = await open();

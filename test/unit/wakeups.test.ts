@@ -123,6 +123,22 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     hub.close();
   });
 
+  it('watches at once only a channel whose subscription is confirmed, and not after it was dropped', async () => {
+    const fake = fakeClient();
+    const hub = new WakeupHub([fake.client]);
+    expect(hub.watchIfSubscribed('a')).to.equal(undefined); // never subscribed
+    const pending = hub.watch('a', 100);
+    expect(hub.watchIfSubscribed('a')).to.equal(undefined); // subscribing, not yet confirmed
+    (await pending).close();
+    const early = hub.watchIfSubscribed('a', 'me');
+    expect(early).to.be.instanceOf(Watch);
+    early!.close();
+    await clock.tickAsync(5_000); // unsubscribed 5 s after its last waiter
+    expect(fake.calls).to.deep.equal(['ssubscribe a', 'sunsubscribe a']);
+    expect(hub.watchIfSubscribed('a')).to.equal(undefined);
+    hub.close();
+  });
+
   it('unsubscribes a channel exactly 5 s after its last waiter left, unless another came meanwhile', async () => {
     const fake = fakeClient();
     const hub = new WakeupHub([fake.client]);
