@@ -46,16 +46,23 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** How long before its end `holdFor` stops turning the event loop and spins, in ms. */
+const HOLD_SPIN_MS = 0.05;
+
 /**
  * Returns `ms` after it was called, turning the event loop meanwhile (replies and
- * messages are handled as they come). Unlike `sleep`, it takes the same time in
- * every process: a 1 ms timer fires after 0.9 ms in a process that never waits
- * for I/O (a busy poller) and after 1.2-1.3 ms in one that does, so holds timed
- * by it would compare the timers of two processes, not their handoffs.
+ * messages are handled as they come), then spinning for its last 50 µs so that
+ * a busy loop turn cannot carry it past its end. Unlike `sleep`, it takes the
+ * same time in every process: a 1 ms timer fires after 0.9 ms in a process that
+ * never waits for I/O (a busy poller) and after 1.2-1.3 ms in one that does, so
+ * holds timed by it would compare the timers of two processes, not their handoffs.
  */
 export async function holdFor(ms: number): Promise<void> {
   const end = performance.now() + ms;
-  while (performance.now() < end) await new Promise<void>((resolve) => setImmediate(resolve));
+  while (performance.now() < end - HOLD_SPIN_MS) await new Promise<void>((resolve) => setImmediate(resolve));
+  while (performance.now() < end) {
+    // the last few µs: a loop turn could take longer
+  }
 }
 
 /** Rounds for display and JSON: 3 significant decimals at most. */
