@@ -243,9 +243,11 @@ export class RWLock {
         // A release handed this writer the lock after its latest try queued (that try named the
         // same heartbeat deadline), so the hold ends no sooner than that try's sentAt plus
         // handMs. With replicaAck the next try waits for the replicas; with little of the hold
-        // left, the next try (which finds the hold) is as quick as the extension would be.
+        // left, the next try (which finds the hold) is as quick as the extension would be. An
+        // acquire aborted meanwhile takes nothing: the loop's top throws, and the hold is given back.
         if (
           handed !== undefined &&
+          !signal?.aborted &&
           queued !== undefined &&
           replicaAck === undefined &&
           handed.holdId === request.holdId &&
