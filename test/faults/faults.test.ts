@@ -8,6 +8,7 @@ import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { LockClient, RWLockError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys/keys.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 import { type FaultWindow, type History, type Hold, maxGapMs, recoveryMs } from '../support/history.js';
 import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
 import { killSubscribers } from '../support/redis-stats.js';
@@ -53,6 +54,15 @@ forEachTopology('faults during the history workload', (ctx) => {
       'victim',
     );
     await workload.waitFor((e, w) => w === victim && e.t === 'grant', 30_000);
+    // A grant a release handed over lasts the victim's queue heartbeat (1.1 s) until its
+    // extension lands: wait until it holds its whole lease, so that it dies holding that.
+    const look = new LockClient(ctx.client());
+    await eventually(
+      'the victim to hold a whole lease',
+      async () => ((await look.inspect('alpha')).writer?.ttlMs ?? 0) > LEASE_MS - 500,
+      5_000,
+    );
+    await look.close();
     const killedAt = await workload.kill(victim!);
     await sleep(LEASE_MS + 2_000);
     const history = await finish(workload);
