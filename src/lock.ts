@@ -182,7 +182,6 @@ export class RWLock {
       // A waiter re-tries at least every recheckMs; its place in the queue outlives two of those.
       waitBeatMs: waitMs > 0 ? 2 * recheckMs + 100 : 0,
       fair: ctx.options.fair,
-      handOver: true,
       replicaAck,
     };
     // How long a hold a release hands this writer lasts at most: its queue heartbeat, or its lease if shorter.

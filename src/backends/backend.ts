@@ -58,13 +58,6 @@ export interface AcquireRequest<K extends LockKeys = LockKeys> {
   readonly waitBeatMs: number;
   /** Writers: only the longest-waiting writer may take a free lock. */
   readonly fair: boolean;
-  /**
-   * Writers that queue: a release that frees the lock may hand it to this
-   * writer ({@link HandedGrant}). Off in `redlock` mode, where each node would
-   * hand it to its own head, and holds handed to a minority would block those
-   * nodes until given back.
-   */
-  readonly handOver: boolean;
   /** After a grant, wait for this many replicas to acknowledge it (`WAIT`); undefined: don't. */
   readonly replicaAck?: ResolvedReplicaAck | undefined;
 }

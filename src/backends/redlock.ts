@@ -81,7 +81,7 @@ export class RedlockBackend implements LockBackend {
     // Done early once a majority granted; a refusal waits for every node (or the timeout), so
     // that what this attempt took is given back before the caller tries again or gives up.
     const { settled, late } = await this.gather(
-      (node) => node.acquire({ ...r, handOver: false }),
+      (node) => node.acquire(r),
       Math.min(this.options.nodeTimeoutMs, r.leaseMs),
       (s) => s.filter((x) => x.status === 'ok' && x.value.granted).length >= q,
     );

@@ -6,7 +6,7 @@ import { extendByGroup, extendInChunks } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { parseAcquireReply } from './replies.js';
-import { runScript } from './scripts.js';
+import { type Queueing, runScript } from './scripts.js';
 
 /**
  * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
@@ -15,10 +15,22 @@ import { runScript } from './scripts.js';
  * in as few calls as the layout's grouping allows.
  */
 export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
+  /** The write acquire's queueing argument, not fair and fair: '0'/'1', then 'h' if a release may hand the lock over. */
+  private readonly queueing: readonly [Queueing, Queueing];
+
+  /**
+   * `handOver`: a release that frees the lock may hand it to a queued writer
+   * (lua/includes/release-body.lua). Off for redlock's nodes, where each node
+   * would hand it to its own head, and holds handed to a minority would block
+   * those nodes until given back.
+   */
   constructor(
     private readonly client: Driver,
     private readonly layout: Layout<K>,
-  ) {}
+    { handOver = true }: { handOver?: boolean } = {},
+  ) {
+    this.queueing = handOver ? ['0h', '1h'] : ['0', '1'];
+  }
 
   keysFor(resource: string): K {
     return this.layout.keysFor(resource);
@@ -33,7 +45,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
           this.client,
           scripts.acquireWrite,
           names(keys),
-          [r.owner, r.leaseMs, r.waitBeatMs, `${r.fair ? '1' : '0'}${r.handOver ? 'h' : ''}`, r.holdId],
+          [r.owner, r.leaseMs, r.waitBeatMs, this.queueing[r.fair ? 1 : 0], r.holdId],
           keys,
         ));
     const outcome = parseAcquireReply(reply, r.leaseMs);

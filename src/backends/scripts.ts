@@ -13,7 +13,7 @@ export type LayoutKeys = HashKeys | LegacyKeys;
 /** `'1'` or `'0'`: a flag as the scripts read it. */
 type Flag = '0' | '1';
 /** A write acquire's queueing: fair or not, then 'h' when a release may hand the lock to it (lua/acquire-write.lua). */
-type Queueing = `${Flag}${'' | 'h'}`;
+export type Queueing = `${Flag}${'' | 'h'}`;
 /** The wake-up channels a release or abandon publishes on besides the lock's own (named as its state key): in legacy/bridge mode its peer's. */
 type Channels = readonly string[];
 

@@ -48,7 +48,6 @@ function request(resource: string, keys: LockKeys, mode: LockMode, owner: string
     honourIntent: true,
     waitBeatMs,
     fair: false,
-    handOver: true,
   };
 }
 

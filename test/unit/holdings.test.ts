@@ -53,7 +53,6 @@ describe('Holdings (renewal timing and loss)', () => {
         honourIntent: true,
         waitBeatMs: 0,
         fair: false,
-        handOver: false,
       },
       { granted: true, fence: 1, leaseRemainingMs: leaseMs },
       autoRenew,

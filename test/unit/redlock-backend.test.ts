@@ -80,7 +80,6 @@ const request = (mode: LockMode = 'write', extra: Partial<AcquireRequest> = {}):
   honourIntent: true,
   waitBeatMs: 0,
   fair: false,
-  handOver: false,
   ...extra,
 });
 
