@@ -45,6 +45,12 @@ export interface DropMatch {
   command?: string;
   /** A text one of its arguments must contain (e.g. a key name or a script's sha). */
   argument?: string;
+  /**
+   * How the server's reply must begin, in RESP (e.g. `':'`, an integer): a
+   * matching command whose reply begins otherwise is passed on, and the
+   * drop waits for the next match. Default: any reply.
+   */
+  reply?: string;
 }
 
 /** What a proxy has seen and done. */
@@ -172,9 +178,9 @@ class Link {
   private fromServer = Buffer.alloc(0);
   private sent = 0;
   private replied = 0;
-  /** Index of the command whose reply is to be dropped. */
+  /** Index of the command whose reply is to be dropped, and the drop it matched. */
   private dropAt: number | undefined;
-  private dropDone: (() => void) | undefined;
+  private dropArmed: Armed | undefined;
   private held: { toServer: Buffer[]; toClient: Buffer[] } = { toServer: [], toClient: [] };
   private chain = { toServer: Promise.resolve(), toClient: Promise.resolve() };
   closed = false;
@@ -229,7 +235,7 @@ class Link {
         armed.taken = true;
         this.faults.armed = undefined;
         this.dropAt = this.sent;
-        this.dropDone = armed.done;
+        this.dropArmed = armed;
       }
       this.sent++;
     }
@@ -244,16 +250,24 @@ class Link {
     for (let len: number; (len = respLength(this.fromServer, pos)) > 0; pos += len) {
       const push = this.fromServer[pos] === 0x3e; // '>': a RESP3 push answers no command
       if (!push && this.dropAt !== undefined && this.replied === this.dropAt) {
-        // The server ran the command and replied: pass on what came before, drop the rest.
-        if (pos > 0) this.send('toClient', this.fromServer.subarray(0, pos));
-        this.faults.drops++;
-        const done = this.dropDone!;
-        this.chain.toClient.then(() => {
-          this.destroy();
-          done();
-        });
-        this.fromServer = Buffer.alloc(0);
-        return;
+        const armed = this.dropArmed!;
+        this.dropAt = undefined;
+        this.dropArmed = undefined;
+        const reply = this.fromServer.subarray(pos, pos + len).toString('latin1');
+        if (armed.match.reply !== undefined && !reply.startsWith(armed.match.reply)) {
+          armed.taken = false; // not the reply asked for: wait for the next match
+          this.faults.armed ??= armed;
+        } else {
+          // The server ran the command and replied: pass on what came before, drop the rest.
+          if (pos > 0) this.send('toClient', this.fromServer.subarray(0, pos));
+          this.faults.drops++;
+          this.chain.toClient.then(() => {
+            this.destroy();
+            armed.done();
+          });
+          this.fromServer = Buffer.alloc(0);
+          return;
+        }
       }
       if (!push) this.replied++;
     }
