@@ -6,6 +6,7 @@ import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { isClosed, isCluster, type RedisClient } from '../redis.js';
 import { coalesceWrites } from './coalesce.js';
 import { addressOf, type Driver, refusedWhileMigrating, type SlotOf, type Subscriber, type SubscriberEvents } from './driver.js';
+import { shaOf } from './script-shas.js';
 
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 
@@ -16,16 +17,36 @@ const COMMANDS = Object.fromEntries(Object.keys(LUA_SOURCES).map((name) => [name
 export const commandName = (name: ScriptName): string => COMMANDS[name];
 
 /**
- * ioredis 5 and 6, and clients of its API (iovalkey): the scripts are defined
- * on the client with `defineCommand` (EVALSHA, EVAL on NOSCRIPT: after SCRIPT
- * FLUSH or a failover), each call passing its key count first; ioredis
- * follows MOVED and ASK and retries TRYAGAIN itself.
+ * Errors after which a script sent straight to a Cluster node goes through
+ * the Cluster client, which follows the redirection, waits out the
+ * migration or failover, and refreshes its slot map (every one of them but
+ * a closed connection proves the script did not run; after a closed one
+ * ioredis itself sends the command again, and every script is harmless to
+ * run twice).
+ */
+const REROUTE = /^(?:MOVED |ASK |TRYAGAIN|CLUSTERDOWN|Connection is closed\.)/;
+
+/**
+ * ioredis 5 and 6, and clients of its API (iovalkey). A script goes
+ * straight to the connection of its slot as `EVALSHA` (`EVAL` the first
+ * time, and on NOSCRIPT: after SCRIPT FLUSH or a failover): on a Cluster
+ * its routing (slot hashing, a closure per command to follow MOVED and ASK)
+ * cost as much client time as the library's own code, and the lock knows
+ * its slot already. The scripts are also defined on the client
+ * (`defineCommand`), for what the Cluster client must route: a slot whose
+ * master is not connected yet, a redirection; and for a client with a
+ * `keyPrefix`, which ioredis adds to the keys of its own commands only.
  */
 export class IoredisDriver implements Driver {
   readonly cluster: boolean;
+  /** Scripts go straight to a connection (not with a `keyPrefix`). */
+  private readonly direct: boolean;
+  /** The scripts sent once already (with `EVAL`; a Cluster's other masters answer NOSCRIPT once). */
+  private readonly sent = new Set<ScriptName>();
 
   constructor(private readonly client: RedisClient) {
     this.cluster = isCluster(client);
+    this.direct = !client.options.keyPrefix;
     for (const name of Object.keys(COMMANDS) as ScriptName[]) client.defineCommand(COMMANDS[name], { lua: LUA_SOURCES[name] });
   }
 
@@ -35,8 +56,33 @@ export class IoredisDriver implements Driver {
 
   script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
     const client = this.client;
-    if (!isCluster(client)) coalesceWrites(client);
-    else if (lock !== undefined) coalesceWrites(pooledConnection(client, lock.slot));
+    if (!this.direct) return this.defined(name, args);
+    if (!isCluster(client)) {
+      coalesceWrites(client);
+      return this.send(client, name, args, false);
+    }
+    const connection = lock !== undefined && client.status === 'ready' ? pooledConnection(client, lock.slot) : undefined;
+    if (connection?.status !== 'ready') return this.defined(name, args);
+    coalesceWrites(connection);
+    return this.send(connection, name, args, false);
+  }
+
+  /** `EVALSHA` (or `EVAL`) of script `name` on `connection`. */
+  private send(connection: Redis, name: ScriptName, args: readonly (string | number)[], asEval: boolean): Promise<unknown> {
+    const evaluate = asEval || !this.sent.has(name);
+    if (evaluate) this.sent.add(name);
+    const run = (evaluate ? connection.eval : connection.evalsha) as unknown as Invoke;
+    return run.call(connection, evaluate ? LUA_SOURCES[name] : shaOf(name), ...args).catch((error: unknown) => {
+      const message = error instanceof Error ? error.message : '';
+      if (!evaluate && message.startsWith('NOSCRIPT')) return this.send(connection, name, args, true);
+      if (this.cluster && REROUTE.test(message)) return this.defined(name, args);
+      throw error;
+    });
+  }
+
+  /** Script `name` as a command defined on the client: ioredis routes it (and follows redirections) itself. */
+  private defined(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    const client = this.client;
     return ((client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(client, args as (string | number)[]);
   }
 

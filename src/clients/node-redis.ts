@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import type { ScriptName } from '../backends/scripts.js';
 import { RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+import { shaOf } from './script-shas.js';
 
 /**
  * A node-redis 5 or 6 client, what `createClient()` (from `redis` or
@@ -90,15 +90,6 @@ export function isNodeRedisClient(value: object): boolean {
 /** Whether a node-redis client is a Cluster client. */
 export function isNodeRedisCluster(value: object): boolean {
   return typeof (value as { nodeClient?: unknown }).nodeClient === 'function';
-}
-
-let shas: Record<ScriptName, string> | undefined;
-/** Each script's SHA-1, as EVALSHA names it. */
-function shaOf(name: ScriptName): string {
-  shas ??= Object.fromEntries(
-    Object.entries(LUA_SOURCES).map(([n, source]) => [n, createHash('sha1').update(source).digest('hex')]),
-  ) as Record<ScriptName, string>;
-  return shas[name];
 }
 
 /**

@@ -8,9 +8,11 @@
  */
 import { expect } from 'chai';
 import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
+import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js';
 
@@ -75,6 +77,48 @@ forEachTopology('a lock whose slot is mid-migration', (ctx) => {
       await third.close();
       await waiter.close();
       await holder.close();
+    }
+  });
+});
+
+/** MOVED replies the masters behind `redis` gave so far (INFO errorstats). */
+async function movedReplies(redis: Parameters<typeof masters>[0]): Promise<number> {
+  let total = 0;
+  for (const node of await masters(redis)) total += Number(/^errorstat_MOVED:count=(\d+)/m.exec(await node.info('errorstats'))?.[1] ?? 0);
+  return total;
+}
+
+forEachTopology('a lock whose slot moved to another master', (ctx) => {
+  if (ctx.kind !== 'cluster') return;
+
+  it('a script sent straight to the old master follows its MOVED; the next one goes to the new master', async function () {
+    this.timeout(30_000);
+    const cluster = ctx.cluster;
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    const lock = locks.lock('moved-away');
+    const all = await cluster.masters();
+    const source = await cluster.masterForSlot(lock.keys.slot);
+    const target = all.find((m) => m.port !== source.port)!;
+    await (await lock.acquireWrite()).release(); // the client now sends this slot's scripts to the source
+    await beginMigration(lock.keys.slot, source, target, all);
+    await endMigration(lock.keys.slot, source, target, all); // no keys to move: the lock is free
+    try {
+      const moved = await movedReplies(redis);
+      // The driver itself, without the library's retries while a slot migrates: it follows the MOVED.
+      const { state, leases, queue } = lock.keys;
+      const [, fields] = (await driverFor(redis).script('inspect', [3, state, leases, queue], lock.keys)) as [number, string[]];
+      expect(fields).to.deep.equal([]);
+      expect(await movedReplies(redis), 'MOVED replies to the first call').to.be.above(moved);
+      const after = await movedReplies(redis);
+      const lease = await lock.acquireWrite();
+      expect((await locks.inspect('moved-away')).writer).to.deep.include({ owner: lease.token });
+      await lease.release();
+      await (await lock.acquireRead()).release();
+      expect(await movedReplies(redis), 'MOVED replies once the client followed the slot').to.equal(after);
+    } finally {
+      await endMigration(lock.keys.slot, target, source, all); // give the slot back: the Cluster is shared
+      await locks.close();
     }
   });
 });

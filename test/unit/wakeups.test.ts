@@ -104,6 +104,7 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
       disconnect: () => void calls.push('disconnect'),
     };
     const client = {
+      options: {},
       defineCommand: () => undefined,
       duplicate: () => {
         duplicates++;
