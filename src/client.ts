@@ -102,6 +102,16 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     const driver = redlock ? undefined : driverFor(redis);
     if (!redlock && !driver) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
     const clients = redlock ? redlockClients(redis) : [driver!];
+    const prefixed = clients.find((client) => client.keyPrefix !== '');
+    if (prefixed) {
+      const prefix = JSON.stringify(prefixed.keyPrefix);
+      throw new InvalidArgumentError(
+        'redis',
+        `has keyPrefix ${prefix}, which ioredis adds to a command's keys but not to the key names redis-rwlock passes as ` +
+          'arguments (renewal would lose every lease); pass a client created without keyPrefix, and keep the namespace ' +
+          `with LockClient's prefix option: { prefix: ${JSON.stringify(`${prefixed.keyPrefix}rwlock`)} }`,
+      );
+    }
     if (clients.some(isClosed)) {
       throw new ClientClosedError('the Redis client passed to LockClient is closed (node-redis: or not yet connected); pass an open one');
     }

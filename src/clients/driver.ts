@@ -12,6 +12,13 @@ export interface Driver {
   /** True once the user's client was closed (node-redis: also before `connect()`); the library refuses to use it. */
   readonly closed: boolean;
   /**
+   * The prefix the client adds to the keys of its commands (ioredis'
+   * `keyPrefix`), or '' for none. Keys the library passes as arguments
+   * would not get it, so `LockClient` refuses such a client; the fencing
+   * functions, whose keys are all KEYS, take it.
+   */
+  readonly keyPrefix: string;
+  /**
    * Runs library script `name` with `args` as `EVALSHA` takes them after the
    * SHA (the key count, the keys, the arguments), on the master that owns the
    * keys; `EVAL` when the server answers `NOSCRIPT`. Redirections are followed

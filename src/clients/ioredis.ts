@@ -35,18 +35,19 @@ const REROUTE = /^(?:MOVED |ASK |TRYAGAIN|CLUSTERDOWN|Connection is closed\.)/;
  * its slot already. The scripts are also defined on the client
  * (`defineCommand`), for what the Cluster client must route: a slot whose
  * master is not connected yet, a redirection; and for a client with a
- * `keyPrefix`, which ioredis adds to the keys of its own commands only.
+ * `keyPrefix` (the fencing functions take one, `LockClient` does not): the
+ * client adds it to the keys of its commands, a Cluster's node connections
+ * may not.
  */
 export class IoredisDriver implements Driver {
   readonly cluster: boolean;
-  /** Scripts go straight to a connection (not with a `keyPrefix`). */
-  private readonly direct: boolean;
+  readonly keyPrefix: string;
   /** The scripts sent once already (with `EVAL`; a Cluster's other masters answer NOSCRIPT once). */
   private readonly sent = new Set<ScriptName>();
 
   constructor(private readonly client: RedisClient) {
     this.cluster = isCluster(client);
-    this.direct = !client.options.keyPrefix;
+    this.keyPrefix = client.options.keyPrefix ?? '';
     for (const name of Object.keys(COMMANDS) as ScriptName[]) client.defineCommand(COMMANDS[name], { lua: LUA_SOURCES[name] });
   }
 
@@ -56,7 +57,7 @@ export class IoredisDriver implements Driver {
 
   script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
     const client = this.client;
-    if (!this.direct) return this.defined(name, args);
+    if (this.keyPrefix !== '') return this.defined(name, args);
     if (!isCluster(client)) {
       coalesceWrites(client);
       return this.send(client, name, args, false);

@@ -143,6 +143,7 @@ function addressesOf(options: ConnectOptions | undefined): string {
 /** node-redis 5 or 6 on one server. */
 export class NodeRedisDriver implements Driver {
   readonly cluster = false;
+  readonly keyPrefix = '';
   private readonly client: NodeRedisApi;
   /** The scripts sent once already (with EVAL). */
   private readonly sent = new Set<ScriptName>();
@@ -194,6 +195,7 @@ export class NodeRedisDriver implements Driver {
 /** node-redis 5 or 6 on a Cluster: node-redis follows MOVED and ASK; TRYAGAIN comes back to the library. */
 export class NodeRedisClusterDriver implements Driver {
   readonly cluster = true;
+  readonly keyPrefix = '';
   private readonly client: NodeRedisClusterApi;
   /** The scripts sent once already (with EVAL, to one master: the others answer NOSCRIPT once). */
   private readonly sent = new Set<ScriptName>();

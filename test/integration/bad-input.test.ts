@@ -172,6 +172,7 @@ forEachTopology('bad input', { clients: ALL_CLIENTS }, (ctx) => {
   ] as [string, unknown][]) {
     add('new LockClient', `redis: ${what}`, () => new LockClient(value as Hostile));
   }
+  add('new LockClient', 'redis: an ioredis client with a keyPrefix', () => new LockClient(ctx.client({ keyPrefix: 'app:' })));
   for (const [what, value] of BAD_OPTION_BAGS) add('new LockClient', `options: ${what}`, () => new LockClient(redis, value as Hostile));
   for (const [what, value] of [
     ...BAD_NAMES,

@@ -88,6 +88,31 @@ forEachTopology('fencing', (ctx) => {
     await locks.close();
   });
 
+  it("on a client with a keyPrefix writes under the prefix; a LockClient is refused, and its prefix option gives the prefix's names", async () => {
+    const prefixed = ctx.client({ keyPrefix: 'app:' });
+    const error = (() => {
+      try {
+        new LockClient(prefixed);
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).to.be.instanceOf(InvalidArgumentError);
+    expect((error as Error).message).to.include('{ prefix: "app:rwlock" }');
+    const locks = new LockClient(redis, { prefix: 'app:rwlock' });
+    const lease = await locks.lock('doc:{7}').acquireWrite();
+    // The names a prefixed client would have used: its prefix before the default ones.
+    const plain = new LockClient(redis);
+    expect(locks.lock('doc:{7}').keys.state).to.equal(`app:${plain.lock('doc:{7}').keys.state}`);
+    await plain.close();
+    expect(await redis.exists(locks.lock('doc:{7}').keys.state)).to.equal(1);
+    await fencedSet(prefixed, 'doc:{7}', 'v1', lease);
+    expect(await redis.get('app:doc:{7}')).to.equal('v1');
+    expect(await fencedGet(prefixed, 'doc:{7}', lease)).to.equal('v1');
+    await lease.release();
+    await locks.close();
+  });
+
   it("keeps the fence in the key's slot, sets an expiry on the value only, and refuses bad input", async () => {
     for (const key of ['plain', 'user:{42}:profile', 'a{b', '{x}{}']) {
       expect(calculateSlot(fenceKeyOf(key)), key).to.equal(calculateSlot(key));
