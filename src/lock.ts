@@ -259,7 +259,7 @@ export class RWLock {
             autoRenew,
             queued.sentAt,
           );
-          ctx.holdings.extendHanded(lease);
+          ctx.holdings.extendHanded(lease, handMs);
           ctx.telemetry.granted(lease, performance.now() - started);
           if (trace) trace.handed = true;
           return lease;
