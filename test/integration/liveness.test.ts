@@ -123,14 +123,30 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
 
   it('extends a handed hold to its lease once a third of its hand-over time passed, and keeps it past that time', async () => {
     const holder = await open();
-    const waiter = await open({ recheckMs: 200 }); // hand-over time: 2 x 200 + 100 = 500 ms
+    // Hand-over time 2 x 1000 + 100 = 2.1 s: extended after 0.7 s, with 1.4 s to spare on a loaded machine.
+    const waiter = await open({ recheckMs: 1_000 });
     const held = await holder.lock('handed-kept').acquireWrite();
     const waiting = waiter.lock('handed-kept').acquireWrite({ waitMs: 10_000, leaseMs: 60_000 });
     await eventually('the writer to queue', async () => (await holder.inspect('handed-kept')).queue.length === 1);
     await held.release();
     const lease = await waiting;
     await eventually('the extension to its lease', async () => ((await holder.inspect('handed-kept')).writer?.ttlMs ?? 0) > 10_000);
-    await sleep(500); // past the hand-over time: the client counts the extended lease, not the handed one
+    await sleep(2_100); // past the hand-over time: the client counts the extended lease, not the handed one
+    expect(lease.held, 'held past its hand-over time').to.equal(true);
+    await lease.release();
+  });
+
+  it('extends a handed hold its next try found (with replicaAck it takes no message), and keeps it past the handed time', async () => {
+    const holder = await open();
+    // Hand-over time 2 x 1000 + 100 = 2.1 s; replicaAck makes the woken writer confirm with a try.
+    const waiter = await open({ recheckMs: 1_000, replicaAck: { replicas: 1, timeoutMs: 50, onShortfall: 'accept' } });
+    const held = await holder.lock('handed-found').acquireWrite();
+    const waiting = waiter.lock('handed-found').acquireWrite({ waitMs: 10_000 });
+    await eventually('the writer to queue', async () => (await holder.inspect('handed-found')).queue.length === 1);
+    await held.release();
+    const lease = await waiting;
+    await eventually('the extension to its lease', async () => ((await holder.inspect('handed-found')).writer?.ttlMs ?? 0) > 10_000);
+    await sleep(2_100); // past the hand-over time
     expect(lease.held, 'held past its hand-over time').to.equal(true);
     await lease.release();
   });
