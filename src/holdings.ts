@@ -129,6 +129,10 @@ export class Holdings implements LeaseHost {
     this.leaseCount++;
     lease.holding = holding;
     this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, grant.leaseRemainingMs)));
+    // A hold a release handed over lasts the writer's queue heartbeat when that is shorter than its
+    // lease, whether the writer took it from the message or a later try found it (the message late
+    // or lost, or replicaAck): it must be extended long before renewal would come.
+    if (request.waitBeatMs < leaseMs && grant.leaseRemainingMs <= request.waitBeatMs) this.extendHanded(lease, request.waitBeatMs);
     if (autoRenew) {
       holding.autoRenewed++;
       this.autoRenewed++;
@@ -213,7 +217,7 @@ export class Holdings implements LeaseHost {
    * lease is renewed or reported lost as any other; one released or lost
    * meanwhile is left alone.
    */
-  extendHanded(lease: Lease, handMs: number): void {
+  private extendHanded(lease: Lease, handMs: number): void {
     const at = (lease.holding as Holding).expiresAt - (2 * handMs) / 3;
     setTimeout(() => this.extendHandedNow(lease), Math.max(0, at - performance.now())).unref();
   }

@@ -216,10 +216,6 @@ export class RWLock {
         const outcome = await this.attempt(request, context, bound);
         if (outcome.granted) {
           const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
-          // A try that found the hold a release handed this writer (its message came late or was lost,
-          // or replicaAck let it confirm) holds it for what is left of the handed length: extend it
-          // as a handed one, or it would lapse long before renewal.
-          if (outcome.leaseRemainingMs < leaseMs && outcome.leaseRemainingMs <= handMs) ctx.holdings.extendHanded(lease, handMs);
           ctx.telemetry.granted(lease, performance.now() - started);
           return lease;
         }
@@ -263,7 +259,6 @@ export class RWLock {
             autoRenew,
             queued.sentAt,
           );
-          ctx.holdings.extendHanded(lease, handMs);
           ctx.telemetry.granted(lease, performance.now() - started);
           if (trace) trace.handed = true;
           return lease;
