@@ -30,7 +30,7 @@ import {
 } from './options.js';
 import { enclosingOwner } from './owner-context.js';
 import { redisFailure } from './redis.js';
-import type { WakeupHub } from './wakeups.js';
+import type { WakeupHub, Watch } from './wakeups.js';
 
 /** What a lock needs from the {@link LockClient} that made it. */
 export interface LockContext {
@@ -59,6 +59,22 @@ const BLOCKED_BY: Record<BlockReason, string> = {
   queue: 'writers that came earlier are waiting',
   upgrade: 'another reader is upgrading',
 };
+
+/**
+ * How long a writer some nodes handed the lock waits for the messages of the
+ * rest before it tries instead (`redlock` mode). One release goes to every
+ * node at once, so their messages come within a fraction of a millisecond,
+ * unless a node is slow or handed the lock to a writer that queued there
+ * first; then this writer's try gives back what it got, and a longer grace
+ * would keep that from the next writer for longer.
+ */
+const HANDED_GRACE_MS = 20;
+
+/** A writer's latest try that queued: when it was sent, and the heartbeat deadline it set on each node. */
+interface Queued {
+  readonly sentAt: number;
+  readonly until: readonly (number | undefined)[];
+}
 
 const WAIT_OPTIONS = ['waitMs', 'signal', 'leaseMs', 'owner', 'replicaAck'] as const;
 const TRY_OPTIONS = ['leaseMs', 'owner', 'replicaAck'] as const;
@@ -184,8 +200,6 @@ export class RWLock {
       fair: ctx.options.fair,
       replicaAck,
     };
-    // How long a hold a release hands this writer lasts at most: its queue heartbeat, or its lease if shorter.
-    const handMs = Math.min(request.waitBeatMs, leaseMs);
     const started = performance.now();
     const deadline = started + waitMs;
     // Whatever Redis or the network does, the acquire settles by then: see acquireBoundMs.
@@ -201,15 +215,14 @@ export class RWLock {
     let watch = waitMs > 0 ? ctx.wakeups.watchIfSubscribed(keys.channel, mode === 'write' ? owner : undefined) : undefined;
     let leftIntent = false;
     let attempts = 0;
-    // This writer's latest try that queued: when it was sent, and the heartbeat deadline it set.
-    let queued: { sentAt: number; until: number } | undefined;
+    let queued: Queued | undefined;
     try {
       for (;;) {
         ctx.assertOpen(context);
         if (signal?.aborted) throw aborted(signal, context);
         if (watch) {
           watch.woken = false;
-          watch.handed = undefined; // this try finds a handed hold anyway (a repeated acquire)
+          watch.handed.length = 0; // this try finds a handed hold anyway (a repeated acquire)
         }
         attempts++;
         const sentAt = performance.now();
@@ -238,27 +251,14 @@ export class RWLock {
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);
-        const handed = watch.handed;
-        // A release handed this writer the lock after its latest try queued (that try named the
-        // same heartbeat deadline), so the hold ends no sooner than that try's sentAt plus
-        // handMs. With replicaAck the next try waits for the replicas; with little of the hold
-        // left, the next try (which finds the hold) is as quick as the extension would be. An
-        // acquire aborted meanwhile takes nothing: the loop's top throws, and the hold is given back.
-        if (
-          handed !== undefined &&
-          !signal?.aborted &&
-          queued !== undefined &&
-          replicaAck === undefined &&
-          handed.holdId === request.holdId &&
-          handed.queuedUntil === queued.until &&
-          queued.sentAt + handMs - performance.now() > handMs / 4
-        ) {
-          const lease = ctx.holdings.add(
-            request,
-            { granted: true, fence: handed.fence, leaseRemainingMs: handMs },
-            autoRenew,
-            queued.sentAt,
-          );
+        // A release handed this writer the lock after its latest try queued (by that try's hold
+        // id and heartbeat): it holds without another call. With replicaAck the next try waits
+        // for the replicas instead; an acquire aborted meanwhile takes nothing (the loop's top
+        // throws, and the hold is given back).
+        const handed =
+          queued && replicaAck === undefined && watch.handed.length > 0 ? await this.takeHanded(request, queued, watch, signal) : undefined;
+        if (queued && handed) {
+          const lease = ctx.holdings.add(request, { granted: true, ...handed }, autoRenew, queued.sentAt);
           ctx.telemetry.granted(lease, performance.now() - started);
           if (trace) trace.handed = true;
           return lease;
@@ -284,6 +284,29 @@ export class RWLock {
       watch?.close();
       if (trace) trace.attempts = attempts;
     }
+  }
+
+  /**
+   * The grant releases handed this writer, once enough nodes did: in `redlock`
+   * mode the other nodes' messages may follow the first by a little, and are
+   * waited for up to {@link HANDED_GRACE_MS}.
+   */
+  private async takeHanded(
+    request: AcquireRequest,
+    queued: Queued,
+    watch: Watch,
+    signal: AbortSignal | undefined,
+  ): Promise<{ fence: number; leaseRemainingMs: number } | undefined> {
+    const take = () =>
+      signal?.aborted ? undefined : this.ctx.backend.takeHanded(request, queued.until, watch.handed, performance.now() - queued.sentAt);
+    const graceEnds = performance.now() + HANDED_GRACE_MS;
+    let taken = take();
+    while (taken === 'wait' && performance.now() < graceEnds) {
+      watch.woken = false;
+      await watch.sleep(graceEnds - performance.now(), signal);
+      taken = take();
+    }
+    return taken === 'wait' ? undefined : taken;
   }
 
   /**

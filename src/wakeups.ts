@@ -14,8 +14,13 @@ const RESUBSCRIBE_AFTER_MS = 100;
  */
 export class Watch {
   woken = false;
-  /** The latest release message that handed this writer the lock, until the waiter takes it. */
-  handed: HandedGrant | undefined;
+  /**
+   * The grant each node's latest release handed over, whoever got it (by the
+   * node's index in the hub; one node on a single server or Cluster), since the
+   * waiter last cleared it before a try. A waiting writer wakes only on those
+   * that name it; in `redlock` mode the others tell it which nodes went elsewhere.
+   */
+  readonly handed: (HandedGrant | undefined)[] = [];
   private wake: (() => void) | undefined;
 
   constructor(
@@ -25,18 +30,19 @@ export class Watch {
   ) {}
 
   /**
-   * A message is the releaser's mode, or `mode:<token>` when only the writer
-   * with that token may get in next (lua/includes/state.lua, wakeMessage), or
-   * `handed <holdId> <queuedUntil> <fence> <token>` when a release granted the
-   * lock to that writer (lua/includes/release-body.lua, handOver); no message
-   * (the hub closing) always wakes.
+   * A message from node `node` is the releaser's mode, or `mode:<token>` when
+   * only the writer with that token may get in next (lua/includes/state.lua,
+   * wakeMessage), or `handed <holdId> <queuedUntil> <fence> <token>` when a
+   * release granted the lock to that writer (lua/includes/release-body.lua,
+   * handOver); no message (the hub closing) always wakes.
    */
-  notify(message?: string): void {
+  notify(message?: string, node = 0): void {
     if (message !== undefined && this.writer !== undefined) {
       if (message.startsWith(HANDED)) {
         const handed = parseHanded(message);
-        if (handed?.token !== this.writer) return;
-        this.handed = handed.grant;
+        if (handed === undefined) return;
+        this.handed[node] = handed.grant;
+        if (handed.token !== this.writer) return;
       } else {
         const colon = message.indexOf(':');
         if (colon >= 0 && message.slice(colon + 1) !== this.writer) return;
@@ -238,7 +244,7 @@ export class WakeupHub {
       const events: SubscriberEvents = {
         message: (channel, message) => {
           this.observer?.message();
-          for (const w of this.watchers.get(channel) ?? []) w.notify(message);
+          for (const w of this.watchers.get(channel) ?? []) w.notify(message, i);
         },
         // Connection errors are retried by the client library; waiters fall back to re-checks meanwhile.
         error: (error) => this.observer?.error(error),

@@ -18,10 +18,12 @@ export type AcquireOutcome =
       readonly retryAfterMs: number;
       readonly reason: BlockReason;
       /**
-       * A writer that queued: its place's heartbeat deadline (server ms). A release
-       * that hands it the lock names this deadline (see {@link HandedGrant}).
+       * A writer that queued: its place's heartbeat deadline (server ms), by node
+       * (one entry on a single server or Cluster; in `redlock` mode undefined
+       * where it did not queue). A release that hands it the lock names this
+       * deadline (see {@link HandedGrant}).
        */
-      readonly queuedUntil?: number;
+      readonly queuedUntil?: readonly (number | undefined)[];
     };
 
 /**
@@ -179,6 +181,44 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    */
   abandon(keys: K, owner: string, drop?: string): Promise<void>;
   inspect(resource: string, keys: K): Promise<LockInfo>;
+  /**
+   * The grant that releases handed a waiting writer, as their wake-up messages
+   * told it (`handed`, by node), when they name the hold of the writer's latest
+   * queued try (`queuedUntil`, by node, as its refusal gave it) on enough
+   * nodes: one, or a majority in `redlock` mode. `elapsedMs` is the time since
+   * that try was sent; `leaseRemainingMs` counts from then too, and a grant
+   * with less than a quarter of its handed length left is not taken (the next
+   * try finds the hold instead). `'wait'`: some nodes handed it the lock, and
+   * the rest may still do so. Undefined: no grant to take.
+   */
+  takeHanded(
+    request: AcquireRequest<K>,
+    queuedUntil: readonly (number | undefined)[],
+    handed: readonly (HandedGrant | undefined)[],
+    elapsedMs: number,
+  ): { readonly fence: number; readonly leaseRemainingMs: number } | 'wait' | undefined;
+}
+
+/**
+ * How long a hold a release hands a queued writer lasts at least, counted from
+ * when that writer's queued try was sent: its queue heartbeat, or its lease if
+ * shorter (lua/includes/release-body.lua, handOver).
+ */
+export function handedMs(request: AcquireRequest): number {
+  return Math.min(request.waitBeatMs, request.leaseMs);
+}
+
+/** The nodes whose release handed `request`'s hold to the writer, under the heartbeat its latest queued try set there. */
+export function handedNodes(
+  request: AcquireRequest,
+  queuedUntil: readonly (number | undefined)[],
+  handed: readonly (HandedGrant | undefined)[],
+): number[] {
+  const nodes: number[] = [];
+  handed.forEach((grant, i) => {
+    if (grant !== undefined && grant.holdId === request.holdId && grant.queuedUntil === queuedUntil[i]) nodes.push(i);
+  });
+  return nodes;
 }
 
 /** `abandon`'s `drop` for every hold of the owner (never a hold id). */

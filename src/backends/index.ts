@@ -12,7 +12,7 @@ import { ScriptedBackend } from './scripted.js';
 export function createBackend(redis: Driver | readonly Driver[], options: ResolvedClientOptions): LockBackend {
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: Driver) => new ScriptedBackend(node, hashLayout(options.prefix), { handOver: false }));
+    const nodes = redis.map((node: Driver) => new ScriptedBackend(node, hashLayout(options.prefix)));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
   return singleNodeBackend(redis as Driver, options);

@@ -8,7 +8,10 @@ import {
   ALL_HOLDS,
   type BlockReason,
   type ExtendRequest,
+  type HandedGrant,
   type HolderInfo,
+  handedMs,
+  handedNodes,
   type LockBackend,
   type LockInfo,
   type WaiterInfo,
@@ -151,7 +154,38 @@ export class RedlockBackend implements LockBackend {
     // 'upgrade' means "give up now, waiting would deadlock": only when it bars every majority.
     const upgrades = blocked.filter((o) => o.reason === 'upgrade').length;
     const reason = upgrades > n - q ? 'upgrade' : (REASON_ORDER.find((why) => blocked.some((o) => o.reason === why)) ?? 'read');
-    return { granted: false, retryAfterMs: Math.min(...blocked.map((o) => o.retryAfterMs)), reason };
+    const retryAfterMs = Math.min(...blocked.map((o) => o.retryAfterMs));
+    // Where this writer queued, a release may hand it the lock (takeHanded).
+    const queuedUntil = settled.map((s) => (s.status === 'ok' && !s.value.granted ? s.value.queuedUntil?.[0] : undefined));
+    return queuedUntil.some((q) => q !== undefined)
+      ? { granted: false, retryAfterMs, reason, queuedUntil }
+      : { granted: false, retryAfterMs, reason };
+  }
+
+  /**
+   * Each node's release hands the lock to the head of that node's queue. The
+   * queues agree but for writers that arrived at about the same moment, so a
+   * writer handed the lock by a majority holds it: its fence the highest they
+   * gave, its validity the handed length less the drift allowance. It stays
+   * queued on the other nodes, which hand it the lock once their release
+   * comes (or once a writer they handed it to gives it back); its own release
+   * then frees those holds with the rest. A writer handed the lock by a
+   * minority tries again (after HANDED_GRACE_MS in lock.ts), which finds
+   * those holds and gives them back when no majority grants it.
+   */
+  takeHanded(
+    r: AcquireRequest,
+    queuedUntil: readonly (number | undefined)[],
+    handed: readonly (HandedGrant | undefined)[],
+    elapsedMs: number,
+  ): { fence: number; leaseRemainingMs: number } | 'wait' | undefined {
+    const mine = handedNodes(r, queuedUntil, handed);
+    // The other nodes' messages may still come: the release went to every node at once.
+    if (mine.length < this.quorum) return mine.length > 0 ? 'wait' : undefined;
+    const handMs = handedMs(r);
+    const leaseRemainingMs = handMs - this.driftOf(r.leaseMs);
+    if (leaseRemainingMs - elapsedMs <= handMs / 4) return undefined;
+    return { fence: Math.max(...mine.map((i) => handed[i]!.fence)), leaseRemainingMs };
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {

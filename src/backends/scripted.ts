@@ -1,12 +1,21 @@
 import type { Driver } from '../clients/driver.js';
 import type { LockMode } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
-import type { AcquireOutcome, AcquireRequest, ExtendRequest, LockBackend, LockInfo } from './backend.js';
+import {
+  type AcquireOutcome,
+  type AcquireRequest,
+  type ExtendRequest,
+  type HandedGrant,
+  handedMs,
+  handedNodes,
+  type LockBackend,
+  type LockInfo,
+} from './backend.js';
 import { extendByGroup, extendInChunks } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { parseAcquireReply } from './replies.js';
-import { type Queueing, runScript } from './scripts.js';
+import { runScript } from './scripts.js';
 
 /**
  * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
@@ -15,22 +24,10 @@ import { type Queueing, runScript } from './scripts.js';
  * in as few calls as the layout's grouping allows.
  */
 export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
-  /** The write acquire's queueing argument, not fair and fair: '0'/'1', then 'h' if a release may hand the lock over. */
-  private readonly queueing: readonly [Queueing, Queueing];
-
-  /**
-   * `handOver`: a release that frees the lock may hand it to a queued writer
-   * (lua/includes/release-body.lua). Off for redlock's nodes, where each node
-   * would hand it to its own head, and holds handed to a minority would block
-   * those nodes until given back.
-   */
   constructor(
     private readonly client: Driver,
     private readonly layout: Layout<K>,
-    { handOver = true }: { handOver?: boolean } = {},
-  ) {
-    this.queueing = handOver ? ['0h', '1h'] : ['0', '1'];
-  }
+  ) {}
 
   keysFor(resource: string): K {
     return this.layout.keysFor(resource);
@@ -45,7 +42,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
           this.client,
           scripts.acquireWrite,
           names(keys),
-          [r.owner, r.leaseMs, r.waitBeatMs, this.queueing[r.fair ? 1 : 0], r.holdId],
+          [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId],
           keys,
         ));
     const outcome = parseAcquireReply(reply, r.leaseMs);
@@ -86,6 +83,17 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   async inspect(resource: string, keys: K): Promise<LockInfo> {
     const reply = await runScript(this.client, this.layout.scripts.inspect, this.layout.names(keys), []);
     return this.layout.describe(resource, keys, reply);
+  }
+
+  takeHanded(
+    r: AcquireRequest<K>,
+    queuedUntil: readonly (number | undefined)[],
+    handed: readonly (HandedGrant | undefined)[],
+    elapsedMs: number,
+  ): { fence: number; leaseRemainingMs: number } | undefined {
+    const handMs = handedMs(r);
+    if (handedNodes(r, queuedUntil, handed).length === 0 || handMs - elapsedMs <= handMs / 4) return undefined;
+    return { fence: handed[0]!.fence, leaseRemainingMs: handMs };
   }
 }
 

@@ -48,21 +48,23 @@ describe('Watch (waiter sleep)', () => {
     expect(writer.woken).to.equal(true);
   });
 
-  it('wakes a writer a release handed the lock to, with the grant; a writer handed nothing sleeps on', () => {
+  it('wakes a writer a release handed the lock to, with the grant; a writer handed nothing sleeps on, knowing where it went', () => {
     const writer = new Watch(() => undefined, 'me and: you');
     const reader = new Watch(() => undefined);
     writer.notify('handed h1 1700000000123 1700000000123456 me and');
     reader.notify('handed h1 1700000000123 1700000000123456 me and');
     expect(writer.woken).to.equal(false);
-    expect(writer.handed).to.equal(undefined);
+    expect(writer.handed).to.deep.equal([{ holdId: 'h1', queuedUntil: 1700000000123, fence: 1700000000123456 }]);
     expect(reader.woken).to.equal(true); // readers wake on every message
-    expect(reader.handed).to.equal(undefined);
-    writer.notify('handed h2 1700000000999 1700000000999001 me and: you');
+    expect(reader.handed).to.deep.equal([]);
+    writer.notify('handed h2 1700000000999 1700000000999001 me and: you', 2);
     expect(writer.woken).to.equal(true);
-    expect(writer.handed).to.deep.equal({ holdId: 'h2', queuedUntil: 1700000000999, fence: 1700000000999001 });
+    expect(writer.handed[2]).to.deep.equal({ holdId: 'h2', queuedUntil: 1700000000999, fence: 1700000000999001 });
+    expect(writer.handed[0]?.holdId).to.equal('h1'); // each node's latest
     writer.woken = false;
-    writer.notify('handed h3 1 malformed');
+    writer.notify('handed h3 1 malformed', 1);
     expect(writer.woken).to.equal(false);
+    expect(writer.handed[1]).to.equal(undefined);
   });
 
   it('ends the sleep after its bound without a wake-up', async () => {
