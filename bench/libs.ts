@@ -29,7 +29,8 @@
  *   ioredis' writes, does not see them; the masters' script counts do.)
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
- *   the code before it; left out without --baseline.
+ *   the code before it; left out without --baseline. rwlock-redlock-base:
+ *   the same for rwlock-redlock.
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
  *   cycle, no library code at all. Two bare scripts that run just the
  *   commands of redis-rwlock's fresh grant and release, on a string key set
@@ -63,6 +64,7 @@ export type LibName =
   | 'rwlock-mix'
   | 'rwlock-traced'
   | 'rwlock-base'
+  | 'rwlock-redlock-base'
   | 'rwlock-node-redis'
   | 'ref-string'
   | 'ref-hash'
@@ -79,6 +81,7 @@ export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'rwlock-fair',
   'rwlock-redlock',
   'rwlock-base',
+  'rwlock-redlock-base',
 ];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = [
@@ -110,6 +113,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
   'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
+  'rwlock-redlock-base': "redis-rwlock write, mode 'redlock', the baseline checkout",
   'rwlock-node-redis': 'redis-rwlock write, on node-redis 5',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
@@ -194,11 +198,16 @@ export async function loadBaseline(checkout: string): Promise<void> {
 /** True once a baseline checkout is loaded. */
 export const hasBaseline = (): boolean => Baseline !== undefined;
 
-/** `redis` is one client, or for `rwlock-redlock` one client on each of its servers. */
+/** The libraries that run in `redlock` mode, on one client per server. */
+export const REDLOCK_LIBS: readonly LibName[] = ['rwlock-redlock', 'rwlock-redlock-base'];
+
+/** `redis` is one client, or for {@link REDLOCK_LIBS} one client on each of its servers. */
 export function makeAdapter(lib: LibName, redis: RedisClient | readonly RedisClient[], fastRetryMs: number): LockAdapter {
   if (Array.isArray(redis)) {
-    if (lib !== 'rwlock-redlock') throw new Error(`${lib} runs on one client`);
-    return rwlockAdapter(new LockClient(redis, { mode: 'redlock' }));
+    if (lib === 'rwlock-redlock') return rwlockAdapter(new LockClient(redis, { mode: 'redlock' }));
+    if (lib !== 'rwlock-redlock-base') throw new Error(`${lib} runs on one client`);
+    if (!Baseline) throw new Error('rwlock-redlock-base needs --baseline <checkout>');
+    return rwlockAdapter(new Baseline(redis, { mode: 'redlock' }) as LockClient);
   }
   return singleClientAdapter(lib, redis as RedisClient, fastRetryMs);
 }
@@ -295,7 +304,8 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
       };
     }
     case 'rwlock-redlock':
-      throw new Error('rwlock-redlock runs on one client per server: pass them all');
+    case 'rwlock-redlock-base':
+      throw new Error(`${lib} runs on one client per server: pass them all`);
     case 'rwlock-node-redis': {
       // A node-redis client to the same server or Cluster as `redis`, connected during the warm-up's first cycle.
       const client = isCluster(redis)

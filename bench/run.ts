@@ -11,8 +11,9 @@
  *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory, anatomy
  *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
  *   --runs N                runs per figure
- *   --baseline <checkout>   also measure rwlock-write from another checkout
- *                           (uncontended), side by side in the same run
+ *   --baseline <checkout>   also measure rwlock-write (and rwlock-redlock,
+ *                           contended) from another checkout, side by side
+ *                           in the same run
  *   --out path/prefix       where to write the .json and .md
  *   --render file.json      no measurement: re-evaluate the targets of a
  *                           results file and rewrite its .md (and the README
@@ -25,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stopAllServers } from '../src/testing/index.js';
 import { type BenchConfig, FULL, SMOKE } from './config.js';
-import { EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, UNCONTENDED_LIBS } from './libs.js';
+import { EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, REDLOCK_LIBS, UNCONTENDED_LIBS } from './libs.js';
 import { renderMarkdown } from './report.js';
 import { type BenchResults, type Machine, medianRatios, perRunRatios, type TopologyResults } from './results.js';
 import { medianRecord } from './stats.js';
@@ -130,7 +131,7 @@ async function runTopology(
     if (want('contended')) {
       record.contended = [];
       for (const variant of ['baton', 'race'] as const) {
-        const fits = (l: LibName) => EXCLUSIVE_LIBS.includes(l) && (l !== 'rwlock-redlock' || topology.kind === 'standalone');
+        const fits = (l: LibName) => EXCLUSIVE_LIBS.includes(l) && (!REDLOCK_LIBS.includes(l) || topology.kind === 'standalone');
         for (const lib of order.filter(fits)) {
           log(`[${topology.kind}] run ${run + 1}/${config.runs}: (b) ${variant} ${lib}`);
           const c = await measureContended(topology, config, lib, variant, tag);
@@ -237,7 +238,9 @@ async function main(): Promise<number> {
   const config: BenchConfig = { ...base, topologies, runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs };
   const only = list<Workload>(values.only, WORKLOADS, 'only') ?? [...WORKLOADS];
   if (values.baseline !== undefined) await loadBaseline(values.baseline);
-  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter((l) => l !== 'rwlock-base' || hasBaseline());
+  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter(
+    (l) => (l !== 'rwlock-base' && l !== 'rwlock-redlock-base') || hasBaseline(),
+  );
   const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
   const complete =
     values.only === undefined &&

@@ -17,7 +17,7 @@
 import { setMaxListeners } from 'node:events';
 import type { RedisClient } from '../../src/redis.js';
 import type { BenchConfig } from '../config.js';
-import { type Held, type LibName, type LockAdapter, makeAdapter } from '../libs.js';
+import { type Held, type LibName, type LockAdapter, makeAdapter, REDLOCK_LIBS } from '../libs.js';
 import { holdFor, max, percentile, sleep } from '../stats.js';
 import { ready, SentCounter, type Topology } from '../topology.js';
 
@@ -78,8 +78,9 @@ export async function measureContended(
   // Each waiter's connection, or in redlock mode its connection to each server.
   const connections: (RedisClient | RedisClient[])[] = [];
   for (let i = 0; i < c.waiters; i++) {
-    const nodes = lib === 'rwlock-redlock' ? topology.redlockNodes() : undefined;
-    if (lib === 'rwlock-redlock' && !nodes) throw new Error('rwlock-redlock needs independent servers (standalone topology)');
+    const redlock = REDLOCK_LIBS.includes(lib);
+    const nodes = redlock ? topology.redlockNodes() : undefined;
+    if (redlock && !nodes) throw new Error(`${lib} needs independent servers (standalone topology)`);
     connections.push(nodes ?? topology.client());
   }
   const clients = connections.flat();
