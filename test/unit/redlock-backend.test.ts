@@ -1,7 +1,8 @@
 /**
  * RedlockBackend's majority logic over stub nodes, no server: validity and
  * drift, the fence, clean-up of failed attempts (also of nodes that answer
- * late), renewal verdicts, refusal reasons, per-node errors.
+ * late), renewal verdicts, refusal reasons, per-node errors, grants that
+ * the releases of a majority handed over.
  */
 
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -200,5 +201,36 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(await backend.release(keys, 'write', 'me', 'h1')).to.equal(false);
     nodes[1]!.releaseAnswer = new Error('down');
     expect(await backend.release(keys, 'write', 'me', 'h1').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+  });
+
+  it("reports where a refused writer queued, by node, so that the nodes' releases can hand it the lock", async () => {
+    const { nodes, backend } = setup(3);
+    nodes[0]!.acquireAnswer = { granted: false, retryAfterMs: 50, reason: 'write', queuedUntil: [9_000] };
+    nodes[1]!.acquireAnswer = refused('write', 40); // a node that did not queue it
+    nodes[2]!.acquireAnswer = { granted: false, retryAfterMs: 60, reason: 'write', queuedUntil: [9_001] };
+    expect(await backend.acquire(request('write', { waitBeatMs: 1_100 }))).to.deep.equal({
+      granted: false,
+      retryAfterMs: 40,
+      reason: 'write',
+      queuedUntil: [9_000, undefined, 9_001],
+    });
+  });
+
+  it('takes a grant the releases of a majority handed over: fence the highest, validity the handed length less the drift', () => {
+    const { nodes, backend } = setup(3);
+    const r = request('write', { waitBeatMs: 1_100, leaseMs: 30_000 });
+    const until = [9_000, 9_001, 9_002];
+    const mine = (i: number, fence: number) => ({ holdId: 'h1', queuedUntil: until[i]!, fence });
+    // One node so far: the others' messages may still come.
+    expect(backend.takeHanded(r, until, [mine(0, 7)], 5)).to.equal('wait');
+    // Another writer's hold, and one of an earlier try of this writer (another heartbeat), do not count.
+    expect(backend.takeHanded(r, until, [mine(0, 7), { holdId: 'h0', queuedUntil: 9_001, fence: 8 }], 5)).to.equal('wait');
+    expect(backend.takeHanded(r, until, [mine(0, 7), { holdId: 'h1', queuedUntil: 8_000, fence: 8 }], 5)).to.equal('wait');
+    expect(backend.takeHanded(r, until, [undefined, { holdId: 'h0', queuedUntil: 9_001, fence: 8 }], 5)).to.equal(undefined);
+    // A majority: 1,100 ms handed (the heartbeat, shorter than the lease) less the drift of the lease (302 ms).
+    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 5)).to.deep.equal({ fence: 9, leaseRemainingMs: 798 });
+    // Too late: less than a quarter of the handed length left after the drift; the next try finds the holds.
+    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 530)).to.equal(undefined);
+    expect(nodes.every((n) => n.calls.length === 0)).to.equal(true); // nothing sent
   });
 });
