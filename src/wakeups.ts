@@ -15,10 +15,9 @@ const RESUBSCRIBE_AFTER_MS = 100;
 export class Watch {
   woken = false;
   /**
-   * The grant each node's latest release handed over, whoever got it (by the
-   * node's index in the hub; one node on a single server or Cluster), since the
-   * waiter last cleared it before a try. A waiting writer wakes only on those
-   * that name it; in `redlock` mode the others tell it which nodes went elsewhere.
+   * The grant each node's release handed this writer (by the node's index in
+   * the hub; one node on a single server or Cluster), since the waiter last
+   * cleared it before a try.
    */
   readonly handed: (HandedGrant | undefined)[] = [];
   private wake: (() => void) | undefined;
@@ -40,9 +39,8 @@ export class Watch {
     if (message !== undefined && this.writer !== undefined) {
       if (message.startsWith(HANDED)) {
         const handed = parseHanded(message);
-        if (handed === undefined) return;
+        if (handed?.token !== this.writer) return;
         this.handed[node] = handed.grant;
-        if (handed.token !== this.writer) return;
       } else {
         const colon = message.indexOf(':');
         if (colon >= 0 && message.slice(colon + 1) !== this.writer) return;
