@@ -29,14 +29,17 @@ if mine and mine > now and rcall('ZCARD', leasesKey) == 1 and rcall('EXISTS', qu
 end
 
 pruneExpired(now)
--- The acquire whose hold this is waits for nothing here any more. In redlock
--- mode a writer that a majority of nodes handed the lock to may still queue on
--- this node under this hold's id, and this node's release of the writer before
--- may come only after this one: it must not hand the lock to a writer that is
--- done with it. (Another acquire of the same owner queues under another id.)
-local registered = rcall('HGET', stateKey, 'g:' .. owner)
-if registered and string.sub(registered, 1, #holdId + 1) == holdId .. ' ' then dequeue(owner) end
-if not mine then return -1 end
+if not mine then
+  -- In redlock mode a writer that a majority of nodes handed the lock to may
+  -- still queue on this node, under this hold's id, when this node's release
+  -- of the writer before comes only after this one: that release must not
+  -- hand the lock to a writer that is done with it. (An owner that holds here
+  -- is not queued under this id: a grant takes it out of the queue; another
+  -- acquire of the same owner queues under another id.)
+  local registered = rcall('HGET', stateKey, 'g:' .. owner)
+  if registered and string.sub(registered, 1, #holdId + 1) == holdId .. ' ' then dequeue(owner) end
+  return -1
+end
 if mine <= now then
   removeOwner(owner)
   peerMirror(owner, now)

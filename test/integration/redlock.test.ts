@@ -326,6 +326,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const calls = async () => (await Promise.all(admin.map((a) => scriptCalls(a)))).reduce((x, y) => x + y, 0);
       const holder = open();
       const held = await holder.lock('herd').acquireWrite();
+      await onEveryNode(); // else a waiter's try is granted on a node the holder did not reach yet
       const owners = ['w1', 'w2', 'w3', 'w4'];
       // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
       const waiters = owners.map(() => open({ recheckMs: 5_000 }));
@@ -357,6 +358,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const queue = 'rwlock#queue:{split}';
       const holder = open();
       const held = await holder.lock('split').acquireWrite();
+      await onEveryNode(); // else a waiter's try is granted on a node the holder did not reach yet
       const owners = ['first', 'second'];
       const waiters = owners.map(() => open({ recheckMs: 5_000 }));
       let inside = 0;
@@ -397,16 +399,26 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
           for (const c of nodes) clients.add(c);
           const holder = new LockClient(nodes, { mode: 'redlock', redlock: { nodeTimeoutMs: 200 } });
           lockClients.add(holder);
+          const calls = async () => (await Promise.all(admin.map((a) => scriptCalls(a)))).reduce((x, y) => x + y, 0);
+          const before = await calls();
           const held = await holder.lock('late').acquireWrite();
+          await onEveryNode(); // else the writer's try is granted on a node the holder did not reach yet
           const writer = open({ recheckMs: 5_000 });
           const waiting = writer.lock('late').acquireWrite({ waitMs: 10_000 });
           await eventually('the writer queued on every node', async () =>
             (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{late}')))).every((queued) => queued === 1),
           );
+          // The holder's acquire, the writer's first try and its try after subscribing, on every node:
+          // the writer now sleeps, and only the releases' messages can grant it the lock.
+          await eventually('the writer to try again after subscribing', async () => (await calls()) - before >= 3 * n);
           proxy.stall();
+          const beforeRelease = await calls();
           await held.release(); // released by the majority; the last node's release waits in the proxy
           const lease = await waiting; // handed the lock by that majority
           await lease.release(); // the last node runs it first: this writer holds nothing there yet
+          // The holder's releases that went through and the writer's: the writer made no try of its own.
+          await eventually('every release to run', async () => (await calls()) - beforeRelease >= 2 * n - 1);
+          expect((await calls()) - beforeRelease, 'script calls since the release').to.equal(2 * n - 1);
           expect(await admin[n - 1]!.exists('rwlock#queue:{late}')).to.equal(0); // nor waits there any more
           proxy.resume();
           // The holder's release there finds nobody to hand the lock to (before: the writer, which

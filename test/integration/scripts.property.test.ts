@@ -296,10 +296,12 @@ class Model {
       return 'released:0';
     }
     this.pruneAll();
-    // The acquire whose hold this is waits no more (in redlock mode it may still queue on a node
-    // whose release of the writer before comes after this one).
-    if (this.queuedIds.get(o) === id) this.dequeue(o);
-    if (!this.holds(o)) return 'not held';
+    if (!this.holds(o)) {
+      // The acquire whose hold this is waits no more (in redlock mode it may still queue on a node
+      // whose release of the writer before comes after this one).
+      if (this.queuedIds.get(o) === id) this.dequeue(o);
+      return 'not held';
+    }
     let left: number;
     if (mode === 'write') {
       if (this.writer !== o) return 'not held';
