@@ -1,4 +1,4 @@
-import type { AcquireOutcome, AcquireRequest, LockBackend } from './backends/backend.js';
+import { type AcquireOutcome, type AcquireRequest, handedMs, type LockBackend } from './backends/backend.js';
 import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
 import type { LockKeys } from './keys/keys.js';
@@ -132,7 +132,8 @@ export class Holdings implements LeaseHost {
     // A hold a release handed over lasts the writer's queue heartbeat when that is shorter than its
     // lease, whether the writer took it from the message or a later try found it (the message late
     // or lost, or replicaAck): it must be extended long before renewal would come.
-    if (request.waitBeatMs < leaseMs && grant.leaseRemainingMs <= request.waitBeatMs) this.extendHanded(lease, request.waitBeatMs);
+    const handMs = handedMs(request);
+    if (handMs < leaseMs && grant.leaseRemainingMs <= handMs) this.extendHanded(lease, handMs);
     if (autoRenew) {
       holding.autoRenewed++;
       this.autoRenewed++;

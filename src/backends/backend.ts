@@ -208,6 +208,20 @@ export function handedMs(request: AcquireRequest): number {
   return Math.min(request.waitBeatMs, request.leaseMs);
 }
 
+/**
+ * A grant of `leaseRemainingMs` (counted from the send of the writer's queued
+ * try) that releases handed over, unless less than a quarter of the handed
+ * length is left after `elapsedMs`: the next try finds the hold instead.
+ */
+export function handedGrant(
+  request: AcquireRequest,
+  fence: number,
+  leaseRemainingMs: number,
+  elapsedMs: number,
+): { fence: number; leaseRemainingMs: number } | undefined {
+  return leaseRemainingMs - elapsedMs > handedMs(request) / 4 ? { fence, leaseRemainingMs } : undefined;
+}
+
 /** The nodes whose release handed `request`'s hold to the writer, under the heartbeat its latest queued try set there. */
 export function handedNodes(
   request: AcquireRequest,

@@ -10,6 +10,7 @@ import {
   type ExtendRequest,
   type HandedGrant,
   type HolderInfo,
+  handedGrant,
   handedMs,
   handedNodes,
   type LockBackend,
@@ -182,10 +183,8 @@ export class RedlockBackend implements LockBackend {
     const mine = handedNodes(r, queuedUntil, handed);
     // The other nodes' messages may still come: the release went to every node at once.
     if (mine.length < this.quorum) return mine.length > 0 ? 'wait' : undefined;
-    const handMs = handedMs(r);
-    const leaseRemainingMs = handMs - this.driftOf(r.leaseMs);
-    if (leaseRemainingMs - elapsedMs <= handMs / 4) return undefined;
-    return { fence: Math.max(...mine.map((i) => handed[i]!.fence)), leaseRemainingMs };
+    const fence = Math.max(...mine.map((i) => handed[i]!.fence));
+    return handedGrant(r, fence, handedMs(r) - this.driftOf(r.leaseMs), elapsedMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {

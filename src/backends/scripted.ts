@@ -6,6 +6,7 @@ import {
   type AcquireRequest,
   type ExtendRequest,
   type HandedGrant,
+  handedGrant,
   handedMs,
   handedNodes,
   type LockBackend,
@@ -91,9 +92,8 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     handed: readonly (HandedGrant | undefined)[],
     elapsedMs: number,
   ): { fence: number; leaseRemainingMs: number } | undefined {
-    const handMs = handedMs(r);
-    if (handedNodes(r, queuedUntil, handed).length === 0 || handMs - elapsedMs <= handMs / 4) return undefined;
-    return { fence: handed[0]!.fence, leaseRemainingMs: handMs };
+    const [node] = handedNodes(r, queuedUntil, handed);
+    return node === undefined ? undefined : handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
   }
 }
 
