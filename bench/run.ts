@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stopAllServers } from '../src/testing/index.js';
 import { type BenchConfig, FULL, SMOKE } from './config.js';
-import { EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, REDLOCK_LIBS, UNCONTENDED_LIBS } from './libs.js';
+import { BASELINE_LIBS, EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, REDLOCK_LIBS, UNCONTENDED_LIBS } from './libs.js';
 import { renderMarkdown } from './report.js';
 import { type BenchResults, type Machine, medianRatios, perRunRatios, type TopologyResults } from './results.js';
 import { medianRecord } from './stats.js';
@@ -238,9 +238,7 @@ async function main(): Promise<number> {
   const config: BenchConfig = { ...base, topologies, runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs };
   const only = list<Workload>(values.only, WORKLOADS, 'only') ?? [...WORKLOADS];
   if (values.baseline !== undefined) await loadBaseline(values.baseline);
-  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter(
-    (l) => (l !== 'rwlock-base' && l !== 'rwlock-redlock-base') || hasBaseline(),
-  );
+  const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter((l) => !BASELINE_LIBS.includes(l) || hasBaseline());
   const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
   const complete =
     values.only === undefined &&
