@@ -29,21 +29,21 @@ if mine and mine > now and rcall('ZCARD', leasesKey) == 1 and rcall('EXISTS', qu
 end
 
 pruneExpired(now)
-if not mine then
+if not mine or mine <= now then
   -- In redlock mode a writer that a majority of nodes handed the lock to may
   -- still queue on this node, under this hold's id, when this node's release
   -- of the writer before comes only after this one: that release must not
   -- hand the lock to a writer that is done with it. (An owner that holds here
   -- is not queued under this id: a grant takes it out of the queue; another
-  -- acquire of the same owner queues under another id.)
+  -- acquire of the same owner queues under another id.) An owner whose holds
+  -- all expired holds nothing either.
   local registered = rcall('HGET', stateKey, 'g:' .. owner)
   if registered and string.sub(registered, 1, #holdId + 1) == holdId .. ' ' then dequeue(owner) end
-  return -1
-end
-if mine <= now then
-  removeOwner(owner)
-  peerMirror(owner, now)
-  refreshExpiry(now)
+  if mine then
+    removeOwner(owner)
+    peerMirror(owner, now)
+    refreshExpiry(now)
+  end
   return -1
 end
 
