@@ -149,6 +149,7 @@ class Model {
       this.freedAt = null;
       this.skips = 0;
       this.upgrader = null;
+      this.zombies.clear(); // deleted with the keys
     }
   }
 
@@ -469,6 +470,18 @@ const FOUND: [Config, Step[]][] = [
       { op: 'expire', owner: 'B' },
       { op: 'release', owner: 'B', mode: 'write', pick: 0 },
       { op: 'release', owner: 'A', mode: 'read', pick: 0 },
+    ],
+  ],
+  // The last waiter leaves while the only holder's lease has expired: every key goes, the expired holder's
+  // fields with them, so its abandon finds nothing.
+  [
+    { fair: false, writerPreference: false, handOver: false },
+    [
+      { op: 'write', owner: 'C', wait: false },
+      { op: 'write', owner: 'D', wait: true },
+      { op: 'expire', owner: 'C' },
+      { op: 'abandon', owner: 'D', drop: 'withdraw' },
+      { op: 'abandon', owner: 'C', drop: 'all' },
     ],
   ],
 ];
