@@ -16,6 +16,7 @@ import { LockClient, type LockClientOptions, NoPermissionError } from '../../src
 import type { RedisClient } from '../../src/redis.js';
 import { startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { handOffWrite } from '../support/handoff.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
@@ -129,7 +130,7 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     /** Runs the CLI as `user`, the password in its environment. */
     const cliAs = (user: string, password: string, args: readonly string[]) =>
       new Promise<{ code: number | null; out: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args, '--user', user, ...cliTarget(ctx)], {
+        const child = spawn(process.execPath, [bundled(CLI), ...args, '--user', user, ...cliTarget(ctx)], {
           env: { ...process.env, REDIS_PASSWORD: password },
           stdio: ['ignore', 'pipe', 'pipe'],
         });

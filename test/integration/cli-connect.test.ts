@@ -13,6 +13,7 @@ import { Redis } from 'ioredis';
 import { EXIT } from '../../src/cli/command.js';
 import { LockClient } from '../../src/index.js';
 import { type RedisServerHandle, startRedisServer, type TlsEndpoint } from '../../src/testing/index.js';
+import { bundled } from '../support/bundled.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
 const PASSWORD = 'pw-7f3a-secret';
@@ -27,7 +28,7 @@ function cli(args: readonly string[], env: Record<string, string> = {}): Promise
   const base = { ...process.env };
   for (const name of ['REDIS_URL', 'REDIS_PASSWORD', 'REDISCLI_AUTH']) delete base[name];
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...base, ...env } });
+    const child = spawn(process.execPath, [bundled(CLI), ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...base, ...env } });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));

@@ -17,6 +17,7 @@ import { main } from '../../src/cli/main.js';
 import { type Lease, LockClient } from '../../src/index.js';
 import { isCluster, type RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
@@ -35,7 +36,7 @@ class Running {
   readonly exited: Promise<number | null>;
 
   constructor(args: readonly string[]) {
-    this.child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [bundled(CLI), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.child.stdout.on('data', (d) => (this.stdout += d));
     this.child.stderr.on('data', (d) => (this.stderr += d));
     this.child.stdin.end(); // not a terminal
@@ -188,9 +189,7 @@ forEachTopology('CLI top', (ctx) => {
     it(`quits on ${name} on a real terminal (a pseudo-terminal made by script(1)), restoring the cursor`, async function () {
       this.timeout(60_000);
       await contend(holder, waiters);
-      const command = [process.execPath, '--import', 'tsx', CLI, 'top', '--interval-ms', '100', ...target(ctx)]
-        .map((a) => `'${a}'`)
-        .join(' ');
+      const command = [process.execPath, bundled(CLI), 'top', '--interval-ms', '100', ...target(ctx)].map((a) => `'${a}'`).join(' ');
       const child = spawn('script', ['-qfec', `stty cols 100 rows 20; ${command}`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
       let out = '';
       child.stdout.on('data', (d) => (out += d));

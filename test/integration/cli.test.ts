@@ -14,6 +14,7 @@ import { main } from '../../src/cli/main.js';
 import { LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { allKeys } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
@@ -32,7 +33,7 @@ interface Run {
 /** Runs the CLI as its users do: a separate node process. */
 function cli(args: readonly string[]): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [bundled(CLI), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -363,7 +364,7 @@ forEachTopology('CLI', (ctx) => {
       const dir = mkdtempSync(join(tmpdir(), 'rwlock-migrate-'));
       const worker = (kind: string, until: string) =>
         new Promise<void>((resolve, reject) => {
-          const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+          const child = spawn(process.execPath, [bundled(WORKER)], {
             env: {
               ...process.env,
               RWLOCK_TARGET: JSON.stringify(targetOf(ctx)),

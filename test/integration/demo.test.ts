@@ -13,6 +13,7 @@ import { type Cluster, Redis } from 'ioredis';
 import type { DemoSummary } from '../../src/demo/index.js';
 import { isPortFree, type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -37,8 +38,8 @@ interface DemoRun {
 
 /** Runs the demo on its own (`npm run demo`), or through the CLI (`redis-rwlock demo`) with `{ cli: true }`. */
 function startDemo(args: readonly string[], { cli = false, env = {} as Record<string, string> } = {}): DemoRun {
-  const entry = cli ? [CLI, 'demo'] : [DEMO];
-  const child = spawn(process.execPath, ['--import', 'tsx', ...entry, '--json', ...args], {
+  const entry = cli ? [bundled(CLI), 'demo'] : [bundled(DEMO)];
+  const child = spawn(process.execPath, [...entry, '--json', ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },

@@ -17,6 +17,7 @@ import {
   LockLostError,
 } from '../../src/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
@@ -35,7 +36,7 @@ interface PairsResult {
 
 function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise<PairsResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+    const child = spawn(process.execPath, [bundled(WORKER)], {
       env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_PAIRS: pairs, RWLOCK_ROUNDS: String(rounds) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

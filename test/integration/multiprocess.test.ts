@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { targetOf } from '../support/targets.js';
 
 const WORKER = fileURLToPath(new URL('../workers/counter-worker.ts', import.meta.url));
@@ -17,7 +18,7 @@ interface WorkerResult {
 
 function runWorker(target: object): Promise<WorkerResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+    const child = spawn(process.execPath, [bundled(WORKER)], {
       env: {
         ...process.env,
         RWLOCK_TARGET: JSON.stringify(target),

@@ -8,6 +8,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { bundled } from './bundled.js';
 import { buildHistory, type History, type HistoryEvent, type WorkerConfig } from './history.js';
 
 const WORKER = fileURLToPath(new URL('../workers/history-worker.ts', import.meta.url));
@@ -65,7 +66,7 @@ export class Workload {
     for (let i = 0; i < count; i++) {
       const name = `${prefix}${this.workers.length}`;
       const config: WorkerConfig = { ...WORKLOAD_DEFAULTS, ...this.defaults, ...options, name, target: this.target };
-      const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+      const child = spawn(process.execPath, [bundled(WORKER)], {
         env: { ...process.env, HISTORY_CONFIG: JSON.stringify(config) },
         stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       });

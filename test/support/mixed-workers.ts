@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';
+import { bundled } from './bundled.js';
 import { masters } from './redis-stats.js';
 import { targetOf } from './targets.js';
 
@@ -19,7 +20,7 @@ export interface MixedResult {
 /** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */
 function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER], {
+    const child = spawn(process.execPath, [bundled(WORKER)], {
       env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
