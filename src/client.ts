@@ -128,22 +128,27 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       this.options.redisTimeoutMs,
       telemetry,
     );
-    // Hold ids: this client's random prefix and a counter (unique across clients and processes).
-    const holdIdPrefix = randomBytes(6).toString('base64url');
+    // Hold ids: this client's random id, a dot and a counter (unique across clients and processes).
+    // A release that hands a lock over reads the id from the hold id, to message this client alone.
+    const clientId = randomBytes(6).toString('base64url');
     let holdCount = 0;
     this.ctx = {
       options: this.options,
       backend,
       holdings,
-      wakeups: new WakeupHub(clients, {
-        message: () => telemetry.wakeup(),
-        unconfirmed: () => telemetry.pollingFallback(),
-        error: (error) => telemetry.subscriberError(error),
-      }),
+      wakeups: new WakeupHub(
+        clients,
+        {
+          message: () => telemetry.wakeup(),
+          unconfirmed: () => telemetry.pollingFallback(),
+          error: (error) => telemetry.subscriberError(error),
+        },
+        clientId,
+      ),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),
       redisClosed: () => this.clients.some(isClosed),
-      nextHoldId: () => holdIdPrefix + (holdCount++).toString(36),
+      nextHoldId: () => `${clientId}.${(holdCount++).toString(36)}`,
       telemetry,
       cleanups: new Cleanups(),
     };

@@ -1,5 +1,6 @@
 import type { HandedGrant } from './backends/backend.js';
 import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
+import { handedChannel } from './keys/keys.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
 const LINGER_MS = 5_000;
@@ -116,6 +117,8 @@ export class WakeupHub {
   constructor(
     clients: readonly Driver[],
     private readonly observer?: WakeupObserver,
+    /** The LockClient's id, which starts each of its hold ids: it names the client's own channel of each lock. */
+    private readonly clientId = '',
   ) {
     this.clients = [...clients];
     this.subscribers = this.clients.map(() => undefined);
@@ -126,19 +129,22 @@ export class WakeupHub {
    * after `confirmWithinMs` at the latest (the waiter then relies on its
    * re-checks until the subscription comes through). A waiting writer passes
    * its owner token, and is then not woken by releases that name another
-   * writer as next. In `redlock` mode each node names its own next writer
-   * (their queues agree but for writers that arrived at the same moment), so
-   * a release wakes at most one writer per node.
+   * writer as next; with `handsOver` it also watches this client's own
+   * channel of the lock, on which a release hands it the lock (so only this
+   * client hears that message). In `redlock` mode each node names its own
+   * next writer (their queues agree but for writers that arrived at the same
+   * moment), so a release wakes at most one writer per node.
    */
-  async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
-    const watch = this.register(channel, writer);
-    let subscriptions = this.subscribed.get(channel);
-    if (!subscriptions) this.subscribed.set(channel, (subscriptions = this.clients.map(() => undefined)));
-    const pending = subscriptions.map((made, i) => made ?? this.subscribe(channel, i));
+  async watch(channel: string, confirmWithinMs: number, writer?: string, handsOver = false): Promise<Watch> {
+    const own = this.ownChannel(channel, writer, handsOver);
+    const watch = this.register(channel, writer, own);
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
+    const needed = Math.floor(this.clients.length / 2) + 1;
+    const confirming = [confirmations(this.subscriptions(channel), needed)];
+    if (own !== undefined) confirming.push(confirmations(this.subscriptions(own), needed));
     let timer: NodeJS.Timeout | undefined;
     const confirmed = await Promise.race([
-      confirmations(pending, Math.floor(pending.length / 2) + 1),
+      Promise.all(confirming).then((each) => each.every(Boolean)),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), confirmWithinMs))),
     ]);
     clearTimeout(timer);
@@ -147,24 +153,51 @@ export class WakeupHub {
   }
 
   /**
-   * A watch on `channel` at once when its subscription is already confirmed on
+   * A watch on `channel` (and, with `handsOver`, on this client's own channel
+   * of the lock) at once when its subscriptions are already confirmed on
    * every client (the lock has waiters, or had some in the last 5 s), else
    * undefined. Made before a try, it hears every release that runs after that
    * try, so a refused try needs no second one.
    */
-  watchIfSubscribed(channel: string, writer?: string): Watch | undefined {
-    if (this.confirmed.get(channel)?.size !== this.clients.length) return undefined;
-    return this.register(channel, writer);
+  watchIfSubscribed(channel: string, writer?: string, handsOver = false): Watch | undefined {
+    if (!this.confirmedEverywhere(channel)) return undefined;
+    const own = this.ownChannel(channel, writer, handsOver);
+    if (own !== undefined && !this.confirmedEverywhere(own)) return undefined;
+    return this.register(channel, writer, own);
   }
 
-  private register(channel: string, writer: string | undefined): Watch {
-    const watch = new Watch((w) => this.unwatch(channel, w), writer);
+  /** A waiting writer's channel for the releases that hand it the lock, when they do. */
+  private ownChannel(channel: string, writer: string | undefined, handsOver: boolean): string | undefined {
+    return handsOver && writer !== undefined ? handedChannel(channel, this.clientId) : undefined;
+  }
+
+  private confirmedEverywhere(channel: string): boolean {
+    return this.confirmed.get(channel)?.size === this.clients.length;
+  }
+
+  /** The subscription of `channel` on every client, made where it is not. */
+  private subscriptions(channel: string): Promise<void>[] {
+    let made = this.subscribed.get(channel);
+    if (!made) this.subscribed.set(channel, (made = this.clients.map(() => undefined)));
+    return made.map((subscription, i) => subscription ?? this.subscribe(channel, i));
+  }
+
+  private register(channel: string, writer: string | undefined, own: string | undefined): Watch {
+    const watch = new Watch((w) => {
+      this.unwatch(channel, w);
+      if (own !== undefined) this.unwatch(own, w);
+    }, writer);
+    this.add(channel, watch);
+    if (own !== undefined) this.add(own, watch);
+    return watch;
+  }
+
+  private add(channel: string, watch: Watch): void {
     let set = this.watchers.get(channel);
     if (!set) this.watchers.set(channel, (set = new Set()));
     set.add(watch);
     clearTimeout(this.lingering.get(channel));
     this.lingering.delete(channel);
-    return watch;
   }
 
   /** Stops every subscription and closes the subscriber connection(s). */

@@ -65,7 +65,9 @@ if left > 0 then return left end
 -- message (or its next try finds the hold, as a repeated acquire). Returns
 -- that message,
 --   'handed <holdId> <heartbeat deadline> <fence> <token>',
--- or nil when nobody queues.
+-- and the channel of the writer's client to publish it on (handedChannel in
+-- src/keys/keys.ts: only that client hears it; a hold id of another form
+-- gets the lock's channel), or nil when nobody queues.
 local function handOver()
   local head, beat = queueHead(now)
   if not head then return nil end
@@ -78,7 +80,10 @@ local function handOver()
   peerMirror(head, now)
   local fence = granted
   if type(granted) == 'table' then fence = granted[2] end
-  return 'handed ' .. holdId .. ' ' .. int(beat) .. ' ' .. int(fence) .. ' ' .. head
+  local clientId = string.match(holdId, '^([^.]+)%.')
+  local to = channel
+  if clientId then to = channel .. '\n' .. clientId end
+  return 'handed ' .. holdId .. ' ' .. int(beat) .. ' ' .. int(fence) .. ' ' .. head, to
 end
 
 forgetIfFree(owner)
@@ -88,9 +93,9 @@ peerMirror(owner, now)
 -- before this moment may take a lock freed of every holder.
 local live = liveCount(now)
 if live == 0 and HANDS_OVER then
-  local handed = handOver()
+  local handed, writerChannel = handOver()
   if handed then
-    rcall('SPUBLISH', channel, handed)
+    rcall('SPUBLISH', writerChannel, handed)
     return 0
   end
   rcall('HSET', stateKey, 'fa', int(nowUs))

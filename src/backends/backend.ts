@@ -182,6 +182,12 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
   abandon(keys: K, owner: string, drop?: string): Promise<void>;
   inspect(resource: string, keys: K): Promise<LockInfo>;
   /**
+   * Whether a release hands a freed lock to the longest-waiting writer, on
+   * that writer's own channel (`handedChannel` in src/keys/keys.ts), which a waiting writer
+   * then watches besides the lock's.
+   */
+  readonly handsOver: boolean;
+  /**
    * The grant that releases handed a waiting writer, as their wake-up messages
    * told it (`handed`, by node), when they name the hold of the writer's latest
    * queued try (`queuedUntil`, by node, as its refusal gave it) on enough

@@ -30,6 +30,8 @@ export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = Layout
    * others' slots), or those of one slot.
    */
   readonly extendGroups: 'node' | 'slot';
+  /** Whether a release hands a freed lock to the longest-waiting writer (lua/includes/release-body.lua, HANDS_OVER). */
+  readonly handsOver: boolean;
   describe(resource: string, keys: K, reply: ScriptReply<I>): LockInfo;
 }
 
@@ -60,6 +62,7 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
       inspect: 'inspect',
     } satisfies LayoutScripts<HashKeys, 'inspect'>,
     extendGroups: 'node',
+    handsOver: true,
     describe: (resource, keys, [now, fields, leases, queue]) =>
       describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue),
   };
@@ -104,6 +107,7 @@ export function legacyLayout(
       inspect: 'legacyInspect',
     } satisfies LayoutScripts<LegacyKeys, 'legacyInspect'>,
     extendGroups: 'slot',
+    handsOver: false,
     describe: describeLegacyLock,
   };
 }

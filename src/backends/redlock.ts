@@ -56,6 +56,8 @@ const REASON_ORDER: readonly BlockReason[] = ['write', 'read', 'intent', 'queue'
  */
 export class RedlockBackend implements LockBackend {
   readonly quorum: number;
+  /** Every node runs the hash-mode scripts. */
+  readonly handsOver = true;
   private readonly addresses: string[];
 
   constructor(

@@ -34,6 +34,10 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return this.layout.keysFor(resource);
   }
 
+  get handsOver(): boolean {
+    return this.layout.handsOver;
+  }
+
   async acquire(r: AcquireRequest<K>): Promise<AcquireOutcome> {
     const { scripts, names } = this.layout;
     const { keys } = r;

@@ -152,6 +152,18 @@ class HashLockKeys implements LockKeys {
   }
 }
 
+/**
+ * The channel on which a release hands the lock to a waiting writer of the
+ * LockClient `clientId` (lua/includes/release-body.lua reads the id from the
+ * writer's hold id, `<clientId>.<counter>`): only that client hears it,
+ * however many wait. The lock's channel has a hash tag, so this name shares
+ * its Cluster slot; a newline never appears in a resource name, so it is no
+ * other lock's channel.
+ */
+export function handedChannel(channel: string, clientId: string): string {
+  return `${channel}\n${clientId}`;
+}
+
 /** A short description of a bad value for error messages. */
 export function describe(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);

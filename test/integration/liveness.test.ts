@@ -11,6 +11,7 @@ import {
   type LockClientOptions,
   RedisUnavailableError,
 } from '../../src/index.js';
+import { handedChannel } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -98,6 +99,9 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     // waiter (the message is the grant), and each hold ended before a third of its hand-over time
     // (10.1 s), so none was extended.
     expect((await scriptCalls(redis)) - before).to.equal(1 + owners.length);
+    // Each handing-over message went to the writer it named alone, not to every waiting client: each
+    // client heard its own, and the last release's (the lock freed with nobody queued).
+    expect(waiters.map((w) => w.stats().wakeups)).to.deep.equal(owners.map(() => 2));
   });
 
   it('watches before its first try on a lock it already hears: a short handed hold costs one try and the release', async () => {
@@ -354,7 +358,9 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     const first = await place();
     await eventually('its next try', async () => (await place()).beat !== first.beat);
     // A grant naming its earlier place, as a message delayed past the writer's next try would.
-    await redis.spublish(keys.channel, `handed ${first.holdId} ${first.beat} 1 w`);
+    const heard = waiter.stats().wakeups;
+    await redis.spublish(handedChannel(keys.channel, first.holdId!.split('.')[0]!), `handed ${first.holdId} ${first.beat} 1 w`);
+    await eventually('the writer to hear it', async () => waiter.stats().wakeups === heard + 1);
     // Two more tries: the message came in before the second began.
     for (const step of ['one', 'two']) {
       const last = (await place()).beat;

@@ -29,6 +29,7 @@ describe('Holdings (renewal timing and loss)', () => {
     },
     abandon: async () => undefined,
     inspect: () => Promise.reject(new Error('unused')),
+    handsOver: true,
     takeHanded: () => undefined,
   };
 

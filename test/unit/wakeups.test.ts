@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { driverFor } from '../../src/clients/index.js';
+import { handedChannel } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
 import { WakeupHub, Watch } from '../../src/wakeups.js';
 
@@ -140,6 +141,32 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     await clock.tickAsync(5_000); // unsubscribed 5 s after its last waiter
     expect(fake.calls).to.deep.equal(['ssubscribe a', 'sunsubscribe a']);
     expect(hub.watchIfSubscribed('a')).to.equal(undefined);
+    hub.close();
+  });
+
+  it("has a waiting writer watch its client's own channel too where releases hand over, confirmed before it watches at once", async () => {
+    const fake = fakeClient();
+    const hub = new WakeupHub([fake.client], undefined, 'c1');
+    const own = handedChannel('a', 'c1');
+    const writer = await hub.watch('a', 100, 'me', true);
+    const reader = await hub.watch('a', 100);
+    expect(fake.calls).to.deep.equal(['ssubscribe a', `ssubscribe ${own}`]);
+    // Every writer of this client shares the client's channel: confirmed, it watches at once.
+    const other = hub.watchIfSubscribed('a', 'you', true);
+    expect(other).to.be.instanceOf(Watch);
+    writer.close();
+    other!.close();
+    reader.close();
+    await clock.tickAsync(5_000);
+    expect(fake.calls).to.deep.equal(['ssubscribe a', `ssubscribe ${own}`, `sunsubscribe ${own}`, 'sunsubscribe a']);
+    // Subscribed to the lock's channel alone (a reader's wait), a writer of a lock that hands over watches once
+    // both are confirmed; of a lock that does not, at once.
+    const again = await hub.watch('a', 100);
+    expect(hub.watchIfSubscribed('a', 'me', true)).to.equal(undefined);
+    const legacy = hub.watchIfSubscribed('a', 'me');
+    expect(legacy).to.be.instanceOf(Watch);
+    legacy!.close();
+    again.close();
     hub.close();
   });
 
