@@ -18,10 +18,16 @@
                      in a row; newcomers (the releaser among them) never pass
                      waiters. Then 'h' if a release that frees the lock may
                      hand it to this writer while it queues (handOver in
-                     release-body.lua; not in redlock mode)
+                     release-body.lua)
   ARGV[5] holdId     names this acquire: a repeated call with the same id (a
                      resend after a lost reply) returns the first grant again
                      and changes nothing
+  ARGV[6] place      optional: the writer's place in the queue (us). In
+                     redlock mode the same on every node (its acquire's first
+                     try, by its client's clock), so every node's queue has
+                     one order and their releases hand the lock to the same
+                     writer; without it, the server's clock at its first
+                     refused try here
 
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
@@ -46,6 +52,7 @@ local waitBeatMs = tonumber(ARGV[3])
 local fair = string.sub(ARGV[4], 1, 1) == '1'
 local acceptsHandOver = string.sub(ARGV[4], 2) == 'h'
 local holdId = ARGV[5]
+local place = tonumber(ARGV[6])
 
 local FRESH_WRITE = true
 -- @include fresh-grant

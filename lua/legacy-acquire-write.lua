@@ -35,6 +35,7 @@ local waitBeatMs = tonumber(ARGV[3])
 local fair = string.sub(ARGV[4], 1, 1) == '1'
 local acceptsHandOver = false
 local holdId = ARGV[5]
+local place = nil -- never in redlock mode
 local peerChannel = ''
 
 -- @include state

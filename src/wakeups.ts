@@ -132,8 +132,8 @@ export class WakeupHub {
    * writer as next; with `handsOver` it also watches this client's own
    * channel of the lock, on which a release hands it the lock (so only this
    * client hears that message). In `redlock` mode each node names its own
-   * next writer (their queues agree but for writers that arrived at the same
-   * moment), so a release wakes at most one writer per node.
+   * next writer (their queues have one order, but a writer's try may not have
+   * reached every node yet), so a release wakes at most one writer per node.
    */
   async watch(channel: string, confirmWithinMs: number, writer?: string, handsOver = false): Promise<Watch> {
     const own = this.ownChannel(channel, writer, handsOver);

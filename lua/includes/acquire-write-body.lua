@@ -4,7 +4,7 @@
   fair, and the peer hooks (`no-peers` or `legacy`). Returns the script's
   reply, as documented in lua/acquire-write.lua.
 ]]
--- @needs rcall stateKey leasesKey queueKey owner holdId leaseMs waitBeatMs fair acceptsHandOver state peers
+-- @needs rcall stateKey leasesKey queueKey owner holdId leaseMs waitBeatMs fair acceptsHandOver place state peers
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
@@ -28,9 +28,9 @@ local function refuse(retryAfterMs, reason)
         heartbeat('ud', now, waitBeatMs)
       end
     elseif HANDS_OVER and acceptsHandOver then
-      beat = enqueue(owner, now, nowUs, waitBeatMs, holdId, leaseMs)
+      beat = enqueue(owner, now, place or nowUs, waitBeatMs, holdId, leaseMs)
     else
-      enqueue(owner, now, nowUs, waitBeatMs)
+      enqueue(owner, now, place or nowUs, waitBeatMs)
     end
     refreshExpiry(now)
     if beat then return { 0, retryAfterMs, reason, beat } end

@@ -60,6 +60,11 @@ export interface AcquireRequest<K extends LockKeys = LockKeys> {
   readonly waitBeatMs: number;
   /** Writers: only the longest-waiting writer may take a free lock. */
   readonly fair: boolean;
+  /**
+   * Writers: the place (us) to queue at, the same on every node (`redlock`
+   * mode); undefined: the server's clock at the first refused try.
+   */
+  readonly queuePlaceUs?: number;
   /** After a grant, wait for this many replicas to acknowledge it (`WAIT`); undefined: don't. */
   readonly replicaAck?: ResolvedReplicaAck | undefined;
 }

@@ -59,6 +59,16 @@ export class RedlockBackend implements LockBackend {
   /** Every node runs the hash-mode scripts. */
   readonly handsOver = true;
   private readonly addresses: string[];
+  /**
+   * Each waiting writer's place in every node's queue: the time of its
+   * acquire's first try. Ordered by their own arrival, the nodes' queues
+   * differ for writers that arrive together; each node then hands the lock
+   * to a different writer, none holds a majority, and each gives its node
+   * back and rejoins that queue at the end, which can keep the heads apart
+   * for good (A-B-C, B-C-A, C-A-B stays so). With one order, every node
+   * hands the lock to the same writer.
+   */
+  private readonly places = new WeakMap<AcquireRequest, number>();
 
   constructor(
     clients: readonly Driver[],
@@ -86,8 +96,14 @@ export class RedlockBackend implements LockBackend {
     const drift = this.driftOf(r.leaseMs);
     // Done early once a majority granted; a refusal waits for every node (or the timeout), so
     // that what this attempt took is given back before the caller tries again or gives up.
+    let place = this.places.get(r);
+    if (place === undefined && r.mode === 'write' && r.waitBeatMs > 0) {
+      place = Math.round((performance.timeOrigin + performance.now()) * 1000);
+      this.places.set(r, place);
+    }
+    const request = place === undefined ? r : { ...r, queuePlaceUs: place };
     const { settled, late } = await this.gather(
-      (node) => node.acquire(r),
+      (node) => node.acquire(request),
       Math.min(this.options.nodeTimeoutMs, r.leaseMs),
       (s) => s.filter((x) => x.status === 'ok' && x.value.granted).length >= q,
     );
@@ -167,8 +183,8 @@ export class RedlockBackend implements LockBackend {
 
   /**
    * Each node's release hands the lock to the head of that node's queue. The
-   * queues agree but for writers that arrived at about the same moment, so a
-   * writer handed the lock by a majority holds it: its fence the highest they
+   * queues have one order (`places`), but a writer's try may not have reached
+   * every node yet, so a writer handed the lock by a majority holds it: its fence the highest they
    * gave, its validity the handed length less the drift allowance. It stays
    * queued on the other nodes, which hand it the lock once their release
    * comes (or once a writer they handed it to gives it back); its own release

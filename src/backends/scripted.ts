@@ -47,7 +47,9 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
           this.client,
           scripts.acquireWrite,
           names(keys),
-          [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId],
+          r.queuePlaceUs === undefined
+            ? [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId]
+            : [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId, r.queuePlaceUs],
           keys,
         ));
     const outcome = parseAcquireReply(reply, r.leaseMs);

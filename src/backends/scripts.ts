@@ -38,7 +38,9 @@ export type LegacyInspectReply = [
 interface LockOperations {
   acquireRead: [args: readonly [owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
   acquireWrite: [
-    args: readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string],
+    args:
+      | readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string]
+      | readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string, placeUs: number],
     reply: AcquireReply,
   ];
   release: [args: readonly [owner: string, mode: LockMode, ...channels: Channels, holdId: string], reply: number];

@@ -10,7 +10,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import type { LockRedisClient } from '../../src/clients/index.js';
+import { runScript } from '../../src/backends/scripts.js';
+import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
 import { type ClientKind, disconnect, sharedCluster } from '../setup/topologies.js';
@@ -352,6 +353,24 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const used = (await calls()) - settled;
       expect(used, 'script calls on all nodes').to.be.within(n * (1 + owners.length), n * (1 + 2 * owners.length) - 1);
       expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
+    });
+
+    it('queues writers on every node in the order of their places, whatever order their tries arrive in', async () => {
+      // Tries that reach the nodes in rotated orders (A-B-C, B-C-A, C-A-B) left the nodes' queues
+      // in those orders: each node's release handed the lock to another writer, none held a
+      // majority, and each give-back sent its writer to the end of one queue, which kept them so.
+      const keys = ['rwlock:{places}', 'rwlock#leases:{places}', 'rwlock#queue:{places}'] as const;
+      const writers = ['A', 'B', 'C'];
+      const placeOf = (w: string) => 1_000_000 + writers.indexOf(w);
+      for (const [i, a] of admin.entries()) {
+        await runScript(driverFor(a), 'acquireWrite', [...keys], ['holder', 60_000, 0, '0h', 'holder.0']);
+        for (let k = 0; k < writers.length; k++) {
+          const w = writers[(i + k) % writers.length]!;
+          await runScript(driverFor(a), 'acquireWrite', [...keys], [w, 60_000, 60_000, '0h', `${w}.0`, placeOf(w)]);
+        }
+      }
+      for (const a of admin) expect(await a.zrange(keys[2], '0', '-1')).to.deep.equal(writers);
+      for (const a of admin) await a.del(...keys);
     });
 
     it("keeps one writer when the nodes' queues disagree: the majority's head holds, the other gives back and goes next", async () => {

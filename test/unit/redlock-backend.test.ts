@@ -37,8 +37,10 @@ class StubNode implements NodeBackend {
     }
     return Promise.resolve(a);
   }
+  places: (number | undefined)[] = [];
   acquire(r: AcquireRequest): Promise<AcquireOutcome> {
     this.calls.push(`acquire ${r.mode}`);
+    this.places.push(r.queuePlaceUs);
     return this.answer(this.acquireAnswer);
   }
   release(_keys: LockKeys, mode: LockMode): Promise<boolean> {
@@ -201,6 +203,24 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(await backend.release(keys, 'write', 'me', 'h1')).to.equal(false);
     nodes[1]!.releaseAnswer = new Error('down');
     expect(await backend.release(keys, 'write', 'me', 'h1').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
+  });
+
+  it('queues a waiting writer at one place on every node, the same for each try of one acquire', async () => {
+    const { nodes, backend } = setup(3);
+    for (const node of nodes) node.acquireAnswer = refused('write');
+    const first = request('write', { waitBeatMs: 1_100 });
+    await backend.acquire(first);
+    await backend.acquire(first);
+    const later = request('write', { waitBeatMs: 1_100, holdId: 'h2' });
+    await backend.acquire(later);
+    const [a, b] = [nodes[0]!.places[0]!, nodes[0]!.places[2]!];
+    expect(a).to.be.a('number');
+    for (const node of nodes) expect(node.places).to.deep.equal([a, a, b]);
+    expect(b).to.be.greaterThan(a);
+    // A read, and a write that does not wait, do not queue: no place.
+    await backend.acquire(request('read'));
+    await backend.acquire(request('write'));
+    for (const node of nodes) expect(node.places.slice(3)).to.deep.equal([undefined, undefined]);
   });
 
   it("reports where a refused writer queued, by node, so that the nodes' releases can hand it the lock", async () => {
