@@ -94,14 +94,14 @@ export class RedlockBackend implements LockBackend {
     const n = this.nodes.length;
     const q = this.quorum;
     const drift = this.driftOf(r.leaseMs);
-    // Done early once a majority granted; a refusal waits for every node (or the timeout), so
-    // that what this attempt took is given back before the caller tries again or gives up.
     let place = this.places.get(r);
     if (place === undefined && r.mode === 'write' && r.waitBeatMs > 0) {
       place = Math.round((performance.timeOrigin + performance.now()) * 1000);
       this.places.set(r, place);
     }
     const request = place === undefined ? r : { ...r, queuePlaceUs: place };
+    // Done early once a majority granted; a refusal waits for every node (or the timeout), so
+    // that what this attempt took is given back before the caller tries again or gives up.
     const { settled, late } = await this.gather(
       (node) => node.acquire(request),
       Math.min(this.options.nodeTimeoutMs, r.leaseMs),
@@ -184,13 +184,14 @@ export class RedlockBackend implements LockBackend {
   /**
    * Each node's release hands the lock to the head of that node's queue. The
    * queues have one order (`places`), but a writer's try may not have reached
-   * every node yet, so a writer handed the lock by a majority holds it: its fence the highest they
-   * gave, its validity the handed length less the drift allowance. It stays
-   * queued on the other nodes, which hand it the lock once their release
-   * comes (or once a writer they handed it to gives it back); its own release
-   * then frees those holds with the rest. A writer handed the lock by a
-   * minority tries again (after HANDED_GRACE_MS in lock.ts), which finds
-   * those holds and gives them back when no majority grants it.
+   * every node yet, so a writer handed the lock by a majority holds it: its
+   * fence the highest they gave, its validity the handed length less the
+   * drift allowance. It stays queued on the other nodes, which hand it the
+   * lock once their release comes (or once a writer they handed it to gives
+   * it back); its own release then frees those holds with the rest. A writer
+   * handed the lock by a minority tries again (after HANDED_GRACE_MS in
+   * lock.ts), which finds those holds and gives them back when no majority
+   * grants it.
    */
   takeHanded(
     r: AcquireRequest,
