@@ -188,8 +188,8 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
   inspect(resource: string, keys: K): Promise<LockInfo>;
   /**
    * Whether a release hands a freed lock to the longest-waiting writer, on
-   * that writer's own channel (`handedChannel` in src/keys/keys.ts), which a waiting writer
-   * then watches besides the lock's.
+   * the channel of that writer's client (`handedChannel` in
+   * src/keys/keys.ts), which a waiting writer then watches besides the lock's.
    */
   readonly handsOver: boolean;
   /**
