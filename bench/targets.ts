@@ -5,6 +5,7 @@
 
 import type { TopologyResults } from './results.js';
 import type { TopologyKind } from './topology.js';
+import type { ContendedResult } from './workloads/contended.js';
 
 export interface Target {
   readonly id: string;
@@ -202,6 +203,9 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 1', atMost(baton?.handoffP99Ms ?? null, 1), 'ms');
     const race = ratio('race.rwlock-write/floor');
     add('b-race-floor', 'race grants/s vs floor', race, '>= 0.9', atLeast(race, 0.9));
+    // Whether a long wait came from the order (a waiter passed over) or from slow turns.
+    const turns = (m: ContendedResult) =>
+      `at most ${m.mostGrantsDuringAWait?.toFixed(0) ?? '?'} grants to others during one wait (strict turns: ${waiters - 1})`;
     const cycles = ratio('race.rwlock-write.longestWaitCycles');
     const bound = RACE_WAIT_CYCLES_PER_WAITER * waiters;
     const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');
@@ -213,7 +217,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
       atMost(cycles, bound),
       'cycles',
       raceRw
-        ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder`
+        ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder; ${turns(raceRw)}`
         : undefined,
     );
     // Issue 14: redlock mode on three servers hands over nearly as fast as the hash mode on one.
@@ -251,7 +255,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         `<= ${bound}`,
         atMost(fairCycles, bound),
         'cycles',
-        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s`,
+        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s; ${turns(fair)}`,
       );
     }
     const violations = r.contended.runs.flat().reduce((a, m) => a + m.violations, 0);

@@ -9,7 +9,8 @@
  *   holder), p50/p99; both moments are taken in this one process, on one clock.
  * - race: a holder queues again at once. Reports grants/s, the share of
  *   grants that went to the previous holder, and the longest wait of any
- *   waiter (waits still unfinished when the measurement ends count too).
+ *   waiter (waits still unfinished when the measurement ends count too), in
+ *   time and in grants to other waiters during it.
  *
  * Every grant is also checked for exclusion: a grant while another loop
  * holds the lock is counted as a violation.
@@ -40,6 +41,12 @@ export interface ContendedResult {
   readonly waitP99Ms: number | null;
   /** The longest any waiter waited (or was still waiting at the end). */
   readonly longestWaitMs: number | null;
+  /**
+   * The most grants to other waiters during one wait (unfinished waits count):
+   * with n waiters taking strict turns, n - 1. More means a waiter was passed
+   * over; a long wait with no more than n - 1 came from slow turns, not order.
+   */
+  readonly mostGrantsDuringAWait: number | null;
   /** Acquires that gave up (the library's own wait limit) and were retried. */
   readonly gaveUp: number;
   /** Commands written to Redis per grant (polling shows here). */
@@ -113,10 +120,12 @@ export async function measureContended(
   let sentAtEnd = 0;
   const startTimer = setTimeout(() => (sentAtStart = sent.count), c.warmupMs);
   let unfinishedAtEnd: number[] = [];
+  let unfinishedSince: number[] = [];
   const stopTimer = setTimeout(() => {
     sentAtEnd = sent.count;
     const now = performance.now();
-    unfinishedAtEnd = wantingSince.filter((t): t is number => t !== null).map((t) => now - t);
+    unfinishedSince = wantingSince.filter((t): t is number => t !== null);
+    unfinishedAtEnd = unfinishedSince.map((t) => now - t);
     stopped = true;
     abort.abort();
     onGrantOrStop();
@@ -205,6 +214,21 @@ export async function measureContended(
     const released = releaseReplyAt[i - 1];
     if (released !== undefined) handoffs.push(Math.max(0, g.at - released));
   }
+  // Grants are pushed in time order: those during a wait lie between its start and its own grant.
+  const grantsSince = (t: number, before: number) => {
+    let lo = 0;
+    let hi = before;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (grants[mid]!.at > t) hi = mid;
+      else lo = mid + 1;
+    }
+    return before - lo;
+  };
+  const grantsDuringWaits = [
+    ...inWindow.map((i) => grantsSince(grants[i]!.at - grants[i]!.waitedMs, i)),
+    ...unfinishedSince.map((t) => grantsSince(t, grants.length)),
+  ];
   const seconds = c.durationMs / 1000;
   const allWaits = [...waits, ...unfinishedAtEnd];
   return {
@@ -219,6 +243,7 @@ export async function measureContended(
     waitP50Ms: percentile(waits, 50),
     waitP99Ms: percentile(waits, 99),
     longestWaitMs: max(allWaits),
+    mostGrantsDuringAWait: max(grantsDuringWaits),
     gaveUp,
     commandsPerGrant: inWindow.length > 0 ? (sentAtEnd - sentAtStart) / inWindow.length : null,
     violations,
