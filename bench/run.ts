@@ -137,7 +137,7 @@ async function runTopology(
           const c = await measureContended(topology, config, lib, variant, tag);
           record.contended.push(c);
           log(
-            `  ${short(c.grantsPerSec, 0)} grants/s, ${short(c.handoffsPerSec, 0)} handoffs/s, handoff p50 ${short(c.handoffP50Ms, 3)} p99 ${short(c.handoffP99Ms, 3)} ms, previous holder ${short((c.previousHolderShare ?? NaN) * 100, 0)} %, longest wait ${short(c.longestWaitMs)} ms (${short(c.mostGrantsDuringAWait, 0)} grants meanwhile), ${short(c.commandsPerGrant)} cmds/grant`,
+            `  ${short(c.grantsPerSec, 0)} grants/s, ${short(c.handoffsPerSec, 0)} handoffs/s, handoff p50 ${short(c.handoffP50Ms, 3)} p99 ${short(c.handoffP99Ms, 3)} ms, previous holder ${short((c.previousHolderShare ?? NaN) * 100, 0)} %, longest wait ${short(c.longestWaitMs)} ms (${short(c.mostGrantsDuringAWait, 0)} grants meanwhile), machine stalls ${c.machineStalls} (longest ${short(c.longestMachineStallMs)} ms), ${short(c.commandsPerGrant)} cmds/grant`,
           );
         }
       }

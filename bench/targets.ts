@@ -205,7 +205,8 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     add('b-race-floor', 'race grants/s vs floor', race, '>= 0.9', atLeast(race, 0.9));
     // Whether a long wait came from the order (a waiter passed over) or from slow turns.
     const turns = (m: ContendedResult) =>
-      `at most ${m.mostGrantsDuringAWait?.toFixed(0) ?? '?'} grants to others during one wait (strict turns: ${waiters - 1})`;
+      `at most ${m.mostGrantsDuringAWait?.toFixed(0) ?? '?'} grants to others during one wait (strict turns: ${waiters - 1}); ` +
+      `the machine ran nothing of ours ${m.machineStalls.toFixed(0)} times for over 4 ms, at most ${m.longestMachineStallMs?.toFixed(1) ?? '0'} ms`;
     const cycles = ratio('race.rwlock-write.longestWaitCycles');
     const bound = RACE_WAIT_CYCLES_PER_WAITER * waiters;
     const raceRw = r.contended.median.find((m) => m.lib === 'rwlock-write' && m.variant === 'race');

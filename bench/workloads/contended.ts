@@ -19,6 +19,7 @@ import { setMaxListeners } from 'node:events';
 import type { RedisClient } from '../../src/redis.js';
 import type { BenchConfig } from '../config.js';
 import { type Held, type LibName, type LockAdapter, makeAdapter, REDLOCK_LIBS } from '../libs.js';
+import { type MachineStalls, watchMachineStalls } from '../machine-stalls.js';
 import { holdFor, max, percentile, sleep } from '../stats.js';
 import { ready, SentCounter, type Topology } from '../topology.js';
 
@@ -47,6 +48,9 @@ export interface ContendedResult {
    * over; a long wait with no more than n - 1 came from slow turns, not order.
    */
   readonly mostGrantsDuringAWait: number | null;
+  /** Moments over 4 ms in the window when the machine ran nothing of ours (see machine-stalls.ts), and the longest. */
+  readonly machineStalls: number;
+  readonly longestMachineStallMs: number | null;
   /** Acquires that gave up (the library's own wait limit) and were retried. */
   readonly gaveUp: number;
   /** Commands written to Redis per grant (polling shows here). */
@@ -169,6 +173,8 @@ export async function measureContended(
     }
   };
 
+  const stalls = watchMachineStalls();
+  let machine: MachineStalls | undefined;
   const loops = adapters.map((adapter, i) => loop(i, adapter));
   let drainMs = 0;
   try {
@@ -191,8 +197,8 @@ export async function measureContended(
     onGrantOrStop();
     await Promise.race([Promise.allSettled(adapters.map((a) => a.close())), sleep(2_000)]);
     for (const redis of clients) redis.disconnect();
+    machine = await stalls.stop(windowStart, windowEnd);
   }
-
   const inWindow: number[] = [];
   grants.forEach((g, i) => {
     if (g.at >= windowStart && g.at <= windowEnd) inWindow.push(i);
@@ -244,6 +250,8 @@ export async function measureContended(
     waitP99Ms: percentile(waits, 99),
     longestWaitMs: max(allWaits),
     mostGrantsDuringAWait: max(grantsDuringWaits),
+    machineStalls: machine.count,
+    longestMachineStallMs: machine.longestMs,
     gaveUp,
     commandsPerGrant: inWindow.length > 0 ? (sentAtEnd - sentAtStart) / inWindow.length : null,
     violations,
