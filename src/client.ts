@@ -143,7 +143,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
           unconfirmed: () => telemetry.pollingFallback(),
           error: (error) => telemetry.subscriberError(error),
         },
-        clientId,
+        backend.handsOver ? clientId : undefined,
       ),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),

@@ -213,7 +213,7 @@ export class RWLock {
     // On a lock whose wake-ups this client already hears, watch before the first try: a
     // release after it cannot be missed, so a refused try is followed by a sleep, not a re-try.
     const writer = mode === 'write' ? owner : undefined;
-    let watch = waitMs > 0 ? ctx.wakeups.watchIfSubscribed(keys.channel, writer, ctx.backend.handsOver) : undefined;
+    let watch = waitMs > 0 ? ctx.wakeups.watchIfSubscribed(keys.channel, writer) : undefined;
     let leftIntent = false;
     let attempts = 0;
     let queued: Queued | undefined;
@@ -248,7 +248,7 @@ export class RWLock {
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try
           // and the subscription cannot be missed.
-          watch = await bound.race(ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), writer, ctx.backend.handsOver));
+          watch = await bound.race(ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), writer));
           continue;
         }
         await watch.sleep(Math.min(outcome.retryAfterMs + 1, recheckMs, left), signal);

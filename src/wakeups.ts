@@ -117,8 +117,13 @@ export class WakeupHub {
   constructor(
     clients: readonly Driver[],
     private readonly observer?: WakeupObserver,
-    /** The LockClient's id, which starts each of its hold ids: it names the client's own channel of each lock. */
-    private readonly clientId = '',
+    /**
+     * The LockClient's id (it starts each of its hold ids) when its backend's
+     * releases hand a freed lock to a waiting writer (`LockBackend.handsOver`):
+     * it names the client's own channel of each lock, which its waiting
+     * writers watch too. Undefined: releases do not hand over.
+     */
+    private readonly handedTo?: string,
   ) {
     this.clients = [...clients];
     this.subscribers = this.clients.map(() => undefined);
@@ -129,14 +134,14 @@ export class WakeupHub {
    * after `confirmWithinMs` at the latest (the waiter then relies on its
    * re-checks until the subscription comes through). A waiting writer passes
    * its owner token, and is then not woken by releases that name another
-   * writer as next; with `handsOver` it also watches this client's own
-   * channel of the lock, on which a release hands it the lock (so only this
+   * writer as next; where releases hand over it also watches this client's
+   * own channel of the lock, on which a release hands it the lock (so only this
    * client hears that message). In `redlock` mode each node names its own
    * next writer (their queues have one order, but a writer's try may not have
    * reached every node yet), so a release wakes at most one writer per node.
    */
-  async watch(channel: string, confirmWithinMs: number, writer?: string, handsOver = false): Promise<Watch> {
-    const own = this.ownChannel(channel, writer, handsOver);
+  async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
+    const own = this.ownChannel(channel, writer);
     const watch = this.register(channel, writer, own);
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
     const needed = Math.floor(this.clients.length / 2) + 1;
@@ -153,22 +158,22 @@ export class WakeupHub {
   }
 
   /**
-   * A watch on `channel` (and, with `handsOver`, on this client's own channel
-   * of the lock) at once when its subscriptions are already confirmed on
+   * A watch on `channel` (and, for a writer where releases hand over, on this
+   * client's own channel of the lock) at once when its subscriptions are already confirmed on
    * every client (the lock has waiters, or had some in the last 5 s), else
    * undefined. Made before a try, it hears every release that runs after that
    * try, so a refused try needs no second one.
    */
-  watchIfSubscribed(channel: string, writer?: string, handsOver = false): Watch | undefined {
+  watchIfSubscribed(channel: string, writer?: string): Watch | undefined {
     if (!this.confirmedEverywhere(channel)) return undefined;
-    const own = this.ownChannel(channel, writer, handsOver);
+    const own = this.ownChannel(channel, writer);
     if (own !== undefined && !this.confirmedEverywhere(own)) return undefined;
     return this.register(channel, writer, own);
   }
 
   /** A waiting writer's channel for the releases that hand it the lock, when they do. */
-  private ownChannel(channel: string, writer: string | undefined, handsOver: boolean): string | undefined {
-    return handsOver && writer !== undefined ? handedChannel(channel, this.clientId) : undefined;
+  private ownChannel(channel: string, writer: string | undefined): string | undefined {
+    return this.handedTo !== undefined && writer !== undefined ? handedChannel(channel, this.handedTo) : undefined;
   }
 
   private confirmedEverywhere(channel: string): boolean {

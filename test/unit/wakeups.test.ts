@@ -148,11 +148,11 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     const fake = fakeClient();
     const hub = new WakeupHub([fake.client], undefined, 'c1');
     const own = handedChannel('a', 'c1');
-    const writer = await hub.watch('a', 100, 'me', true);
+    const writer = await hub.watch('a', 100, 'me');
     const reader = await hub.watch('a', 100);
     expect(fake.calls).to.deep.equal(['ssubscribe a', `ssubscribe ${own}`]);
     // Every writer of this client shares the client's channel: confirmed, it watches at once.
-    const other = hub.watchIfSubscribed('a', 'you', true);
+    const other = hub.watchIfSubscribed('a', 'you');
     expect(other).to.be.instanceOf(Watch);
     writer.close();
     other!.close();
@@ -162,12 +162,17 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     // Subscribed to the lock's channel alone (a reader's wait), a writer of a lock that hands over watches once
     // both are confirmed; of a lock that does not, at once.
     const again = await hub.watch('a', 100);
-    expect(hub.watchIfSubscribed('a', 'me', true)).to.equal(undefined);
-    const legacy = hub.watchIfSubscribed('a', 'me');
-    expect(legacy).to.be.instanceOf(Watch);
-    legacy!.close();
+    expect(hub.watchIfSubscribed('a', 'me')).to.equal(undefined);
     again.close();
     hub.close();
+    const legacyFake = fakeClient();
+    const legacyHub = new WakeupHub([legacyFake.client]);
+    const legacyReader = await legacyHub.watch('a', 100);
+    const legacy = legacyHub.watchIfSubscribed('a', 'me');
+    expect(legacy).to.be.instanceOf(Watch);
+    legacy!.close();
+    legacyReader.close();
+    legacyHub.close();
   });
 
   it('unsubscribes a channel exactly 5 s after its last waiter left, unless another came meanwhile', async () => {
