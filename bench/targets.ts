@@ -203,8 +203,8 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     add('b-handoff-p99', 'baton handoff p99', baton?.handoffP99Ms ?? null, '<= 1', atMost(baton?.handoffP99Ms ?? null, 1), 'ms');
     const race = ratio('race.rwlock-write/floor');
     add('b-race-floor', 'race grants/s vs floor', race, '>= 0.9', atLeast(race, 0.9));
-    // Whether a long wait came from the order (a waiter passed over) or from slow turns.
-    const turns = (m: ContendedResult) =>
+    // Whether a long wait came from the order (a waiter passed over) or from slow turns (the machine).
+    const raceNote = (m: ContendedResult) =>
       `at most ${m.mostGrantsDuringAWait?.toFixed(0) ?? '?'} grants to others during one wait (strict turns: ${waiters - 1}); ` +
       `the machine ran nothing of ours ${m.machineStalls.toFixed(0)} times for over 4 ms, at most ${m.longestMachineStallMs?.toFixed(1) ?? '0'} ms`;
     const cycles = ratio('race.rwlock-write.longestWaitCycles');
@@ -218,7 +218,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
       atMost(cycles, bound),
       'cycles',
       raceRw
-        ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder; ${turns(raceRw)}`
+        ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder; ${raceNote(raceRw)}`
         : undefined,
     );
     // Issue 14: redlock mode on three servers hands over nearly as fast as the hash mode on one.
@@ -256,7 +256,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         `<= ${bound}`,
         atMost(fairCycles, bound),
         'cycles',
-        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s; ${turns(fair)}`,
+        `longest wait ${fair.longestWaitMs?.toFixed(1)} ms at ${fair.grantsPerSec.toFixed(0)} grants/s; ${raceNote(fair)}`,
       );
     }
     const violations = r.contended.runs.flat().reduce((a, m) => a + m.violations, 0);

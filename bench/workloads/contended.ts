@@ -199,6 +199,7 @@ export async function measureContended(
     for (const redis of clients) redis.disconnect();
     machine = await stalls.stop(windowStart, windowEnd);
   }
+
   const inWindow: number[] = [];
   grants.forEach((g, i) => {
     if (g.at >= windowStart && g.at <= windowEnd) inWindow.push(i);
