@@ -23,6 +23,8 @@ export interface BoundErrors {
   late(): Error;
   /** The signal aborted first. */
   aborted?(): Error;
+  /** The LockClient was closed first (see {@link Deadlines.close}); calls without it wait on. */
+  closed?(): Error;
 }
 
 /** One bounded call: settles its promise once, with the call's outcome or the error of its bound. */
@@ -72,6 +74,7 @@ export class Deadlines {
   private head: Pending<unknown> | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timerAt = Infinity;
+  private closing = false;
 
   /**
    * `promise`'s outcome, or a rejection with `errors.late()` once `at`
@@ -84,9 +87,16 @@ export class Deadlines {
       entry.resolve = resolve;
       entry.reject = reject;
     });
+    // Settled before it is linked: it must not be unlinked (that would drop the whole list).
+    if (this.closing && errors.closed !== undefined) {
+      entry.settled = true;
+      entry.reject(errors.closed());
+      return result;
+    }
     if (signal !== undefined && errors.aborted !== undefined) {
       if (signal.aborted) {
-        this.fail(entry, errors.aborted());
+        entry.settled = true;
+        entry.reject(errors.aborted());
         return result;
       }
       entry.abortListener = () => this.fail(entry, errors.aborted!());
@@ -110,6 +120,18 @@ export class Deadlines {
    */
   within<T>(promise: Promise<T>, timeoutMs: number, operation: string, subject: CallSubject): Promise<T> {
     return this.race(promise, performance.now() + timeoutMs, new Unanswered(operation, subject, timeoutMs));
+  }
+
+  /**
+   * Ends every pending call whose errors say what closing means (the
+   * acquires: `close()` does not wait out their bounds), and every such call
+   * made from now on, with its `closed()` error. Releases and renewals wait on.
+   */
+  close(): void {
+    this.closing = true;
+    const due: Pending<unknown>[] = [];
+    for (let entry = this.head; entry !== undefined; entry = entry.next) if (entry.errors.closed) due.push(entry);
+    for (const entry of due) this.fail(entry, entry.errors.closed!());
   }
 
   /** Marks `entry` settled; false if it already was. */
