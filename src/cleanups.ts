@@ -1,12 +1,30 @@
 /**
- * Clean-ups that outlive the call that started them: a grant that came after
+ * What `LockClient.close()` waits for: the acquires still in flight, and the
+ * clean-ups that outlive the call that started them (a grant that came after
  * its acquire gave up is given back, a writer that stopped waiting leaves the
- * queue. The caller does not wait for them (an aborted acquire returns at
- * once), but `LockClient.close()` does, bounded, so that a process that
- * closes and quits leaves nothing locked behind it.
+ * queue). The caller does not wait for a clean-up (an aborted acquire returns
+ * at once), but `close()` does, bounded, so that a process that closes and
+ * quits leaves nothing locked behind it.
  */
 export class Cleanups {
   private readonly pending = new Set<Promise<void>>();
+  /** Acquires between their first try and their settling. */
+  private acquiring = 0;
+  /** Resolved when `acquiring` drops to 0 (only while someone waits for it). */
+  private idle: (() => void) | undefined;
+  private idleWait: Promise<void> | undefined;
+
+  /** An acquire starts: `close()` waits until it has settled (and tracked its clean-up). */
+  acquireStarted(): void {
+    this.acquiring++;
+  }
+
+  acquireEnded(): void {
+    if (--this.acquiring === 0 && this.idle) {
+      this.idle();
+      this.idle = this.idleWait = undefined;
+    }
+  }
 
   /** Runs `work` in the background; its failure is its own to report. */
   track(work: Promise<unknown>): void {
@@ -14,9 +32,15 @@ export class Cleanups {
     this.pending.add(done);
   }
 
-  /** Settles once every clean-up started so far has ended. */
+  /** Settles once no acquire is in flight and every clean-up started so far has ended. */
   async settled(): Promise<void> {
-    while (this.pending.size > 0) await Promise.all(this.pending);
+    for (;;) {
+      if (this.acquiring > 0) {
+        this.idleWait ??= new Promise<void>((resolve) => (this.idle = resolve));
+        await this.idleWait;
+      } else if (this.pending.size > 0) await Promise.all(this.pending);
+      else return;
+    }
   }
 }
 

@@ -119,6 +119,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
     const deadlines = new Deadlines();
+    const cleanups = new Cleanups();
     const telemetry = (this.telemetry = new Telemetry(this));
     const holdings = new Holdings(
       backend,
@@ -127,6 +128,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       deadlines,
       this.options.redisTimeoutMs,
       telemetry,
+      cleanups,
     );
     // Hold ids: this client's random id, a dot and a counter (unique across clients and processes).
     // A release that hands a lock over reads the id from the hold id, to message this client alone.
@@ -148,9 +150,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       deadlines,
       assertOpen: (context) => this.assertOpen(context),
       redisClosed: () => this.clients.some(isClosed),
+      closed: () => this.isClosedFlag,
       nextHoldId: () => `${clientId}.${(holdCount++).toString(36)}`,
       telemetry,
-      cleanups: new Cleanups(),
+      cleanups,
     };
   }
 
@@ -337,18 +340,20 @@ export class LockClient extends EventEmitter<LockClientEvents> {
 
   /**
    * Stops renewal, releases every lease still held (best-effort), ends the
-   * waits in progress with `ClientClosedError`, closes the subscriber
-   * connections, and waits (up to `redisTimeoutMs`) until what aborted or
-   * unanswered acquires took has been given back, so that quitting the
-   * Redis client next leaves nothing locked. The Redis client passed in
-   * stays open.
+   * acquires in flight with `ClientClosedError` (waits and calls on the
+   * wire alike), closes the subscriber connections, and settles once every
+   * such acquire has settled and what it took (a grant that lands late, a
+   * place in the writers' queue) has been given back, however late Redis
+   * answers, bounded by `redisTimeoutMs`. Quitting the Redis client after it
+   * then leaves nothing held. The Redis client passed in stays open.
    */
   async close(): Promise<void> {
     if (this.isClosedFlag) return;
     this.isClosedFlag = true;
-    this.ctx.wakeups.close();
-    // What aborted or unanswered acquires took is being given back meanwhile: wait for that too, up to redisTimeoutMs.
-    const { holdings, deadlines, cleanups, options } = this.ctx;
+    const { holdings, deadlines, cleanups, options, wakeups } = this.ctx;
+    wakeups.close();
+    deadlines.close();
+    // The acquires just ended give back what they took meanwhile: wait for that too, up to redisTimeoutMs.
     const givenBack = deadlines.within(cleanups.settled(), options.redisTimeoutMs, 'giving back what ended acquires took', {});
     await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
   }

@@ -1,4 +1,5 @@
 import { type AcquireOutcome, type AcquireRequest, handedMs, type LockBackend } from './backends/backend.js';
+import { Cleanups } from './cleanups.js';
 import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
 import type { LockKeys } from './keys/keys.js';
@@ -84,6 +85,8 @@ export class Holdings implements LeaseHost {
     /** How long a release, extend or renewal waits for Redis. */
     private readonly redisTimeoutMs: number,
     private readonly observer?: HoldingsObserver,
+    /** Where a grant that came after close() is given back from; `LockClient.close()` waits for it. */
+    private readonly cleanups = new Cleanups(),
   ) {}
 
   /** Number of (lock, owner) pairs held; for tests and introspection. */
@@ -104,13 +107,14 @@ export class Holdings implements LeaseHost {
   add(request: AcquireRequest, grant: AcquireOutcome & { granted: true }, autoRenew: boolean, sentAt: number): Lease {
     const { resource, keys, owner, mode, holdId, leaseMs } = request;
     if (this.closed) {
-      // Granted while close() ran: give it straight back, so nothing stays locked.
-      void this.backend.release(keys, mode, owner, holdId).catch((error: unknown) => {
+      // Granted while close() ran: give it straight back (close() waits for it), so nothing stays locked.
+      const givingBack = this.backend.release(keys, mode, owner, holdId).catch((error: unknown) => {
         const context = { resource, mode, owner };
         this.observer?.backgroundError(
           redisFailure(`giving back the ${mode} lock on "${resource}" granted after close() (it expires by itself)`, error, context),
         );
       });
+      this.cleanups.track(givingBack);
       throw new ClientClosedError('this LockClient was closed while the acquire was in flight; nothing is held', {
         resource,
         mode,

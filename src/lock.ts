@@ -6,6 +6,7 @@ import type { BoundErrors, Deadlines } from './deadlines.js';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
+  ClientClosedError,
   InvalidArgumentError,
   type LockMode,
   RedisUnavailableError,
@@ -44,11 +45,13 @@ export interface LockContext {
   assertOpen(context: RWLockErrorContext): void;
   /** True once the Redis client under the LockClient is closed: nothing more can be sent. */
   redisClosed(): boolean;
+  /** True once `close()` was called on the LockClient. */
+  closed(): boolean;
   /** A new id for one acquire's hold, unique across clients and processes. */
   nextHoldId(): string;
   /** The client's counters and events. */
   readonly telemetry: Telemetry;
-  /** Work that outlives its call (late grants given back, queue places left); `close()` waits for it. */
+  /** Acquires in flight and work that outlives its call (late grants given back, queue places left); `close()` waits for both. */
   readonly cleanups: Cleanups;
 }
 
@@ -217,6 +220,7 @@ export class RWLock {
     let leftIntent = false;
     let attempts = 0;
     let queued: Queued | undefined;
+    ctx.cleanups.acquireStarted();
     try {
       for (;;) {
         ctx.assertOpen(context);
@@ -282,6 +286,7 @@ export class RWLock {
       }
       throw error;
     } finally {
+      ctx.cleanups.acquireEnded();
       watch?.close();
       if (trace) trace.attempts = attempts;
     }
@@ -376,6 +381,15 @@ class AcquireBound implements BoundErrors {
   aborted(): AcquireAbortedError {
     return (this.raised = aborted(this.signal!, this.context));
   }
+
+  closed(): ClientClosedError {
+    const { resource, mode } = this.context;
+    return (this.raised = new ClientClosedError(
+      `acquiring the ${mode} lock on "${resource}" ended: this LockClient was closed while the acquire was in flight; ` +
+        'nothing is held, and close() settles once a grant that comes later has been given back',
+      this.context,
+    ));
+  }
 }
 
 /** Longest pause between two tries to give back a late or unknown grant, in ms. */
@@ -383,24 +397,27 @@ const UNDO_RETRY_MAX_MS = 2_000;
 
 /**
  * Gives back what an acquire with an unknown outcome took, once that outcome
- * is known: its hold if granted, its place in the writers' queue if it
- * queued. Retried while Redis does not answer, until the grant would have
- * expired by itself (or the Redis client is closed). The undo names the hold,
- * so running it more than once changes nothing. Runs in the background,
- * tracked so that `close()` waits for it.
+ * is known, however late: its hold if granted, its place in the writers'
+ * queue if it queued. Retried while Redis does not answer, for as long as the
+ * LockClient is open (a reentrant owner's renewal keeps its late hold alive
+ * with the others), then until the grant would have expired by itself,
+ * counted from when it was known; not once the Redis client is closed. The
+ * undo names the hold, so running it more than once changes nothing. Runs in
+ * the background, tracked so that `close()` waits for it.
  */
 function undoWhenKnown(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): void {
   ctx.cleanups.track(undo(ctx, request, sent));
 }
 
 async function undo(ctx: LockContext, request: AcquireRequest, sent: Promise<AcquireOutcome>): Promise<void> {
-  const until = performance.now() + request.leaseMs;
   const tookSomething = await sent.then(
     (outcome) => outcome.granted || request.waitBeatMs > 0,
     () => true,
   );
   if (!tookSomething) return;
-  for (let delay = 50, reported = false; !ctx.redisClosed() && performance.now() <= until; delay = Math.min(2 * delay, UNDO_RETRY_MAX_MS)) {
+  const until = performance.now() + request.leaseMs;
+  const worthTrying = () => !ctx.redisClosed() && (!ctx.closed() || performance.now() <= until);
+  for (let delay = 50, reported = false; worthTrying(); delay = Math.min(2 * delay, UNDO_RETRY_MAX_MS)) {
     try {
       await ctx.backend.abandon(request.keys, request.owner, request.holdId);
       return;
@@ -408,7 +425,7 @@ async function undo(ctx: LockContext, request: AcquireRequest, sent: Promise<Acq
       if (!reported) {
         reported = true;
         const { resource, mode, owner } = request;
-        const what = `giving back the ${mode} lock on "${resource}" that an acquire with an unknown outcome may hold (retried until it would expire by itself)`;
+        const what = `giving back the ${mode} lock on "${resource}" that an acquire with an unknown outcome may hold (retried while this LockClient is open, then until it would expire by itself)`;
         ctx.telemetry.backgroundError(redisFailure(what, error, { resource, mode, owner }));
       }
       await sleep(delay, undefined, { ref: false });

@@ -7,7 +7,15 @@
  */
 import { expect } from 'chai';
 import { Cluster, Redis } from 'ioredis';
-import { AcquireAbortedError, type Lease, LockClient, type LockClientOptions, LockNotHeldError } from '../../src/index.js';
+import {
+  AcquireAbortedError,
+  ClientClosedError,
+  type Lease,
+  LockClient,
+  type LockClientOptions,
+  LockNotHeldError,
+  RedisUnavailableError,
+} from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import {
   type ClusterFaultProxy,
@@ -169,6 +177,42 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await locks.close();
     await through.quit();
     expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
+  });
+
+  it('close() with an acquire on the wire settles once its grant is given back: quitting right after leaves nothing held', async () => {
+    const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
+    const lock = locks.lock('closing');
+    await (await lock.acquireWrite()).release(); // connected, script loaded
+    proxy.delay(100); // each way: the grant's reply comes ~200 ms after the call
+    const scriptsSent = () => (proxy.stats.commands.evalsha ?? 0) + (proxy.stats.commands.eval ?? 0);
+    const sentBefore = scriptsSent();
+    const acquiring = rejection(lock.acquireWrite({ waitMs: 10_000 }));
+    await eventually('the acquire to be on the wire', async () => scriptsSent() > sentBefore);
+    // As a process that shuts down does: close the LockClient, then quit the Redis client at once.
+    await locks.close();
+    await through.quit();
+    expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
+    expect(await acquiring).to.be.instanceOf(ClientClosedError);
+  });
+
+  it("a grant that lands after its acquire's bound and lease is given back, also to an owner whose outer hold renews", async () => {
+    const locks = new LockClient(through, { redisTimeoutMs: 300 });
+    const others = new LockClient(direct);
+    const lock = locks.lock('late');
+    const outer = await lock.acquireWrite(); // auto-renewed: the owner's deadline keeps moving
+    const holds = async () => (await others.lock('late').inspect()).writer?.holds ?? 0;
+    proxy.delay(800); // each way: the inner grant lands ~800 ms after the call, its reply ~1,600 ms: past 300 + 1,000 ms
+    const late = await rejection(lock.tryAcquireWrite({ owner: outer.token, leaseMs: 1000 }));
+    expect(late).to.be.instanceOf(RedisUnavailableError);
+    await eventually('the late grant to land', async () => (await holds()) === 2, 10_000);
+    await eventually('the late grant to be given back', async () => (await holds()) === 1, 10_000);
+    proxy.delay(0);
+    await through.exists(lock.keys.state); // on the lock's connection, behind every reply still delayed on its way
+    expect(outer.held).to.equal(true);
+    await outer.release();
+    expect(await others.lock('late').tryAcquireWrite(), 'the lock is free once the outer hold is released').to.not.equal(null);
+    await locks.close();
+    await others.close();
   });
 });
 
