@@ -42,7 +42,10 @@ export function fenceKeyOf(key: string): string {
  * Writes `value` to `key` unless the key has already seen a higher fence, in
  * one atomic script; the guarded resource for a lock's fencing tokens.
  *
- * Pass the `lease` (or its `fence`) of the write lock that guards `key`.
+ * Pass the `lease` (or its `fence`) of the write lock that guards `key`. A
+ * read lease is refused with {@link InvalidArgumentError}:
+ * readers share the lock, so a reader's fence cannot keep another reader's
+ * write out. (A bare number is taken as a write lease's fence.)
  * Every later write grant of that lock carries a higher fence, so when a
  * holder is paused past its lease (GC, a stalled event loop, a slow network)
  * and another process takes the lock and writes, the paused holder's late
@@ -70,6 +73,12 @@ export async function fencedSet(
   options?: FencedSetOptions,
 ): Promise<void> {
   const { client, f, fenceKey } = fencedArguments(redis, key, fence, options?.fenceKey);
+  if (typeof fence === 'object' && fence !== null && (fence as { readonly mode?: unknown }).mode === 'read') {
+    throw new InvalidArgumentError(
+      'fence',
+      'is a read lease: readers share the lock, so a read lease cannot guard a write; acquire the write lock and pass its lease (or read with fencedGet)',
+    );
+  }
   if (typeof value !== 'string' && typeof value !== 'number' && !Buffer.isBuffer(value)) {
     throw new InvalidArgumentError('value', `must be a string, number or Buffer, got ${describe(value)}`);
   }

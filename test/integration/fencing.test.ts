@@ -88,6 +88,17 @@ forEachTopology('fencing', (ctx) => {
     await locks.close();
   });
 
+  it('refuses a read lease with InvalidArgumentError, writing nothing: a reader cannot write through fencedSet', async () => {
+    const locks = new LockClient(redis);
+    const error = await rejection(locks.withRead('doc:{10}', (lease) => fencedSet(redis, 'doc:{10}', 'v', lease)));
+    expect(error).to.be.instanceOf(InvalidArgumentError);
+    expect((error as Error).message).to.match(/read lease.*acquire the write lock/);
+    expect(await redis.exists('doc:{10}', fenceKeyOf('doc:{10}'))).to.equal(0);
+    await locks.withWrite('doc:{10}', (lease) => fencedSet(redis, 'doc:{10}', 'v', lease));
+    expect(await redis.get('doc:{10}')).to.equal('v');
+    await locks.close();
+  });
+
   it("on a client with a keyPrefix writes under the prefix; a LockClient is refused, and its prefix option gives the prefix's names", async () => {
     const prefixed = ctx.client({ keyPrefix: 'app:' });
     const error = (() => {
