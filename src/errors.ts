@@ -169,9 +169,11 @@ export interface NodeOutcome {
   /**
    * `ok`: it answered and agreed (granted, released, extended); `refused`: it
    * answered no (the lock is taken there, or not held there); `error`: its
-   * command failed; `timeout`: it did not answer within `redlock.nodeTimeoutMs`.
+   * command failed; `timeout`: it did not answer within `redlock.nodeTimeoutMs`;
+   * `pending`: it had not answered yet when the other nodes had decided, so it
+   * was not waited for (it did not fail).
    */
-  readonly outcome: 'ok' | 'refused' | 'error' | 'timeout';
+  readonly outcome: 'ok' | 'refused' | 'error' | 'timeout' | 'pending';
   /** What happened, in words. */
   readonly reason: string;
 }

@@ -28,6 +28,15 @@ type Settled<T> =
   | { readonly status: 'error'; readonly error: unknown }
   | { readonly status: 'pending' };
 
+/** Every node's answer to one operation when the wait for them ended. */
+interface Gathered<T> {
+  readonly settled: Settled<T>[];
+  /** The promises of the nodes still pending, for clean-up when they answer. */
+  readonly late: (Promise<T> | undefined)[];
+  /** The timeout, when it ended the wait; undefined when the nodes that answered decided. */
+  readonly timedOutMs: number | undefined;
+}
+
 /** Majority of `n`. */
 export function quorumOf(n: number): number {
   return Math.floor(n / 2) + 1;
@@ -93,7 +102,6 @@ export class RedlockBackend implements LockBackend {
     const started = performance.now();
     const n = this.nodes.length;
     const q = this.quorum;
-    const drift = this.driftOf(r.leaseMs);
     let place = this.places.get(r);
     if (place === undefined && r.mode === 'write' && r.waitBeatMs > 0) {
       place = Math.round((performance.timeOrigin + performance.now()) * 1000);
@@ -102,11 +110,12 @@ export class RedlockBackend implements LockBackend {
     const request = place === undefined ? r : { ...r, queuePlaceUs: place };
     // Done early once a majority granted; a refusal waits for every node (or the timeout), so
     // that what this attempt took is given back before the caller tries again or gives up.
-    const { settled, late } = await this.gather(
+    const gathered = await this.gather(
       (node) => node.acquire(request),
       Math.min(this.options.nodeTimeoutMs, r.leaseMs),
       (s) => s.filter((x) => x.status === 'ok' && x.value.granted).length >= q,
     );
+    const { settled, late } = gathered;
     const grants = settled.flatMap((s) => (s.status === 'ok' && s.value.granted ? [s.value] : []));
     const refusals = settled.flatMap((s) => (s.status === 'ok' && !s.value.granted ? [s.value] : []));
     const queues = r.mode === 'write' && r.waitBeatMs > 0;
@@ -114,6 +123,8 @@ export class RedlockBackend implements LockBackend {
     if (grants.length >= q) {
       // The lock is held until fewer than a majority hold it: the q-th longest lease left.
       const remaining = grants.map((g) => g.leaseRemainingMs).sort((a, b) => b - a)[q - 1]!;
+      // The drift of the hold this grant confirms: a handed hold lasts far less than the lease.
+      const drift = this.driftOf(remaining);
       const validity = remaining - (performance.now() - started) - drift;
       if (validity > 0) {
         // A refused node may have queued this writer; it got the lock, so it waits no more there.
@@ -159,7 +170,7 @@ export class RedlockBackend implements LockBackend {
         `acquiring the ${r.mode} lock on "${r.resource}"`,
         q,
         this.outcomes(
-          settled,
+          gathered,
           (o) => (o.granted ? 'granted' : `refused (${o.reason})`),
           (o) => o.granted,
         ),
@@ -203,13 +214,14 @@ export class RedlockBackend implements LockBackend {
     // The other nodes' messages may still come: the release went to every node at once.
     if (mine.length < this.quorum) return mine.length > 0 ? 'wait' : undefined;
     const fence = Math.max(...mine.map((i) => handed[i]!.fence));
-    return handedGrant(r, fence, handedMs(r) - this.driftOf(r.leaseMs), elapsedMs);
+    const handMs = handedMs(r);
+    return handedGrant(r, fence, handMs - this.driftOf(handMs), elapsedMs);
   }
 
   async release(keys: LockKeys, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const n = this.nodes.length;
     const q = this.quorum;
-    const { settled } = await this.gather(
+    const gathered = await this.gather(
       (node) => node.release(keys, mode, owner, holdId),
       this.options.nodeTimeoutMs,
       (s) => {
@@ -218,6 +230,7 @@ export class RedlockBackend implements LockBackend {
         return released >= q || not > n - q;
       },
     );
+    const { settled } = gathered;
     const released = settled.filter((s) => s.status === 'ok' && s.value).length;
     if (released >= q) return true;
     if (released + settled.filter((s) => s.status !== 'ok').length >= q) {
@@ -225,7 +238,7 @@ export class RedlockBackend implements LockBackend {
         `releasing the ${mode} lock`,
         q,
         this.outcomes(
-          settled,
+          gathered,
           (v) => (v ? 'released' : 'not held'),
           (v) => v,
         ),
@@ -235,8 +248,10 @@ export class RedlockBackend implements LockBackend {
         },
       );
     }
-    // Fewer than a majority held it: lost. Drop what is left of it.
-    void this.abandon(keys, owner, ALL_HOLDS).catch(() => undefined);
+    // Fewer than a majority held it: lost, or released by an earlier call whose outcome was
+    // unknown. Drop what is left of this hold alone: the owner's other holds (an outer write
+    // under this nested read) are theirs to release.
+    void this.abandon(keys, owner, holdId).catch(() => undefined);
     return false;
   }
 
@@ -249,11 +264,12 @@ export class RedlockBackend implements LockBackend {
       const open = s.filter((x) => x.status !== 'ok' || Number.isNaN(x.value[k])).length;
       return held >= q ? 'held' : held + open < q ? 'lost' : 'open';
     };
-    const { settled } = await this.gather(
+    const gathered = await this.gather(
       (node) => node.extend(requests),
       this.options.nodeTimeoutMs,
       (s) => requests.every((_, k) => verdict(s, k) !== 'open'),
     );
+    const { settled } = gathered;
     const verdicts = requests.map((_, k) => verdict(settled, k));
     if (verdicts.every((v) => v === 'open')) {
       // Nothing decided: the caller learns why (each node's answer) and tries again.
@@ -261,7 +277,7 @@ export class RedlockBackend implements LockBackend {
         `renewing ${requests.length} lease(s)`,
         q,
         this.outcomes(
-          settled,
+          gathered,
           (v) => `${v.filter((x) => x > 0).length} renewed`,
           () => true,
         ),
@@ -277,22 +293,22 @@ export class RedlockBackend implements LockBackend {
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);
-      return Math.max(1, left[q - 1]! - this.driftOf(r.leaseMs));
+      return Math.max(1, left[q - 1]! - this.driftOf(left[q - 1]!));
     });
   }
 
   async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
-    const { settled } = await this.gather(
+    const gathered = await this.gather(
       (node) => node.abandon(keys, owner, drop),
       this.options.nodeTimeoutMs,
       () => false,
     );
-    if (settled.some((s) => s.status !== 'ok')) {
+    if (gathered.settled.some((s) => s.status !== 'ok')) {
       throw new QuorumError(
         'withdrawing from the lock',
         this.quorum,
         this.outcomes(
-          settled,
+          gathered,
           () => 'done',
           () => true,
         ),
@@ -302,19 +318,19 @@ export class RedlockBackend implements LockBackend {
   }
 
   async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
-    const { settled } = await this.gather(
+    const gathered = await this.gather(
       (node) => node.inspect(resource, keys),
       this.options.nodeTimeoutMs,
       () => false,
     );
-    const views = settled.map((s) => (s.status === 'ok' ? s.value : null));
+    const views = gathered.settled.map((s) => (s.status === 'ok' ? s.value : null));
     const answered = views.filter((v): v is LockInfo => v !== null);
     if (answered.length < this.quorum) {
       throw new QuorumError(
         `inspecting the lock on "${resource}"`,
         this.quorum,
         this.outcomes(
-          settled,
+          gathered,
           () => 'answered',
           () => true,
         ),
@@ -330,13 +346,14 @@ export class RedlockBackend implements LockBackend {
    * Runs `op` on every node at once and resolves when `enough` says a
    * majority decided, when every node answered, or after `timeoutMs`,
    * whichever comes first. `late` holds the promises of the nodes still
-   * pending then, for clean-up when they answer.
+   * pending then, for clean-up when they answer; `timedOutMs` is the timeout
+   * when it was the timeout that ended the wait.
    */
   private gather<T>(
     op: (node: NodeBackend) => Promise<T>,
     timeoutMs: number,
     enough: (settled: readonly Settled<T>[]) => boolean,
-  ): Promise<{ settled: Settled<T>[]; late: (Promise<T> | undefined)[] }> {
+  ): Promise<Gathered<T>> {
     const settled: Settled<T>[] = this.nodes.map(() => ({ status: 'pending' }));
     const promises = this.nodes.map((node) => {
       try {
@@ -348,14 +365,18 @@ export class RedlockBackend implements LockBackend {
     return new Promise((resolve) => {
       let done = false;
       let timer: NodeJS.Timeout | undefined;
-      const finish = () => {
+      const finish = (timedOut: boolean) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
         const snapshot = [...settled];
-        resolve({ settled: snapshot, late: promises.map((p, i) => (snapshot[i]!.status === 'pending' ? p : undefined)) });
+        resolve({
+          settled: snapshot,
+          late: promises.map((p, i) => (snapshot[i]!.status === 'pending' ? p : undefined)),
+          timedOutMs: timedOut ? timeoutMs : undefined,
+        });
       };
-      timer = setTimeout(finish, timeoutMs);
+      timer = setTimeout(() => finish(true), timeoutMs);
       promises.forEach((p, i) =>
         p
           .then(
@@ -368,19 +389,22 @@ export class RedlockBackend implements LockBackend {
           )
           .then(() => {
             if (done) return;
-            if (settled.every((s) => s.status !== 'pending') || enough(settled)) finish();
+            if (settled.every((s) => s.status !== 'pending') || enough(settled)) finish(false);
           }),
       );
     });
   }
 
   /** Each node's outcome, for a {@link QuorumError}. */
-  private outcomes<T>(settled: readonly Settled<T>[], say: (value: T) => string, agreed: (value: T) => boolean): NodeOutcome[] {
+  private outcomes<T>({ settled, timedOutMs }: Gathered<T>, say: (value: T) => string, agreed: (value: T) => boolean): NodeOutcome[] {
     return settled.map((s, node) => {
       const address = this.addresses[node]!;
       if (s.status === 'ok') return { node, address, outcome: agreed(s.value) ? 'ok' : 'refused', reason: say(s.value) };
       if (s.status === 'pending') {
-        return { node, address, outcome: 'timeout', reason: `no answer within ${this.options.nodeTimeoutMs} ms` };
+        // A node the others decided without was not waited for: it did not time out.
+        return timedOutMs === undefined
+          ? { node, address, outcome: 'pending', reason: 'not answered yet when the other nodes had decided (not waited for)' }
+          : { node, address, outcome: 'timeout', reason: `no answer within ${timedOutMs} ms` };
       }
       const message = s.error instanceof Error ? s.error.message : String(s.error);
       return { node, address, outcome: 'error', reason: `failed: ${message}` };

@@ -262,6 +262,29 @@ describe('exactly once in redlock mode, with replies dropped by the network [3 i
     await others.close();
   });
 
+  it("a nested read's release retried after an unknown outcome leaves the owner's write: nobody else gets in", async () => {
+    const locks = new LockClient(through, { mode: 'redlock', redisTimeoutMs: 300 });
+    const others = new LockClient(direct, { mode: 'redlock' });
+    const write = await locks.lock('retried').acquireWrite();
+    const read = await locks.lock('retried').acquireRead({ owner: write.token });
+    const { state } = locks.lock('retried').keys;
+    for (const proxy of proxies) proxy.delay(400); // each way: the release runs on every server, its reply comes too late
+    expect(await rejection(read.release())).to.be.instanceOf(RedisUnavailableError);
+    await eventually('the read hold to be released on every server', async () =>
+      (await Promise.all(direct.map((c) => c.hexists(state, `r:${write.token}`)))).every((held) => held === 0),
+    );
+    for (const proxy of proxies) proxy.delay(0);
+    await Promise.all(through.map((c) => c.exists(state))); // behind the replies still delayed on their way
+    await read.release(); // the documented retry: the hold is already gone on every server
+    await Promise.all(through.map((c) => c.exists(state))); // behind whatever the retry sent
+    expect(write.held).to.equal(true);
+    expect(await others.lock('retried').tryAcquireWrite(), 'another writer').to.equal(null);
+    await write.release();
+    await eventually('every server to be empty', async () => (await keysLeft()) === 0);
+    await locks.close();
+    await others.close();
+  });
+
   it('a resent acquire on a majority of servers counts one hold: after release the lock is free at once', async () => {
     const locks = new LockClient(through, { mode: 'redlock' });
     const others = new LockClient(direct, { mode: 'redlock' });

@@ -408,6 +408,24 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
     });
 
+    it('a writer with a long lease that a release hands the lock holds it: the drift allowance fits the handed hold', async () => {
+      // The handed hold lasts 2 x recheckMs + 100 ms; an allowance of the whole lease (1 % of
+      // 120 s) left it no validity, and the grant was released again with a QuorumError.
+      const holder = open();
+      const held = await holder.lock('long').acquireWrite();
+      await onEveryNode();
+      const waiter = open({ leaseMs: 120_000 });
+      const waiting = waiter.lock('long').acquireWrite({ waitMs: 10_000 });
+      await eventually('the waiter to queue on every node', async () =>
+        (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{long}')))).every((queued) => queued === 1),
+      );
+      await held.release();
+      const lease = await waiting;
+      expect(lease.held).to.equal(true);
+      await lease.release();
+      expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
+    });
+
     if (clientKind === 'ioredis') {
       it("leaves nothing held on a node whose release of the last writer comes after the next writer's release", async () => {
         const last = masters.servers[n - 1]!;

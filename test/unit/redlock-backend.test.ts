@@ -223,6 +223,26 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     for (const node of nodes) expect(node.places.slice(3)).to.deep.equal([undefined, undefined]);
   });
 
+  it("a release a majority no longer holds drops this hold alone on every node, never the owner's others", async () => {
+    const { nodes, backend } = setup(3);
+    for (const node of nodes) node.releaseAnswer = false; // released already, by a call whose outcome was unknown
+    expect(await backend.release(keys, 'read', 'me', 'h7')).to.equal(false);
+    await sleep(1);
+    for (const node of nodes) expect(node.calls).to.deep.equal(['release read', 'abandon hold h7']);
+  });
+
+  it('names a node the others decided without as not waited for, not as timed out', async () => {
+    const { nodes, backend } = setup(3, 5_000);
+    // A majority granted, but too little of its lease was left: the grant fails; the third node was not awaited.
+    nodes[0]!.acquireAnswer = granted(1, 2);
+    nodes[1]!.acquireAnswer = granted(2, 2);
+    nodes[2]!.acquireAnswer = 'hang';
+    const error = (await backend.acquire(request()).catch((e: unknown) => e)) as QuorumError;
+    expect(error).to.be.instanceOf(QuorumError);
+    expect(error.nodes[2]).to.include({ outcome: 'pending' });
+    expect(error.message).to.not.match(/no answer within/);
+  });
+
   it("reports where a refused writer queued, by node, so that the nodes' releases can hand it the lock", async () => {
     const { nodes, backend } = setup(3);
     nodes[0]!.acquireAnswer = { granted: false, retryAfterMs: 50, reason: 'write', queuedUntil: [9_000] };
@@ -247,10 +267,13 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(backend.takeHanded(r, until, [mine(0, 7), { holdId: 'h0', queuedUntil: 9_001, fence: 8 }], 5)).to.equal('wait');
     expect(backend.takeHanded(r, until, [mine(0, 7), { holdId: 'h1', queuedUntil: 8_000, fence: 8 }], 5)).to.equal('wait');
     expect(backend.takeHanded(r, until, [undefined, { holdId: 'h0', queuedUntil: 9_001, fence: 8 }], 5)).to.equal(undefined);
-    // A majority: 1,100 ms handed (the heartbeat, shorter than the lease) less the drift of the lease (302 ms).
-    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 5)).to.deep.equal({ fence: 9, leaseRemainingMs: 798 });
+    // A majority: 1,100 ms handed (the heartbeat, shorter than the lease) less the drift of what was
+    // handed (13 ms), not of the 30 s lease (302 ms), nor of a 120 s one (1,202 ms: nothing left).
+    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 5)).to.deep.equal({ fence: 9, leaseRemainingMs: 1_087 });
+    const long = request('write', { waitBeatMs: 1_100, leaseMs: 120_000 });
+    expect(backend.takeHanded(long, until, [mine(0, 7), undefined, mine(2, 9)], 5)).to.deep.equal({ fence: 9, leaseRemainingMs: 1_087 });
     // Too late: less than a quarter of the handed length left after the drift; the next try finds the holds.
-    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 530)).to.equal(undefined);
+    expect(backend.takeHanded(r, until, [mine(0, 7), undefined, mine(2, 9)], 820)).to.equal(undefined);
     expect(nodes.every((n) => n.calls.length === 0)).to.equal(true); // nothing sent
   });
 });
