@@ -22,20 +22,22 @@
   ARGV[5] holdId     names this acquire: a repeated call with the same id (a
                      resend after a lost reply) returns the first grant again
                      and changes nothing
-  ARGV[6] place      optional: the writer's place in the queue (us). In
-                     redlock mode the same on every node (its acquire's first
-                     try, by its client's clock), so every node's queue has
-                     one order and their releases hand the lock to the same
-                     writer; without it, the server's clock at its first
-                     refused try here
+  ARGV[6] place      optional: the writer's place in the queue (us), which
+                     replaces the one it had. In redlock mode the same on every
+                     node (the median of the places the nodes gave its first
+                     queued try, by their own clocks: no client's clock), so
+                     every node's queue has one order and their releases hand
+                     the lock to the same writer; without it, the server's
+                     clock at its first refused try here
 
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
          { 1, fence, leaseRemainingMs }   granted; the owner already held it for longer
-         { 0, retryAfterMs, reason[, queuedUntil] }
+         { 0, retryAfterMs, reason[, queuedUntil, place] }
                                           refused; a writer that queued gets its queue
                                           heartbeat deadline (server ms), which a release
-                                          that hands it the lock names; reason is
+                                          that hands it the lock names, and its place in
+                                          the queue (us, a string); reason is
            'write'   another owner holds write (retryAfterMs: its lease left)
            'read'    other owners hold read (retryAfterMs: until the first of their leases ends)
            'queue'   the lock is free but earlier waiting writers go first

@@ -28,12 +28,12 @@ local function refuse(retryAfterMs, reason)
         heartbeat('ud', now, waitBeatMs)
       end
     elseif HANDS_OVER and acceptsHandOver then
-      beat = enqueue(owner, now, place or nowUs, waitBeatMs, holdId, leaseMs)
+      beat = enqueue(owner, now, nowUs, place, waitBeatMs, holdId, leaseMs)
     else
-      enqueue(owner, now, place or nowUs, waitBeatMs)
+      enqueue(owner, now, nowUs, place, waitBeatMs)
     end
     refreshExpiry(now)
-    if beat then return { 0, retryAfterMs, reason, beat } end
+    if beat then return { 0, retryAfterMs, reason, beat, rcall('ZSCORE', queueKey, owner) } end
   end
   return { 0, retryAfterMs, reason }
 end

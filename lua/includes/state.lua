@@ -154,11 +154,17 @@ local function heartbeat(field, now, ms, ...)
   return until_
 end
 
--- Join (or stay in) the writers' queue, keeping the place of first arrival;
--- with `holdId`, as the acquire a release may hand the lock to under that id,
--- for at most `leaseMs`. Returns the new heartbeat deadline.
-local function enqueue(owner, now, nowUs, ms, holdId, leaseMs)
-  rcall('ZADD', queueKey, 'NX', int(nowUs), owner)
+-- Join (or stay in) the writers' queue, keeping the place of first arrival
+-- (the server's clock, nowUs), or at `place` when the caller names one (redlock
+-- mode: the same on every node); with `holdId`, as the acquire a release may
+-- hand the lock to under that id, for at most `leaseMs`. Returns the new
+-- heartbeat deadline.
+local function enqueue(owner, now, nowUs, place, ms, holdId, leaseMs)
+  if place then
+    rcall('ZADD', queueKey, int(place), owner)
+  else
+    rcall('ZADD', queueKey, 'NX', int(nowUs), owner)
+  end
   if holdId then return heartbeat('q:' .. owner, now, ms, 'g:' .. owner, holdId .. ' ' .. leaseMs) end
   return heartbeat('q:' .. owner, now, ms)
 end

@@ -24,6 +24,8 @@ export type AcquireOutcome =
        * deadline (see {@link HandedGrant}).
        */
       readonly queuedUntil?: readonly (number | undefined)[];
+      /** Where it queued: its place in each node's queue (server us), as `queuedUntil`. */
+      readonly queuedAtUs?: readonly (number | undefined)[];
     };
 
 /**
@@ -62,7 +64,8 @@ export interface AcquireRequest<K extends LockKeys = LockKeys> {
   readonly fair: boolean;
   /**
    * Writers: the place (us) to queue at, the same on every node (`redlock`
-   * mode); undefined: the server's clock at the first refused try.
+   * mode: taken from the nodes' clocks at its first queued try); undefined:
+   * the server's clock at the first refused try.
    */
   readonly queuePlaceUs?: number;
   /** After a grant, wait for this many replicas to acknowledge it (`WAIT`); undefined: don't. */

@@ -69,12 +69,15 @@ export class RedlockBackend implements LockBackend {
   readonly handsOver = true;
   private readonly addresses: string[];
   /**
-   * Each waiting writer's place in every node's queue: the time of its
-   * acquire's first try. Ordered by their own arrival, the nodes' queues
-   * differ for writers that arrive together; each node then hands the lock
-   * to a different writer, none holds a majority, and each gives its node
-   * back and rejoins that queue at the end, which can keep the heads apart
-   * for good (A-B-C, B-C-A, C-A-B stays so). With one order, every node
+   * Each waiting writer's place in every node's queue: the median of the
+   * places the nodes gave its first queued try, each by its own clock (the
+   * servers' clocks, never a client's, which a skewed host would carry to
+   * the front or the back of every queue). Ordered by their own arrival, the
+   * nodes' queues differ for writers that arrive together; each node then
+   * hands the lock to a different writer, none holds a majority, and each
+   * gives its node back and rejoins that queue at the end, which can keep
+   * the heads apart for good (A-B-C, B-C-A, C-A-B stays so). From its next
+   * try on, a writer queues at that one place on every node, so every node
    * hands the lock to the same writer.
    */
   private readonly places = new WeakMap<AcquireRequest, number>();
@@ -102,11 +105,7 @@ export class RedlockBackend implements LockBackend {
     const started = performance.now();
     const n = this.nodes.length;
     const q = this.quorum;
-    let place = this.places.get(r);
-    if (place === undefined && r.mode === 'write' && r.waitBeatMs > 0) {
-      place = Math.round((performance.timeOrigin + performance.now()) * 1000);
-      this.places.set(r, place);
-    }
+    const place = this.places.get(r);
     const request = place === undefined ? r : { ...r, queuePlaceUs: place };
     // Done early once a majority granted; a refusal waits for every node (or the timeout), so
     // that what this attempt took is given back before the caller tries again or gives up.
@@ -181,6 +180,10 @@ export class RedlockBackend implements LockBackend {
       );
     }
     const blocked = refusals.flatMap((o) => (o.granted ? [] : [o]));
+    if (place === undefined && queues) {
+      const placed = blocked.flatMap((o) => o.queuedAtUs ?? []).filter((p) => p !== undefined);
+      if (placed.length > 0) this.places.set(r, placed.sort((a, b) => a - b)[(placed.length - 1) >> 1]!);
+    }
     // 'upgrade' means "give up now, waiting would deadlock": only when it bars every majority.
     const upgrades = blocked.filter((o) => o.reason === 'upgrade').length;
     const reason = upgrades > n - q ? 'upgrade' : (REASON_ORDER.find((why) => blocked.some((o) => o.reason === why)) ?? 'read');

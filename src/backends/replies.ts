@@ -13,7 +13,10 @@ export function parseAcquireReply(reply: AcquireReply, leaseMs: number): Acquire
   if (typeof reply === 'number') return { granted: true, fence: reply, leaseRemainingMs: leaseMs };
   if (reply[0] === 1) return { granted: true, fence: Number(reply[1]), leaseRemainingMs: Number(reply[2]) };
   const refused = { granted: false, retryAfterMs: Math.max(0, Number(reply[1])), reason: reply[2] as BlockReason } as const;
-  return reply[3] === undefined ? refused : { ...refused, queuedUntil: [Number(reply[3])] };
+  if (reply[3] === undefined) return refused;
+  return reply[4] === undefined
+    ? { ...refused, queuedUntil: [Number(reply[3])] }
+    : { ...refused, queuedUntil: [Number(reply[3])], queuedAtUs: [Number(reply[4])] };
 }
 
 /**

@@ -21,7 +21,7 @@ type Channels = readonly string[];
  * An acquire script's reply (lua/acquire-write.lua): the bare fence, or [1, fence, lease left] /
  * [0, retry after, reason], with the queue heartbeat deadline of a writer that queued.
  */
-export type AcquireReply = number | [number, number, (number | string)?, number?];
+export type AcquireReply = number | [number, number, (number | string)?, number?, string?];
 /** The hash-mode inspect script's reply (lua/inspect.lua). */
 export type InspectReply = [nowMs: number, fields: string[], leases: string[], queue: string[]];
 /** The legacy/bridge inspect script's reply: the hash-mode one, then the old keys (lua/legacy-inspect.lua). */

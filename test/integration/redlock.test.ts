@@ -6,7 +6,10 @@
  * (3 servers; a Cluster and two servers) on node-redis nodes.
  */
 
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
@@ -15,10 +18,14 @@ import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
 import { type ClientKind, disconnect, sharedCluster } from '../setup/topologies.js';
+import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { queueWriters } from '../support/queued-writers.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+
+const REDLOCK_WRITER = fileURLToPath(new URL('../workers/redlock-writer.ts', import.meta.url));
+const SHIFTED_CLOCK = fileURLToPath(new URL('../workers/shifted-clock.mjs', import.meta.url));
 
 /**
  * A node-redis client of `server`, connecting: node-redis queues commands
@@ -425,6 +432,45 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       await lease.release();
       expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
     });
+
+    if (n === 3 && clientKind === 'ioredis') {
+      it("orders waiting writers by the servers' clocks: a process whose clock runs 60 s ahead keeps its place", async () => {
+        const holder = open();
+        const held = await holder.lock('skew').acquireWrite();
+        await onEveryNode();
+        const queued = (count: number) => async () =>
+          (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{skew}')))).every((q) => q === count);
+        const ahead = spawn(process.execPath, ['--import', SHIFTED_CLOCK, bundled(REDLOCK_WRITER)], {
+          stdio: ['pipe', 'pipe', 'inherit'],
+          env: {
+            ...process.env,
+            RWLOCK_CLOCK_SHIFT_MS: '60000',
+            RWLOCK_PORTS: JSON.stringify(masters.servers.map((s) => s.port)),
+            RWLOCK_RESOURCE: 'skew',
+            RWLOCK_OWNER: 'ahead',
+          },
+        });
+        try {
+          await eventually('the process 60 s ahead to queue on every node', queued(1), 10_000);
+          const later = open({ fair: true }).lock('skew').acquireWrite({ owner: 'later', waitMs: 20_000 });
+          await eventually('the later writer to queue on every node', queued(2));
+          await held.release();
+          // The first writer after the holder: the release hands the lock to the head of each queue.
+          let first: string | undefined;
+          await eventually(
+            'a writer to hold the lock',
+            async () => (first = (await holder.lock('skew').inspect()).writer?.owner) !== undefined,
+          );
+          expect(first, 'the writer that queued first').to.equal('ahead');
+          ahead.stdin.end();
+          await (await later).release();
+        } finally {
+          ahead.stdin.end();
+          if (ahead.exitCode === null) await once(ahead, 'exit');
+        }
+        expect(await keyCounts()).to.deep.equal(new Array(n).fill(0));
+      });
+    }
 
     if (clientKind === 'ioredis') {
       it("leaves nothing held on a node whose release of the last writer comes after the next writer's release", async () => {

@@ -205,22 +205,30 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     expect(await backend.release(keys, 'write', 'me', 'h1').catch((e: unknown) => e)).to.be.instanceOf(QuorumError);
   });
 
-  it('queues a waiting writer at one place on every node, the same for each try of one acquire', async () => {
+  it("queues a waiting writer at one place on every node from its second try: the median of the nodes' own places", async () => {
     const { nodes, backend } = setup(3);
-    for (const node of nodes) node.acquireAnswer = refused('write');
+    // Each node placed the first try by its own clock; one node's clock runs far ahead.
+    const queuedAt = (us: number): AcquireOutcome => ({
+      granted: false,
+      retryAfterMs: 100,
+      reason: 'write',
+      queuedUntil: [1],
+      queuedAtUs: [us],
+    });
+    [5_000, 60_005_000, 4_990].forEach((us, i) => (nodes[i]!.acquireAnswer = queuedAt(us)));
     const first = request('write', { waitBeatMs: 1_100 });
     await backend.acquire(first);
     await backend.acquire(first);
+    [6_000, 60_006_000, 5_990].forEach((us, i) => (nodes[i]!.acquireAnswer = queuedAt(us)));
     const later = request('write', { waitBeatMs: 1_100, holdId: 'h2' });
     await backend.acquire(later);
-    const [a, b] = [nodes[0]!.places[0]!, nodes[0]!.places[2]!];
-    expect(a).to.be.a('number');
-    for (const node of nodes) expect(node.places).to.deep.equal([a, a, b]);
-    expect(b).to.be.greaterThan(a);
+    await backend.acquire(later);
+    // The first try of each has no place (the nodes' clocks give it); then the median, never a client's clock.
+    for (const node of nodes) expect(node.places).to.deep.equal([undefined, 5_000, undefined, 6_000]);
     // A read, and a write that does not wait, do not queue: no place.
     await backend.acquire(request('read'));
     await backend.acquire(request('write'));
-    for (const node of nodes) expect(node.places.slice(3)).to.deep.equal([undefined, undefined]);
+    for (const node of nodes) expect(node.places.slice(4)).to.deep.equal([undefined, undefined]);
   });
 
   it("a release a majority no longer holds drops this hold alone on every node, never the owner's others", async () => {
