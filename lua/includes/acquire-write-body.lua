@@ -13,7 +13,14 @@ pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)
 local again = repeatedGrant('write', owner, holdId, mine, now, leaseMs)
-if again then return again end
+if again then
+  -- Written by another client (a release that handed it over) or by an earlier
+  -- delivery: write the keys' expiry again, so that this call propagates, and a
+  -- WAIT after it (replicaAck) counts the grant's replication (Redis 7.2+ moves
+  -- a client's replication offset only for commands that propagated something).
+  refreshExpiry(now)
+  return again
+end
 
 -- A refused caller that will wait announces itself: a holder (upgrader) in `u`,
 -- anyone else in the queue. One a release may hand the lock to (HANDS_OVER

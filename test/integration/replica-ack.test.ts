@@ -9,6 +9,8 @@
  */
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
+import { runScript } from '../../src/backends/scripts.js';
+import { driverFor } from '../../src/clients/index.js';
 import { LockClient, type LockClientOptions, ReplicaAckError } from '../../src/index.js';
 import { withAdminConnection } from '../../src/testing/admin.js';
 import type { RedisClusterHandle, RedisClusterNode, RedisServerHandle } from '../../src/testing/index.js';
@@ -168,6 +170,23 @@ describe('replica acknowledgement [standalone]', () => {
     expect(plain.replicasAcked).to.equal(undefined);
     await plain.release();
     expect(await waitCalls(server.port)).to.equal(before);
+    await locks.close();
+  });
+
+  it('a write grant confirmed again (a handed hold, with replicaAck) writes, so the WAIT after it counts the grant', async () => {
+    // Redis 7.2+ moves a client's replication offset, which WAIT waits for, only for commands
+    // that propagated something; 7.0 shows it by the server's count of changes (dirty).
+    const changes = async () => Number(/^rdb_changes_since_last_save:(\d+)/m.exec(await redis.info('persistence'))?.[1]);
+    const driver = driverFor(redis)!;
+    const locks = new LockClient(redis);
+    const { state, leases, queue } = locks.lock('confirm').keys;
+    const acquire = () => runScript(driver, 'acquireWrite', [state, leases, queue], ['w', 10_000, 1_000, '0h', 'c.1']);
+    const first = await acquire();
+    await acquire(); // the fresh grant's hold moves to the usual layout (a write of its own)
+    const before = await changes();
+    const again = await acquire();
+    expect(Array.isArray(again) ? again[1] : again, 'the same grant').to.equal(first);
+    expect(await changes(), 'changes written by the confirming call').to.be.greaterThan(before);
     await locks.close();
   });
 
