@@ -181,8 +181,8 @@ export interface NodeOutcome {
 /**
  * `redlock` mode: too few nodes answered for a majority to decide, so the
  * operation's outcome is unknown. `nodes` says what every node did and why.
- * An acquire that fails this way has already released, on every node, what
- * it may have taken.
+ * An acquire that fails this way has given back what the nodes that answered
+ * granted; a node that answers later has its grant given back then.
  */
 export class QuorumError extends RedisUnavailableError {
   override readonly code: RWLockErrorCode = 'RWLOCK_NO_QUORUM';

@@ -47,7 +47,8 @@ export class LeaseGroup implements AsyncDisposable {
   }
 
   /**
-   * Releases every lease, the last taken first, and waits for all; then
+   * Releases every lease at once (sent in the reverse of the requests'
+   * order, not of the order taken), and waits for all; then
    * rejects with the first failure if any failed (a lease lost meanwhile:
    * `LockNotHeldError`). Releasing again does nothing more.
    */

@@ -42,8 +42,10 @@ export class Lease implements AsyncDisposable {
     /** The owner token: acquisitions with the same token are the same holder. */
     readonly token: string,
     /**
-     * Fencing token: strictly larger than that of any earlier grant on this
-     * resource. Pass it to the guarded resource and let it refuse smaller ones.
+     * Fencing token: an owner's first hold of a mode gets one larger than
+     * every earlier fence of this resource (see docs/safety.md for the
+     * limits); its repeat holds of that mode share it. Pass it to the
+     * guarded resource and let it refuse smaller ones.
      */
     readonly fence: number,
     leaseMs: number,

@@ -40,9 +40,12 @@ export interface LockClientOptions {
    */
   recheckMs?: number;
   /**
-   * Waiting writers get the lock strictly in arrival order. Off (the default),
-   * any waiting writer may take a freed lock, but a writer that is not yet
-   * waiting never passes the waiting ones. See the README on fairness.
+   * A release hands the lock to the longest-waiting writer either way. On,
+   * a lock that frees without a release (a lease ran out) also goes only to
+   * the longest-waiting writer: strict arrival order. Off (the default), any
+   * writer already waiting may take such a lock, but a writer that is not
+   * yet waiting never passes the waiting ones. See docs/guide.md, "Waiting
+   * and fairness".
    */
   fair?: boolean;
   /**

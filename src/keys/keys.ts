@@ -12,11 +12,14 @@ const PREFIX_FORBIDDEN = /[{}#\s]/;
 
 /** Every Redis name one lock uses. They all hash to `slot`. */
 export interface LockKeys {
-  /** The hash holding the lock's state: `<prefix>:{<resource>}`. */
+  /**
+   * The hash holding the lock's state: `<prefix>:{<resource>}`, or
+   * `<prefix>:<resource>` for a resource with a hash tag of its own.
+   */
   readonly state: string;
-  /** The sorted set of owner deadlines: `<prefix>#leases:{<resource>}`. */
+  /** The sorted set of owner deadlines: `<prefix>#leases:` and the resource, as in `state`. */
   readonly leases: string;
-  /** The sorted set of waiting writers in arrival order: `<prefix>#queue:{<resource>}`. */
+  /** The sorted set of waiting writers in arrival order: `<prefix>#queue:` and the resource, as in `state`. */
   readonly queue: string;
   /** The sharded pub/sub channel on which releases wake waiters (same name as `state`). */
   readonly channel: string;
