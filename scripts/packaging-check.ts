@@ -21,7 +21,7 @@
 // Flags: --no-build (use dist/ as it is), --keep (keep the temp dir).
 // Slow (a build, an install, two clusters): CI runs it apart from `npm test`.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -297,10 +297,15 @@ try {
     'scripts/ensure-redis.sh',
     'LICENSE',
     'CHANGELOG.md',
+    'README.md',
+    // The docs ship, so the README's links work in node_modules/redis-rwlock too.
+    ...readdirSync(path.join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
   ];
   const missing = required.filter((p) => !paths.includes(p));
   // No source maps without their sources, and no Lua text in the declarations.
-  const stray = paths.filter((p) => /^(src|test|bench|examples|docs)\//.test(p) || p.endsWith('.map'));
+  const stray = paths.filter((p) => /^(src|test|bench|examples|docs\/api)\//.test(p) || p.endsWith('.map'));
   if (missing.length > 0 || stray.length > 0) {
     throw new Error(`the tarball is wrong: missing ${JSON.stringify(missing)}, should not hold ${JSON.stringify(stray.slice(0, 10))}`);
   }
