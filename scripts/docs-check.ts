@@ -12,12 +12,24 @@
  * 2. Every usage block of the CLI in the docs (a ```text or unlabelled
  *    block that starts with `Usage: redis-rwlock <command>`) says what
  *    `--help` prints, line by line, for the lines it shows.
+ * 3. Every relative link of README.md and docs/*.md names a file or
+ *    directory of the repository, and its #anchor, in a Markdown file, a
+ *    heading there (GitHub's rule for heading ids).
+ * 4. Every number the docs quote of a constant of the code (defaults,
+ *    batch sizes, bounds: `NUMBERS` below) is the code's: each phrase must
+ *    be found at least once, and every time with the code's value.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { EXTEND_BATCH } from '../src/backends/extend-groups.js';
+import { MIN_REDLOCK_NODES } from '../src/backends/redlock-nodes.js';
+import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
+import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
+import { ACQUIRE_SLACK_MS } from '../src/lock.js';
+import { CLIENT_DEFAULTS, MIN_LEASE_MS } from '../src/options.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
@@ -135,6 +147,174 @@ for (const b of usages) {
   }
 }
 console.log(`docs-check: ${usages.length} CLI usage blocks compared with --help`);
+
+// 3. Relative links and their anchors.
+/** The text of a Markdown file with its fenced blocks blanked (line numbers kept). */
+function prose(file: string): string {
+  let fenced = false;
+  return readFileSync(join(root, file), 'utf8')
+    .split('\n')
+    .map((line) => {
+      if (/^```/.test(line)) {
+        fenced = !fenced;
+        return '';
+      }
+      return fenced ? '' : line;
+    })
+    .join('\n');
+}
+
+/** The ids GitHub gives the headings of a Markdown file (and explicit `<a id>`/`<a name>` anchors). */
+function anchorsOf(file: string): Set<string> {
+  const ids = new Set<string>();
+  const seen = new Map<string, number>();
+  const text = prose(file);
+  for (const [, heading] of text.matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
+    const base = heading!
+      .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+      .replace(/<[^>]+>/g, '')
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    ids.add(n === 0 ? base : `${base}-${n}`);
+  }
+  for (const [, id] of text.matchAll(/<a\s+(?:id|name)="([^"]+)"/g)) ids.add(id!);
+  return ids;
+}
+
+let links = 0;
+for (const file of docs) {
+  for (const [k, line] of prose(file).split('\n').entries()) {
+    for (const [, target] of line.replace(/`[^`]*`/g, (code) => (code.includes('](') ? code : '')).matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z][a-z+.-]*:/i.test(target!)) continue; // https:, mailto:
+      links++;
+      const [path, anchor] = target!.split('#', 2) as [string, string | undefined];
+      const resolved = path === '' ? file : normalize(join(dirname(file), decodeURIComponent(path)));
+      const where = `${file}:${k + 1}`;
+      if (resolved.startsWith('..') || !existsSync(join(root, resolved))) {
+        problems.push(`${where}: the link ${target} names no file of the repository`);
+      } else if (anchor !== undefined && resolved.endsWith('.md') && !anchorsOf(resolved).has(anchor)) {
+        problems.push(`${where}: the link ${target}: ${resolved} has no heading with the id #${anchor}`);
+      }
+    }
+  }
+}
+console.log(`docs-check: ${links} relative links resolved, anchors included`);
+
+// 4. Numbers the docs quote of the code's constants.
+/** A number the code spells in its source rather than exports (found by `pattern`'s first group). */
+function inSource(file: string, pattern: RegExp): number {
+  const match = pattern.exec(readFileSync(join(root, file), 'utf8'));
+  if (!match) throw new Error(`docs-check: ${file} no longer matches ${pattern}; update NUMBERS in scripts/docs-check.ts`);
+  return Number(match[1]!.replace(/_/g, ''));
+}
+
+const nodeVersion = /^>=\s*(\d+(?:\.\d+)?)/.exec(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).engines.node);
+const DEFAULT_MS: Record<string, number> = {
+  leaseMs: CLIENT_DEFAULTS.leaseMs,
+  waitMs: CLIENT_DEFAULTS.waitMs,
+  redisTimeoutMs: CLIENT_DEFAULTS.redisTimeoutMs,
+  recheckMs: CLIENT_DEFAULTS.recheckMs,
+};
+const heartbeat = {
+  times: inSource('src/lock.ts', /waitBeatMs: waitMs > 0 \? (\d+) \* recheckMs \+ \d+/),
+  plus: inSource('src/lock.ts', /waitBeatMs: waitMs > 0 \? \d+ \* recheckMs \+ (\d+)/),
+};
+
+/**
+ * Phrases that quote a constant: each numeric group of `pattern` (matched
+ * on the docs' prose with line breaks joined) must equal `code` in order.
+ */
+const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) => number[] }[] = [
+  { what: 'leases per renewal call (EXTEND_BATCH)', pattern: /call per ([\d,]+) (?:auto-renewed )?leases/g, code: () => [EXTEND_BATCH] },
+  { what: 'leases per renewal call (EXTEND_BATCH)', pattern: /a ([\d,]+)-lease call/g, code: () => [EXTEND_BATCH] },
+  {
+    what: 'script calls per socket write (COALESCE_BATCH)',
+    pattern: /up to (\d+) per socket write/g,
+    code: () => [inSource('src/clients/coalesce.ts', /const COALESCE_BATCH = (\d+)/)],
+  },
+  { what: "an acquire's slack past waitMs (ACQUIRE_SLACK_MS)", pattern: /`?waitMs`? \+ (\d+) ms/g, code: () => [ACQUIRE_SLACK_MS] },
+  {
+    what: 'the renewal period, a fraction of the lease',
+    pattern: /every `?leaseMs \/ (\d+)`?/g,
+    code: () => [inSource('src/holdings.ts', /this\.autoLeaseMs \/ (\d+)/)],
+  },
+  {
+    what: "a waiting writer's heartbeat",
+    pattern: /(\d+) × recheckMs \+ (\d+)`? ms/g,
+    code: () => [heartbeat.times, heartbeat.plus],
+  },
+  {
+    what: "a waiting writer's heartbeat at the default recheckMs, in s",
+    pattern: /recheckMs \+ \d+`? ms[,(] ([\d.]+) s by default/g,
+    code: () => [(heartbeat.times * CLIENT_DEFAULTS.recheckMs + heartbeat.plus) / 1000],
+  },
+  {
+    what: 'how long an unused subscription lingers (LINGER_MS), in s',
+    pattern: /(\d+) s after (?:the|their|that master's) last/g,
+    code: () => [inSource('src/wakeups.ts', /const LINGER_MS = ([\d_]+);/) / 1000],
+  },
+  { what: 'the longest resource name (MAX_RESOURCE_BYTES)', pattern: /at most ([\d,]+) UTF-8 bytes/g, code: () => [MAX_RESOURCE_BYTES] },
+  {
+    what: 'the shortest durations',
+    pattern: /minimum \((\d+) for leases, (\d+) for waits, (\d+) for `recheckMs`\)/g,
+    code: () => [
+      MIN_LEASE_MS,
+      inSource('src/options.ts', /duration\('waitMs', o\.waitMs, (\d+)\)/),
+      inSource('src/options.ts', /duration\('recheckMs', o\.recheckMs, (\d+)\)/),
+    ],
+  },
+  {
+    what: 'a default duration, in ms',
+    pattern: /`(leaseMs|waitMs|redisTimeoutMs|recheckMs)`,? \(?(\d+)(?: ms)?[,)]/g,
+    code: (m) => [DEFAULT_MS[m[1]!]!],
+  },
+  {
+    what: 'the default lease, in s',
+    pattern: /(?:default (\d+) s lease|lease runs out \((\d+) s by default)/g,
+    code: () => [CLIENT_DEFAULTS.leaseMs / 1000],
+  },
+  {
+    what: 'how long a resharded call is retried (MIGRATION_RETRY_MS), in s',
+    pattern: /\((\d+) s of the library's tries/g,
+    code: () => [MIGRATION_RETRY_MS / 1000],
+  },
+  {
+    what: 'how long a writer handed the lock by a minority waits (HANDED_GRACE_MS)',
+    pattern: /tries on every node (\d+) ms later/g,
+    code: () => [inSource('src/lock.ts', /const HANDED_GRACE_MS = (\d+);/)],
+  },
+  {
+    what: "redlock mode's fewest nodes (MIN_REDLOCK_NODES)",
+    pattern: /at least (\d+) independent servers/g,
+    code: () => [MIN_REDLOCK_NODES],
+  },
+  { what: 'the oldest Node.js (package.json engines)', pattern: /Node\.js ([\d.]+) or newer/g, code: () => [Number(nodeVersion?.[1])] },
+];
+
+const joined = docs.map((file) => ({ file, text: prose(file).replace(/\s*\n\s*/g, ' ') }));
+let quoted = 0;
+for (const { what, pattern, code } of NUMBERS) {
+  let found = 0;
+  for (const { file, text } of joined) {
+    for (const match of text.matchAll(pattern)) {
+      found++;
+      const said = match
+        .slice(1)
+        .filter((group): group is string => group !== undefined && /^[\d,.]+$/.test(group))
+        .map((group) => Number(group.replace(/,/g, '')));
+      const expected = code(match);
+      if (said.join() !== expected.join()) {
+        problems.push(`${file}: "${match[0]}" says ${said.join(', ')}, the code ${expected.join(', ')} (${what})`);
+      }
+    }
+  }
+  if (found === 0) problems.push(`no doc quotes ${what} as ${pattern} any more: update NUMBERS in scripts/docs-check.ts`);
+  quoted += found;
+}
+console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compared with the code`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);
