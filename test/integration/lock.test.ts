@@ -305,10 +305,11 @@ forEachTopology('read-write lock', { clients: ALL_CLIENTS }, (ctx) => {
   it('close() releases what it holds, wakes its waiters with ClientClosedError, and refuses further use', async () => {
     const other = open();
     const held = await other.lock('closing').acquireWrite();
-    const waiter = other.lock('closing').acquireWrite({ waitMs: 10_000 });
+    // close() settles after the waiter has rejected: its rejection is handled from the start.
+    const waiter = rejection(other.lock('closing').acquireWrite({ waitMs: 10_000 }));
     await sleep(50);
     await other.close();
-    expect(await rejection(waiter)).to.be.instanceOf(ClientClosedError);
+    expect(await waiter).to.be.instanceOf(ClientClosedError);
     expect(held.held).to.equal(false);
     expect((await locks.inspect('closing')).mode).to.equal('free');
     expect(() => other.lock('closing')).to.throw(ClientClosedError);

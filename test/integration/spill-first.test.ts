@@ -141,6 +141,7 @@ function normalise(value: unknown, holderFence: number): unknown {
     } else if (k === 'fence') out[k] = v === holderFence ? 'holder' : v === null ? null : 'other';
     else if (k === 'ttlMs' || k === 'leaseRemainingMs' || k === 'retryAfterMs') out[k] = Math.round(Number(v) / 1000);
     else if (k === 'queuedUntil') out[k] = Array.isArray(v) ? v.map((d) => (typeof d === 'number' ? 'a deadline' : d)) : v;
+    else if (k === 'queuedAtUs') out[k] = Array.isArray(v) ? v.map((d) => (typeof d === 'number' ? 'a place' : d)) : v;
     else out[k] = normalise(v, holderFence);
   }
   return out;
