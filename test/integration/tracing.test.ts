@@ -194,8 +194,10 @@ forEachTopology('tracing channels', (ctx) => {
     try {
       const a = await fast.lock('traced:4').acquireWrite();
       const b = await fast.lock('traced:5').acquireRead();
-      await eventually('a renewal round', () => renewals.operations().some((o) => o.phases.includes('asyncEnd')));
-      const round = renewals.operations().find((o) => o.phases.includes('asyncEnd'))!;
+      // A round may come between the two grants (a slow Cluster, a loaded machine): wait for one after both.
+      const bothHeld = (o: { phases: string[]; context: RenewTraceContext }) => o.phases.includes('asyncEnd') && o.context.holdings === 2;
+      await eventually('a renewal round of both holdings', () => renewals.operations().some(bothHeld));
+      const round = renewals.operations().find(bothHeld)!;
       expect(round.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
       expect(round.context).to.include({ holdings: 2, renewed: 2, lost: 0, unreached: 0 });
       await a.release();
