@@ -15,6 +15,10 @@
   Wakes waiters on the lock's channel, named as stateKey.
 
   Reply: 1 if anything changed, else 0
+
+  Refused with the error reply 'RWLOCK_LAYOUT <the lock's layout version>
+  <this one>' when another layout version wrote the lock (layout-version.lua);
+  nothing is written then.
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -24,6 +28,7 @@ local owner = ARGV[1]
 local drop = ARGV[2]
 local channel = stateKey
 
+-- @include layout-version
 -- @include state
 -- @include no-peers
 -- @include abandon-body

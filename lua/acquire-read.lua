@@ -18,6 +18,10 @@
            'write'  another owner holds the write lock (retryAfterMs: its lease left)
            'intent' a writer waits, or a reader waits to upgrade (retryAfterMs: until it
                     must have re-tried)
+
+  Refused with the error reply 'RWLOCK_LAYOUT <the lock's layout version>
+  <this one>' when another layout version wrote the lock (layout-version.lua);
+  nothing is written then.
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -29,6 +33,7 @@ local honourIntent = ARGV[3] == '1'
 local holdId = ARGV[4]
 
 local FRESH_WRITE = false
+-- @include layout-version
 -- @include fresh-grant
 -- @include state
 -- @include no-peers

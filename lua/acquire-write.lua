@@ -43,6 +43,10 @@
            'queue'   the lock is free but earlier waiting writers go first
            'upgrade' the caller reads and another reader already waits to upgrade:
                      waiting would deadlock both, so the caller must give up
+
+  Refused with the error reply 'RWLOCK_LAYOUT <the lock's layout version>
+  <this one>' when another layout version wrote the lock (layout-version.lua);
+  nothing is written then.
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -57,6 +61,7 @@ local holdId = ARGV[5]
 local place = tonumber(ARGV[6])
 
 local FRESH_WRITE = true
+-- @include layout-version
 -- @include fresh-grant
 -- @include state
 -- @include no-peers

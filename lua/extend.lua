@@ -10,11 +10,14 @@
   ARGV[5k-4..5k]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
 
   Reply: one integer per lock k: the lease left in ms (> 0) after extending,
-         or 0 when the owner no longer holds lock k (it is then lost).
+         or 0 when the owner no longer holds lock k (it is then lost; also
+         when another layout version took the lock since: nothing of it is
+         written then).
 ]]
 local rcall = redis.call
 local stateKey, leasesKey, queueKey
 
+-- @include layout-version
 -- @include state
 
 local now = serverTime()
@@ -23,7 +26,8 @@ for k = 1, #ARGV / 5 do
   local at = 5 * (k - 1)
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
-  local mine = spilledDeadlineOf(owner)
+  -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
+  local mine = spilledDeadlineOf(owner, true)
   if mine and mine > now then
     local deadline = int(now + leaseMs)
     rcall('ZADD', leasesKey, deadline, owner)

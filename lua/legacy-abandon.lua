@@ -31,6 +31,7 @@ local drop = ARGV[2]
 local channel = stateKey
 local peerChannel = ARGV[3]
 
+-- @include layout-version
 -- @include state
 -- @include legacy
 -- @include abandon-body

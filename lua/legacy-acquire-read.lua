@@ -32,6 +32,7 @@ local honourIntent = ARGV[3] == '1'
 local holdId = ARGV[4]
 local peerChannel = ''
 
+-- @include layout-version
 -- @include state
 -- @include legacy
 -- @include acquire-read-body

@@ -38,6 +38,7 @@ local holdId = ARGV[5]
 local place = nil -- never in redlock mode
 local peerChannel = ''
 
+-- @include layout-version
 -- @include state
 -- @include legacy
 -- @include acquire-write-body

@@ -11,12 +11,15 @@
                  readersKey, owner, new lease length in ms
 
   Reply: one integer per lock k: the lease left in ms (> 0) after extending,
-         or 0 when the owner no longer holds lock k (it is then lost).
+         or 0 when the owner no longer holds lock k (it is then lost; also
+         when another layout version took the lock since: nothing of it is
+         written then).
 ]]
 local rcall = redis.call
 local stateKey, leasesKey, queueKey, readKey, writeKey, readersKey
 local peerChannel = ''
 
+-- @include layout-version
 -- @include state
 -- @include legacy
 
@@ -27,7 +30,8 @@ for k = 1, #ARGV / 8 do
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   readKey, writeKey, readersKey = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local owner, leaseMs = ARGV[at + 7], tonumber(ARGV[at + 8])
-  local mine = spilledDeadlineOf(owner)
+  -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
+  local mine = spilledDeadlineOf(owner, true)
   if mine and mine > now and peerIntact(owner) then
     rcall('ZADD', leasesKey, int(now + leaseMs), owner)
     refreshExpiry(now)
@@ -38,7 +42,7 @@ for k = 1, #ARGV / 8 do
       removeOwner(owner)
       refreshExpiry(now)
     end
-    peerMirror(owner, now)
+    if mine ~= false then peerMirror(owner, now) end
     results[k] = 0
   end
 end

@@ -18,8 +18,10 @@ local readKey = KEYS[4]
 local writeKey = KEYS[5]
 local readersKey = KEYS[6]
 
+-- @include layout-version
 -- @include state
 
+checkLayout()
 local now = serverTime()
 return {
   now,

@@ -33,6 +33,7 @@ local channel = stateKey
 local peerChannel = ARGV[3]
 local holdId = ARGV[4]
 
+-- @include layout-version
 -- @include state
 -- @include legacy
 -- @include release-body

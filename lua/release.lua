@@ -24,6 +24,10 @@
                           delivery of this release already released it)
   (Integers, not arrays: the client decodes an integer reply at a fraction
   of the cost, and a release is on every cycle.)
+
+  Refused with the error reply 'RWLOCK_LAYOUT <the lock's layout version>
+  <this one>' when another layout version wrote the lock (layout-version.lua);
+  nothing is written then.
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -48,6 +52,7 @@ if held[1] == owner and held[2] == holdId then
   return 0
 end
 
+-- @include layout-version
 -- @include state
 -- @include no-peers
 -- @include release-body

@@ -38,7 +38,8 @@ export type RWLockErrorCode =
   | 'RWLOCK_REPLICA_ACK'
   | 'RWLOCK_STALE_FENCE'
   | 'RWLOCK_UNSUPPORTED_SERVER'
-  | 'RWLOCK_NO_PERMISSION';
+  | 'RWLOCK_NO_PERMISSION'
+  | 'RWLOCK_LAYOUT_VERSION';
 
 /** Base class of every error thrown by redis-rwlock. */
 export class RWLockError extends Error {
@@ -157,6 +158,36 @@ export class NoPermissionError extends RedisUnavailableError {
   constructor(message: string, permission: string, context: RWLockErrorContext = {}) {
     super(message, context);
     this.permission = permission;
+  }
+}
+
+/**
+ * The lock's state was written by a version of redis-rwlock with another
+ * storage layout (its layout version, docs/upgrades.md), which this one
+ * cannot share safely, so it was refused before anything was written. Seen
+ * during a rolling deploy across a layout change; retrying helps only once
+ * every process that uses the lock runs the same layout.
+ */
+export class LayoutVersionError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_LAYOUT_VERSION';
+  /** The layout version the lock's state was written by. */
+  readonly lockLayout: number;
+  /** The layout version of this library, the only one it shares a lock with. */
+  readonly libraryLayout: number;
+
+  /** `lock`: how the message names the lock (its resource, else its key). */
+  constructor(lockLayout: number, libraryLayout: number, lock: string, context: RWLockErrorContext = {}) {
+    super(
+      `refused the lock ${lock}: it was written by redis-rwlock's storage layout ${lockLayout}, and this library runs layout ` +
+        `${libraryLayout}; versions of different layouts cannot share a lock, so nothing was written. ` +
+        (lockLayout > libraryLayout
+          ? `A newer version uses this lock: upgrade this process to a version of layout ${lockLayout}, or roll the newer ones back`
+          : `An older version uses this lock: upgrade or stop the processes that run layout ${lockLayout}`) +
+        '; retrying helps once every process that uses the lock runs one layout (docs/upgrades.md)',
+      context,
+    );
+    this.lockLayout = lockLayout;
+    this.libraryLayout = libraryLayout;
   }
 }
 

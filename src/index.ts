@@ -32,6 +32,7 @@ export {
   ClientClosedError,
   CrossSlotError,
   InvalidArgumentError,
+  LayoutVersionError,
   LockLostError,
   type LockMode,
   LockNotHeldError,

@@ -8,6 +8,7 @@ import {
   AcquireTimeoutError,
   ClientClosedError,
   InvalidArgumentError,
+  LayoutVersionError,
   type LockMode,
   RedisUnavailableError,
   RWLockError,
@@ -422,6 +423,8 @@ async function undo(ctx: LockContext, request: AcquireRequest, sent: Promise<Acq
       await ctx.backend.abandon(request.keys, request.owner, request.holdId);
       return;
     } catch (error) {
+      // Another layout version's lock: the acquire was refused there too, and took nothing.
+      if (error instanceof LayoutVersionError) return;
       if (!reported) {
         reported = true;
         const { resource, mode, owner } = request;

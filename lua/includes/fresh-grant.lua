@@ -8,20 +8,21 @@
   the lock its release only compares that id and deletes the hash
   (release.lua), and any other script first moves it into the usual layout
   (spill in state.lua).
-  Expects: rcall, stateKey, leasesKey, owner, holdId, leaseMs, and
-  FRESH_WRITE (true for a write hold, false for a read hold).
+  Expects: rcall, stateKey, leasesKey, owner, holdId, leaseMs, LAYOUT_VERSION
+  (which it writes in `v`, in the same HSET), and FRESH_WRITE (true for a
+  write hold, false for a read hold).
   The fence is the server clock in us (written as a string: Lua's number
   formatting would lose digits); the lock had no earlier fence to stay above.
   The reply is the bare fence: granted for exactly leaseMs.
 ]]
--- @needs rcall stateKey leasesKey owner holdId leaseMs FRESH_WRITE
+-- @needs rcall stateKey leasesKey owner holdId leaseMs FRESH_WRITE layout-version
 if rcall('EXISTS', stateKey, leasesKey) == 0 then
   local t = rcall('TIME')
   local fence = t[1] .. string.sub('00000' .. t[2], -6)
   if FRESH_WRITE then
-    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'w', owner, 'wc', holdId)
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'w', owner, 'wc', holdId, 'v', LAYOUT_VERSION)
   else
-    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'r:' .. owner, holdId)
+    rcall('HSET', stateKey, 'f', fence, 'o', owner, 'r:' .. owner, holdId, 'v', LAYOUT_VERSION)
   end
   rcall('PEXPIRE', stateKey, leaseMs)
   return t[1] * 1000000 + t[2]

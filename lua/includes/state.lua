@@ -1,6 +1,7 @@
 --[[
   Shared helpers of the hash-mode scripts. Expects these locals to be bound
-  by the including script: rcall, stateKey, leasesKey, queueKey.
+  by the including script: rcall, stateKey, leasesKey, queueKey, and
+  LAYOUT_VERSION (include layout-version first).
 
   Layout:
     stateKey  (hash)  w      owner token of the writer
@@ -15,6 +16,7 @@
                       qx     the latest heartbeat deadline ever set (keeps the keys alive for it)
                       fa     when the lock was last freed of every holder (server us)
                       sk     how often the longest-waiting writer was passed over since it became first
+                      v      the layout version that wrote the hash (layout-version.lua); none: 1
                       o      the sole holder of a fresh lock, kept in the hash alone: the
                              hash's expiry is its deadline, leasesKey does not exist, and
                              its hold list is its hold id alone (the fence is `f`); see
@@ -31,7 +33,7 @@
   (a command resent after its reply was lost, or retried by the caller) finds
   its id already there, or already gone, and changes nothing.
 ]]
--- @needs rcall stateKey leasesKey queueKey
+-- @needs rcall stateKey leasesKey queueKey layout-version
 
 -- How many expired owners one call prunes at most: bounds every call's work,
 -- while each expired owner is pruned once, so pruning is amortised O(1).
@@ -158,15 +160,17 @@ end
 -- (the server's clock, nowUs), or at `place` when the caller names one (redlock
 -- mode: the same on every node); with `holdId`, as the acquire a release may
 -- hand the lock to under that id, for at most `leaseMs`. Returns the new
--- heartbeat deadline.
+-- heartbeat deadline. (A waiter may create the hash: in legacy and bridge mode
+-- an old process's keys can block it while the hash does not exist; so it
+-- writes the version.)
 local function enqueue(owner, now, nowUs, place, ms, holdId, leaseMs)
   if place then
     rcall('ZADD', queueKey, int(place), owner)
   else
     rcall('ZADD', queueKey, 'NX', int(nowUs), owner)
   end
-  if holdId then return heartbeat('q:' .. owner, now, ms, 'g:' .. owner, holdId .. ' ' .. leaseMs) end
-  return heartbeat('q:' .. owner, now, ms)
+  if holdId then return heartbeat('q:' .. owner, now, ms, 'g:' .. owner, holdId .. ' ' .. leaseMs, 'v', LAYOUT_VERSION) end
+  return heartbeat('q:' .. owner, now, ms, 'v', LAYOUT_VERSION)
 end
 
 -- A reader waiting to upgrade other than `owner`, or nil.
@@ -222,33 +226,57 @@ local function refreshExpiry(now)
   end
 end
 
+-- Refuses a lock written by another layout version (its `v`): the script ends
+-- with this error reply, naming both versions, before it has written
+-- anything (src/backends/replies.ts turns it into a LayoutVersionError).
+local function refuseLayout(version)
+  error({ err = 'RWLOCK_LAYOUT ' .. version .. ' ' .. LAYOUT_VERSION })
+end
+
+-- For inspect, which reads the lock but no spill.
+local function checkLayout()
+  local version = rcall('HGET', stateKey, 'v')
+  if version and version ~= LAYOUT_VERSION then refuseLayout(version) end
+end
+
 -- Every path but the fresh grant and its release starts here (the hash-mode
--- scripts run those before any of this is defined): a sole holder
+-- scripts run those before any of this is defined): a lock of another layout
+-- version is refused (its `v` comes with the fields spill reads anyway: no
+-- command more), and a sole holder
 -- kept in the hash alone moves into leasesKey, with the hash's expiry as its
 -- deadline, and its hold list gets the fence in front, so the code below sees
 -- one layout. (While `o` is set, nothing else has touched the lock since the
 -- grant, so the hash expires exactly at that holder's deadline, and `f` is
--- its fence.)
-local function spill()
-  local held = rcall('HMGET', stateKey, 'o', 'w', 'f')
+-- its fence.) Renewing, another layout's lock is not refused but reported:
+-- false, and nothing written (one such lock must not fail a whole batch).
+local function spill(renewing)
+  local held = rcall('HMGET', stateKey, 'o', 'w', 'f', 'v')
+  if held[4] and held[4] ~= LAYOUT_VERSION then
+    if renewing then return false end
+    refuseLayout(held[4])
+  end
   local o = held[1]
-  if not o then return end
+  if not o then return true end
   local deadline = rcall('PEXPIRETIME', stateKey)
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
   local field = holdField(held[2] == o and 'write' or 'read', o)
   rcall('HSET', stateKey, field, held[3] .. ' ' .. rcall('HGET', stateKey, field))
   rcall('HDEL', stateKey, 'o')
+  return true
 end
 
 -- The owner's deadline in leasesKey, for scripts that act on the caller's own
 -- hold (release, extend). Only when the owner is not there can it be a sole
 -- holder kept in the hash alone (`o` and leasesKey never coexist), so only
 -- then is spill() needed: a renewal of the usual layout reads nothing more.
-local function spilledDeadlineOf(owner)
+-- (Nor does it check the layout: only this layout put the owner there, and
+-- another one refuses this lock rather than write it.) Renewing, false when
+-- the lock is another layout version's (see spill).
+local function spilledDeadlineOf(owner, renewing)
   local d = deadlineOf(owner)
   if d then return d end
-  spill()
+  if not spill(renewing) then return false end
   return deadlineOf(owner)
 end
 
@@ -285,7 +313,8 @@ local function grant(mode, owner, holdId, now, nowUs, leaseMs)
   else
     fence = numberField('f') + 1
     if nowUs > fence then fence = nowUs end
-    rcall('HSET', stateKey, 'f', int(fence))
+    -- A grant may create the hash (the legacy and bridge scripts have no fresh grant).
+    rcall('HSET', stateKey, 'f', int(fence), 'v', LAYOUT_VERSION)
     list = int(fence) .. ' ' .. holdId
   end
   if mode == 'write' then

@@ -1,5 +1,5 @@
 import type { Driver } from '../clients/driver.js';
-import { type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
+import { LayoutVersionError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
 import { type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
 import {
@@ -163,6 +163,7 @@ export class RedlockBackend implements LockBackend {
     await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
 
     const unknown = settled.filter((s) => s.status !== 'ok').length;
+    if (unknown > n - q) throwLayoutRefusal(settled);
     if (unknown > n - q || grants.length >= q) {
       const took = Math.round(performance.now() - started);
       throw new QuorumError(
@@ -329,6 +330,7 @@ export class RedlockBackend implements LockBackend {
     const views = gathered.settled.map((s) => (s.status === 'ok' ? s.value : null));
     const answered = views.filter((v): v is LockInfo => v !== null);
     if (answered.length < this.quorum) {
+      throwLayoutRefusal(gathered.settled);
       throw new QuorumError(
         `inspecting the lock on "${resource}"`,
         this.quorum,
@@ -413,6 +415,14 @@ export class RedlockBackend implements LockBackend {
       return { node, address, outcome: 'error', reason: `failed: ${message}` };
     });
   }
+}
+
+/**
+ * Throws a node's refusal of a lock of another layout version, if one
+ * refused so: that, not the missing majority, is what to act on.
+ */
+function throwLayoutRefusal(settled: readonly Settled<unknown>[]): void {
+  for (const s of settled) if (s.status === 'error' && s.error instanceof LayoutVersionError) throw s.error;
 }
 
 /** One view of a lock from the nodes that answered: holders that hold a majority, the highest fence. */

@@ -1,3 +1,5 @@
+import { LayoutVersionError } from '../errors.js';
+import type { LockKeys } from '../keys/keys.js';
 import type { AcquireOutcome, BlockReason, HolderInfo, LockInfo } from './backend.js';
 import type { AcquireReply } from './scripts.js';
 
@@ -17,6 +19,18 @@ export function parseAcquireReply(reply: AcquireReply, leaseMs: number): Acquire
   return reply[4] === undefined
     ? { ...refused, queuedUntil: [Number(reply[3])] }
     : { ...refused, queuedUntil: [Number(reply[3])], queuedAtUs: [Number(reply[4])] };
+}
+
+/**
+ * A script's refusal of a lock of another layout version (the error reply
+ * `RWLOCK_LAYOUT <lock's version> <script's version>`, lua/includes/state.lua)
+ * as a {@link LayoutVersionError}; any other failure as it is.
+ */
+export function layoutRefusal(error: unknown, keys: LockKeys, resource?: string): unknown {
+  const refused = error instanceof Error ? /^RWLOCK_LAYOUT (\S+) (\d+)/.exec(error.message) : null;
+  if (refused === null) return error;
+  const lock = resource === undefined ? `at "${keys.state}"` : `on "${resource}"`;
+  return new LayoutVersionError(Number(refused[1]), Number(refused[2]), lock, { resource, cause: error });
 }
 
 /**

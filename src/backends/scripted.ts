@@ -15,8 +15,8 @@ import {
 import { extendByGroup, extendInChunks } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
-import { parseAcquireReply } from './replies.js';
-import { runScript } from './scripts.js';
+import { layoutRefusal, parseAcquireReply } from './replies.js';
+import { type AcquireReply, runScript } from './scripts.js';
 
 /**
  * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
@@ -38,27 +38,38 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return this.layout.handsOver;
   }
 
+  // Each operation's scripts refuse a lock of another layout version with an error reply, which
+  // becomes a LayoutVersionError here (a try/catch: nothing more on the path that succeeds).
   async acquire(r: AcquireRequest<K>): Promise<AcquireOutcome> {
     const { scripts, names } = this.layout;
     const { keys } = r;
-    const reply = await (r.mode === 'read'
-      ? runScript(this.client, scripts.acquireRead, names(keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
-      : runScript(
-          this.client,
-          scripts.acquireWrite,
-          names(keys),
-          r.queuePlaceUs === undefined
-            ? [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId]
-            : [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId, r.queuePlaceUs],
-          keys,
-        ));
+    let reply: AcquireReply;
+    try {
+      reply = await (r.mode === 'read'
+        ? runScript(this.client, scripts.acquireRead, names(keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
+        : runScript(
+            this.client,
+            scripts.acquireWrite,
+            names(keys),
+            r.queuePlaceUs === undefined
+              ? [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId]
+              : [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId, r.queuePlaceUs],
+            keys,
+          ));
+    } catch (error) {
+      throw layoutRefusal(error, keys, r.resource);
+    }
     const outcome = parseAcquireReply(reply, r.leaseMs);
     return r.replicaAck === undefined ? outcome : acknowledged(this, this.client, r, r.replicaAck, outcome);
   }
 
   async release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const { scripts, names, peerChannels } = this.layout;
-    return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...peerChannels(keys), holdId], keys)) >= 0;
+    try {
+      return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...peerChannels(keys), holdId], keys)) >= 0;
+    } catch (error) {
+      throw layoutRefusal(error, keys);
+    }
   }
 
   async extend(requests: readonly ExtendRequest<K>[]): Promise<number[]> {
@@ -84,11 +95,15 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
     const { scripts, names, peerChannels } = this.layout;
-    await runScript(this.client, scripts.abandon, names(keys), [owner, drop, ...peerChannels(keys)]);
+    await runScript(this.client, scripts.abandon, names(keys), [owner, drop, ...peerChannels(keys)]).catch((error: unknown) => {
+      throw layoutRefusal(error, keys);
+    });
   }
 
   async inspect(resource: string, keys: K): Promise<LockInfo> {
-    const reply = await runScript(this.client, this.layout.scripts.inspect, this.layout.names(keys), []);
+    const reply = await runScript(this.client, this.layout.scripts.inspect, this.layout.names(keys), []).catch((error: unknown) => {
+      throw layoutRefusal(error, keys, resource);
+    });
     return this.layout.describe(resource, keys, reply);
   }
 

@@ -25,6 +25,8 @@ function instanceOf(name: string, Class: typeof api.RWLockError): api.RWLockErro
       return new api.ReplicaAckError(1, 0, 50, { resource: 'r', mode: 'write' });
     case 'NoPermissionError':
       return new api.NoPermissionError('refused', 'keys');
+    case 'LayoutVersionError':
+      return new api.LayoutVersionError(2, 1, '"r"', { resource: 'r' });
     case 'StaleFenceError':
       return new api.StaleFenceError('k', 1, 2);
     default:
