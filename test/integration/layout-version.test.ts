@@ -6,6 +6,7 @@
  * another version, in every layout and operation, before it writes anything.
  */
 import { expect } from 'chai';
+import type { Redis } from 'ioredis';
 import { type AcquireRequest, ALL_HOLDS, type LockBackend } from '../../src/backends/backend.js';
 import { hashLayout, type Layout, legacyLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
@@ -14,6 +15,7 @@ import { LayoutVersionError, LockClient, type LockKeys, lockKeys } from '../../s
 import type { LegacyLockKeys } from '../../src/keys/legacy.js';
 import { LAYOUT_VERSION } from '../../src/lua/scripts.generated.js';
 import type { RedisClient } from '../../src/redis.js';
+import { type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { BeforeVersionProcess } from '../support/layout-before-version.js';
@@ -188,3 +190,67 @@ async function snapshot(redis: RedisClient, keys: LockKeys): Promise<[string, Bu
     ),
   );
 }
+
+describe('layout version [redlock mode, 3 independent servers]', function () {
+  this.timeout(30_000);
+  let masters: RedisMastersHandle;
+  let admin: Redis[];
+  let lockClients: LockClient[] = [];
+  let nodeClients: Redis[] = [];
+  const open = () => {
+    const nodes = masters.clients();
+    nodeClients.push(...nodes);
+    const locks = new LockClient(nodes, { mode: 'redlock', redlock: { nodeTimeoutMs: 500 } });
+    lockClients.push(locks);
+    return locks;
+  };
+  before(async function () {
+    this.timeout(60_000);
+    masters = await startRedisMasters(3);
+    admin = masters.clients();
+  });
+  after(async () => {
+    for (const a of admin ?? []) a.disconnect();
+    await masters?.stop();
+  });
+  beforeEach(() => masters.flush());
+  afterEach(async () => {
+    await Promise.allSettled(lockClients.map((l) => l.close()));
+    for (const c of nodeClients) c.disconnect();
+    lockClients = [];
+    nodeClients = [];
+  });
+
+  it('refuses a lock of another layout on the nodes with its LayoutVersionError, and a majority of its own layout decides', async () => {
+    const R = 'future:redlock';
+    const keys = lockKeys(PREFIX, R);
+    const holder = await open().lock(R).acquireWrite();
+    await holder.release();
+    // Every node: a lock of the next layout. No majority can decide, and the error says why.
+    for (const a of admin) {
+      await futureLock(a, new ScriptedBackend(driverFor(a), hashLayout(PREFIX)), keys, R);
+    }
+    const before = await Promise.all(admin.map((a) => snapshot(a, keys)));
+    const locks = open();
+    const error = await locks
+      .lock(R)
+      .tryAcquireWrite()
+      .then(
+        () => expect.fail('granted'),
+        (e: unknown) => e,
+      );
+    expect(error).to.be.instanceOf(LayoutVersionError);
+    expect(error).to.include({ lockLayout: FUTURE, libraryLayout: LAYOUT_VERSION, resource: R });
+    expect(await locks.inspect(R).catch((e: unknown) => e)).to.be.instanceOf(LayoutVersionError);
+    expect(await Promise.all(admin.map((a) => snapshot(a, keys)))).to.deep.equal(before);
+
+    // One node of the next layout, two free: the majority grants, and that node is left as it was.
+    await masters.flush();
+    await futureLock(admin[0]!, new ScriptedBackend(driverFor(admin[0]!), hashLayout(PREFIX)), keys, R);
+    const one = await snapshot(admin[0]!, keys);
+    const lease = await locks.lock(R).acquireWrite();
+    expect(lease.held).to.equal(true);
+    await lease.release();
+    expect(await snapshot(admin[0]!, keys)).to.deep.equal(one);
+  });
+});
