@@ -6,13 +6,20 @@
   declared keys (which must share a slot), so the first lock's keys are
   declared and every lock's names travel in ARGV.
 
-  KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
-  ARGV[5k-4..5k]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
+  One call may hold thousands of leases, and Redis runs nothing else while
+  it runs: the call stops once it has run for its budget (its server time,
+  read with TIME after each lease) and replies for the locks it reached; the
+  caller sends the rest in another call. It always reaches the first lock.
 
-  Reply: one integer per lock k: the lease left in ms (> 0) after extending,
-         or 0 when the owner no longer holds lock k (it is then lost; also
-         when another layout version took the lock since: nothing of it is
-         written then).
+  KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
+  ARGV[1]      the budget in microseconds
+  ARGV[5k-3..5k+1]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
+
+  Reply: one integer per lock k reached, in order (fewer than the locks sent
+         when the budget ran out): the lease left in ms (> 0) after
+         extending, or 0 when the owner no longer holds lock k (it is then
+         lost; also when another layout version took the lock since:
+         nothing of it is written then).
 ]]
 local rcall = redis.call
 local stateKey, leasesKey, queueKey
@@ -20,10 +27,12 @@ local stateKey, leasesKey, queueKey
 -- @include layout-version
 -- @include state
 
-local now = serverTime()
+local now, startUs = serverTime()
+local stopUs = startUs + tonumber(ARGV[1])
+local locks = (#ARGV - 1) / 5
 local results = {}
-for k = 1, #ARGV / 5 do
-  local at = 5 * (k - 1)
+for k = 1, locks do
+  local at = 5 * (k - 1) + 1
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
   -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
@@ -44,5 +53,6 @@ for k = 1, #ARGV / 5 do
     end
     results[k] = 0
   end
+  if k < locks and select(2, serverTime()) >= stopUs then break end
 end
 return results

@@ -7,13 +7,14 @@
   reader's release is restored.
 
   KEYS[1..6]     the first lock's keys, as in lua/legacy-acquire-read.lua (for routing)
-  ARGV[8k-7..8k] lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
+  ARGV[1]        the budget in microseconds (as in lua/extend.lua)
+  ARGV[8k-6..8k+1] lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
                  readersKey, owner, new lease length in ms
 
-  Reply: one integer per lock k: the lease left in ms (> 0) after extending,
-         or 0 when the owner no longer holds lock k (it is then lost; also
-         when another layout version took the lock since: nothing of it is
-         written then).
+  Reply: one integer per lock k reached within the budget, in order: the
+         lease left in ms (> 0) after extending, or 0 when the owner no
+         longer holds lock k (it is then lost; also when another layout
+         version took the lock since: nothing of it is written then).
 ]]
 local rcall = redis.call
 local stateKey, leasesKey, queueKey, readKey, writeKey, readersKey
@@ -23,10 +24,12 @@ local peerChannel = ''
 -- @include state
 -- @include legacy
 
-local now = serverTime()
+local now, startUs = serverTime()
+local stopUs = startUs + tonumber(ARGV[1])
+local locks = (#ARGV - 1) / 8
 local results = {}
-for k = 1, #ARGV / 8 do
-  local at = 8 * (k - 1)
+for k = 1, locks do
+  local at = 8 * (k - 1) + 1
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   readKey, writeKey, readersKey = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
   local owner, leaseMs = ARGV[at + 7], tonumber(ARGV[at + 8])
@@ -45,5 +48,6 @@ for k = 1, #ARGV / 8 do
     if mine ~= false then peerMirror(owner, now) end
     results[k] = 0
   end
+  if k < locks and select(2, serverTime()) >= stopUs then break end
 end
 return results

@@ -1,5 +1,6 @@
 import { type AcquireOutcome, type AcquireRequest, handedMs, type LockBackend } from './backends/backend.js';
 import { Cleanups } from './cleanups.js';
+import type { ExtendRound } from './backends/extend-groups.js';
 import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
 import type { LockKeys } from './keys/keys.js';
@@ -55,8 +56,9 @@ export interface HoldingsObserver {
 
 /**
  * The leases one client holds: it tracks their deadlines, renews the
- * auto-renewed ones in batches (one script call per 2,500 leases per Redis
- * node per period; per slot in legacy and bridge mode on a Cluster), and turns a missed deadline or a failed renewal
+ * auto-renewed ones in batches (per Redis node per period, per slot in legacy
+ * and bridge mode on a Cluster; in calls of at most 200 µs of server time each,
+ * src/backends/extend-groups.ts), and turns a missed deadline or a failed renewal
  * into a loud loss: every affected lease's signal aborts.
  */
 export class Holdings implements LeaseHost {
@@ -303,7 +305,7 @@ export class Holdings implements LeaseHost {
   renewNow(): Promise<void> {
     if (this.renewing) return Promise.resolve(); // a slow round must not overlap the next
     if (!traced(renewChannel)) return this.renewRound(undefined);
-    const trace: RenewTraceContext = { holdings: 0, renewed: 0, lost: 0, unreached: 0 };
+    const trace: RenewTraceContext = { holdings: 0, renewed: 0, lost: 0, unreached: 0, calls: 0 };
     return renewChannel.tracePromise(() => this.renewRound(trace), trace);
   }
 
@@ -327,9 +329,16 @@ export class Holdings implements LeaseHost {
       if (trace) trace.holdings += due.length;
       if (due.length === 0) return;
       let results: number[];
+      // Many leases take many calls: each waits up to redisTimeoutMs, not the round as a whole.
+      const round: ExtendRound = {
+        calls: 0,
+        bound: (call) => this.deadlines.within(call, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT),
+      };
       try {
-        const extended = this.backend.extend(due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })));
-        results = await this.deadlines.within(extended, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT);
+        results = await this.backend.extend(
+          due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })),
+          round,
+        );
       } catch (error) {
         // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
         if (this.observer) {
@@ -341,6 +350,7 @@ export class Holdings implements LeaseHost {
           );
         }
         if (trace) {
+          trace.calls = round.calls;
           trace.unreached += due.length;
           trace.error = error;
           renewChannel.error.publish(trace); // the round itself resolves: a timer runs it
@@ -375,6 +385,7 @@ export class Holdings implements LeaseHost {
         );
       }
       if (trace) {
+        trace.calls = round.calls;
         trace.renewed = renewed;
         trace.unreached = unreached?.length ?? 0;
       }

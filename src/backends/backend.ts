@@ -1,6 +1,7 @@
 import type { LockMode } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
 import type { ResolvedReplicaAck } from '../options.js';
+import type { ExtendRound } from './extend-groups.js';
 
 /** Why an acquire was refused. */
 export type BlockReason = 'write' | 'read' | 'intent' | 'queue' | 'upgrade';
@@ -180,8 +181,9 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    * For each request, the lease left in ms after extending, 0 when it is no
    * longer held, or NaN when its node could not be asked this time (the
    * caller tries again later). Throws when no request could be asked.
+   * Counts its script calls in `round`, and bounds each by its `bound`.
    */
-  extend(requests: readonly ExtendRequest<K>[]): Promise<number[]>;
+  extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]>;
   /**
    * Withdraws a waiting writer's intent and, with `drop`, one hold (the id of
    * an acquire whose outcome was unknown) or, with {@link ALL_HOLDS}, every

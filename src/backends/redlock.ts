@@ -17,6 +17,7 @@ import {
   type LockInfo,
   type WaiterInfo,
 } from './backend.js';
+import type { ExtendRound } from './extend-groups.js';
 import { addressOf } from './redlock-nodes.js';
 
 /** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
@@ -259,7 +260,7 @@ export class RedlockBackend implements LockBackend {
     return false;
   }
 
-  async extend(requests: readonly ExtendRequest[]): Promise<number[]> {
+  async extend(requests: readonly ExtendRequest[], round?: ExtendRound): Promise<number[]> {
     if (requests.length === 0) return [];
     const q = this.quorum;
     const verdict = (s: readonly Settled<number[]>[], k: number): 'held' | 'lost' | 'open' => {
@@ -269,7 +270,7 @@ export class RedlockBackend implements LockBackend {
       return held >= q ? 'held' : held + open < q ? 'lost' : 'open';
     };
     const gathered = await this.gather(
-      (node) => node.extend(requests),
+      (node) => node.extend(requests, round),
       this.options.nodeTimeoutMs,
       (s) => requests.every((_, k) => verdict(s, k) !== 'open'),
     );

@@ -12,7 +12,7 @@ import {
   type LockBackend,
   type LockInfo,
 } from './backend.js';
-import { extendByGroup, extendInChunks } from './extend-groups.js';
+import { type ExtendRound, extendByGroup, extendInChunks } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
@@ -72,10 +72,15 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     }
   }
 
-  async extend(requests: readonly ExtendRequest<K>[]): Promise<number[]> {
+  async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
     const extendGroup = (indexes: number[], results: number[]) =>
-      extendInChunks(requests, indexes, results, this.layout.names, (keys, args) =>
-        runScript(this.client, this.layout.scripts.extend, keys, args),
+      extendInChunks(
+        requests,
+        indexes,
+        results,
+        this.layout.names,
+        (keys, args) => runScript(this.client, this.layout.scripts.extend, keys, args),
+        round,
       );
     if (!this.client.cluster) return extendByGroup(requests.length, [requests.map((_, i) => i)], extendGroup);
     if (this.layout.extendGroups === 'slot') return extendByGroup(requests.length, groupBySlot(requests, requests.keys()), extendGroup);

@@ -27,7 +27,7 @@ export const TRACING_CHANNELS = Object.freeze({
   release: 'redis-rwlock:release',
   /** One `lease.extend()`. */
   extend: 'redis-rwlock:extend',
-  /** One round of automatic renewal (every auto-renewed lease of the client, one script call per Redis node). */
+  /** One round of automatic renewal (every auto-renewed lease of the client, in calls of at most 200 µs of server time per Redis node). */
   renew: 'redis-rwlock:renew',
 } as const);
 
@@ -103,6 +103,8 @@ export interface RenewTraceContext {
   lost: number;
   /** Of those, not renewed this round because Redis could not be asked (tried again next period). */
   unreached: number;
+  /** Script calls the round made, every node together (each runs for at most 200 µs on its server). */
+  calls: number;
   /** Set by `diagnostics_channel` when the round's call failed as a whole (the round's error; nothing is thrown to the caller). */
   error?: unknown;
   /** Set by `diagnostics_channel` when it settles. */

@@ -16,6 +16,7 @@
 // see when a lease ran out. Time is then a logical clock: the order of steps.
 import { expect } from 'chai';
 import fc from 'fast-check';
+import { EXTEND_BUDGET_US } from '../../src/backends/extend-groups.js';
 import { describeState, pairs, parseAcquireReply } from '../../src/backends/replies.js';
 import { runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
@@ -378,7 +379,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
-      const [left] = await runScript(driverFor(redis), 'extend', names, [...names, s.owner, LEASE_MS]);
+      const [left] = await runScript(driverFor(redis), 'extend', names, [EXTEND_BUDGET_US, ...names, s.owner, LEASE_MS]);
       return { reply: left! > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':

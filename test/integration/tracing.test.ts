@@ -200,6 +200,8 @@ forEachTopology('tracing channels', (ctx) => {
       const round = renewals.operations().find(bothHeld)!;
       expect(round.phases).to.deep.equal(['start', 'end', 'asyncStart', 'asyncEnd']);
       expect(round.context).to.include({ holdings: 2, renewed: 2, lost: 0, unreached: 0 });
+      // One call per node: the two locks may lie on two Cluster masters.
+      expect(round.context.calls).to.be.within(1, ctx.kind === 'cluster' ? 2 : 1);
       await a.release();
       await b.release();
     } finally {

@@ -1,5 +1,12 @@
 import { expect } from 'chai';
-import { extendByGroup } from '../../src/backends/extend-groups.js';
+import {
+  EXTEND_BUDGET_US,
+  EXTEND_CALLS_IN_FLIGHT,
+  EXTEND_MAX_LEASES,
+  extendByGroup,
+  extendInChunks,
+} from '../../src/backends/extend-groups.js';
+import { lockKeys } from '../../src/keys/keys.js';
 
 describe('extendByGroup', () => {
   it('fills the answers of the groups that succeeded and leaves NaN for a failed one', async () => {
@@ -20,5 +27,95 @@ describe('extendByGroup', () => {
       (e: Error) => e,
     );
     expect(error?.message).to.equal('all down');
+  });
+});
+
+describe('extendInChunks', () => {
+  const keysOf = (i: number) => lockKeys('rwlock', `r${i}`);
+  const requests = Array.from({ length: 1_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000 }));
+  const all = requests.map((_, i) => i);
+  const names = (k: ReturnType<typeof keysOf>) => [k.state, k.leases, k.queue] as const;
+  /** The owners a call carries, from its ARGV (budget, then 5 per lease). */
+  const ownersOf = (args: (string | number)[]) => args.filter((_, k) => k % 5 === 4) as string[];
+
+  it('sends the leases a call did not reach first in the next, and sizes calls by what the budget reached', async () => {
+    const sent: string[][] = [];
+    const round = { calls: 0 };
+    const results = new Array<number>(requests.length).fill(NaN);
+    // A server whose budget reaches 10 leases a call.
+    await extendInChunks(
+      requests,
+      all,
+      results,
+      names,
+      async (_keys, args) => {
+        expect(args[0]).to.equal(EXTEND_BUDGET_US);
+        const owners = ownersOf(args);
+        sent.push(owners);
+        return owners.slice(0, 10).map(() => 5_000);
+      },
+      round,
+    );
+    expect(
+      results.every((left) => left === 5_000),
+      'every lease renewed once',
+    ).to.equal(true);
+    expect(round.calls).to.equal(sent.length);
+    expect(Math.max(...sent.map((s) => s.length))).to.be.at.most(EXTEND_MAX_LEASES);
+    // Each lease was renewed by exactly one call: what a call did not reach went out again.
+    const reached = sent.flatMap((owners) => owners.slice(0, 10));
+    expect(new Set(reached).size).to.equal(requests.length);
+    expect(reached).to.have.length(requests.length);
+    // Once the first replies are in, calls carry about what fits: never the first calls' size again.
+    expect(sent.slice(EXTEND_CALLS_IN_FLIGHT).every((s) => s.length <= 13)).to.equal(true);
+    expect(round.calls).to.be.within(100, 110);
+  });
+
+  it('grows calls up to the most leases one carries while the budget reaches them all', async () => {
+    const sizes: number[] = [];
+    const many = Array.from({ length: 5_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000 }));
+    await extendInChunks(many, [...many.keys()], new Array<number>(many.length).fill(NaN), names, async (_keys, args) => {
+      sizes.push(ownersOf(args).length);
+      return ownersOf(args).map(() => 5_000);
+    });
+    expect(Math.max(...sizes)).to.equal(EXTEND_MAX_LEASES);
+    expect(sizes.reduce((a, b) => a + b, 0)).to.equal(many.length);
+  });
+
+  it('stops sending after a failed call, keeps what was renewed, and throws', async () => {
+    const results = new Array<number>(requests.length).fill(NaN);
+    let calls = 0;
+    const error = await extendInChunks(requests, all, results, names, async (_keys, args) => {
+      if (++calls === 3) throw new Error('node down');
+      return ownersOf(args).map(() => 5_000);
+    }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(error?.message).to.equal('node down');
+    // The calls already in flight when the third failed, and no more.
+    expect(calls).to.be.at.most(EXTEND_CALLS_IN_FLIGHT + 2);
+    const renewed = results.filter((left) => left === 5_000).length;
+    expect(renewed).to.be.above(0);
+    expect(results.filter((left) => Number.isNaN(left))).to.have.length(requests.length - renewed);
+  });
+
+  it('bounds each call with the round’s bound', async () => {
+    let bounded = 0;
+    await extendInChunks(
+      requests.slice(0, 40),
+      all.slice(0, 40),
+      new Array<number>(40).fill(NaN),
+      names,
+      async (_keys, args) => ownersOf(args).map(() => 5_000),
+      {
+        calls: 0,
+        bound: (call) => {
+          bounded++;
+          return call;
+        },
+      },
+    );
+    expect(bounded).to.equal(2);
   });
 });
