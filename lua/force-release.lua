@@ -9,9 +9,12 @@
 
   Reply: the names of the keys that existed and were deleted
 ]]
+-- UNLINK, not DEL: a lock with thousands of readers has a hash and a sorted set
+-- of thousands of entries, which DEL frees while the server waits (4 ms for
+-- 10,000 readers); UNLINK frees them on a background thread.
 local deleted = {}
 for _, key in ipairs(KEYS) do
-  if redis.call('DEL', key) == 1 then deleted[#deleted + 1] = key end
+  if redis.call('UNLINK', key) == 1 then deleted[#deleted + 1] = key end
 end
 for _, channel in ipairs(ARGV) do
   redis.call('SPUBLISH', channel, 'release')
