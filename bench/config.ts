@@ -78,6 +78,17 @@ export interface BenchConfig {
     readonly acquireInFlight: number;
   };
 
+  /** (g) a neighbour's GET loop while leases renew, and with none held. */
+  readonly neighbour: {
+    readonly leases: number;
+    /** Lease length of the held leases: they renew every third of it. */
+    readonly leaseMs: number;
+    /** How long each GET loop runs. */
+    readonly durationMs: number;
+    /** In flight while the leases are taken. */
+    readonly acquireInFlight: number;
+  };
+
   /** Server µs per call of the floor's commands, the library's scripts and reference scripts. */
   readonly anatomy: {
     readonly calls: number;
@@ -100,7 +111,9 @@ export const FULL: BenchConfig = {
   contended: { waiters: 8, holdMs: 1, warmupMs: 300, durationMs: 2_500, maxGrants: 100_000, drainMs: 15_000 },
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 300, durationMs: 2_500, maxCycles: 500_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
-  renewal: { leases: 10_000, leaseMs: 3_000, periods: 3, extends: 200, acquireInFlight: 64 },
+  // 100,000 leases take ~1.5 s of server time a round: a 15 s lease renews every 5 s.
+  renewal: { leases: 100_000, leaseMs: 15_000, periods: 2, extends: 200, acquireInFlight: 64 },
+  neighbour: { leases: 10_000, leaseMs: 3_000, durationMs: 3_000, acquireInFlight: 64 },
   memory: { readers: 100 },
   anatomy: { calls: 20_000 },
   fastRetryMs: 1,
@@ -115,6 +128,7 @@ export const SMOKE: BenchConfig = {
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 20, durationMs: 200, maxCycles: 5_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 20, durationMs: 60, maxCycles: 2_000 },
   renewal: { leases: 200, leaseMs: 300, periods: 2, extends: 10, acquireInFlight: 64 },
+  neighbour: { leases: 200, leaseMs: 300, durationMs: 300, acquireInFlight: 64 },
   memory: { readers: 100 },
   anatomy: { calls: 300 },
   fastRetryMs: 1,

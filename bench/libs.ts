@@ -198,6 +198,9 @@ export async function loadBaseline(checkout: string): Promise<void> {
 /** True once a baseline checkout is loaded. */
 export const hasBaseline = (): boolean => Baseline !== undefined;
 
+/** The baseline checkout's LockClient, once loaded. */
+export const baselineLockClient = (): typeof LockClient | undefined => Baseline;
+
 /** The libraries of the baseline checkout, run only with --baseline. */
 export const BASELINE_LIBS: readonly LibName[] = ['rwlock-base', 'rwlock-redlock-base'];
 

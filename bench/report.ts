@@ -223,6 +223,46 @@ function renderTopology(r: TopologyResults): string[] {
         `Explicit \`lease.extend()\`: ${fmt(e.scriptsPerExtend)} script calls and ${fmt(e.sentPerExtend)} commands sent per extend, ${e.redirects} redirects (${e.extends} extends).`,
       );
   }
+  if (r.neighbour) {
+    out.push(
+      '',
+      "### (g) a neighbour's latency: a GET loop on another connection, with no lock held and while leases renew (p50/p99 as a client sending a GET every median interval sees them)",
+      '',
+    );
+    const label = { none: 'no lock held', rwlock: 'redis-rwlock renewing', 'rwlock-base': 'the baseline checkout renewing' } as const;
+    out.push(
+      table(
+        [
+          'holder',
+          'leases',
+          'lease ms',
+          'GETs',
+          'p50 ms',
+          'p99 ms',
+          'max ms',
+          'script calls',
+          'over 1 ms',
+          'longest command µs',
+          'machine stalls',
+          'lost',
+        ],
+        r.neighbour.map((n) => [
+          label[n.holder],
+          fmt(n.leases, 0),
+          n.holder === 'none' ? '–' : fmt(n.leaseMs, 0),
+          fmt(n.gets, 0),
+          fmt(n.p50Ms, 3),
+          fmt(n.p99Ms, 3),
+          fmt(n.maxMs, 3),
+          fmt(n.scriptCalls, 0),
+          fmt(n.slowScripts, 0),
+          n.longestCommandUsec === null ? '< 1000' : `${fmt(n.longestCommandUsec, 0)} (${n.longestCommand})`,
+          fmt(n.machineStalls, 0),
+          fmt(n.lost, 0),
+        ]),
+      ),
+    );
+  }
   if (r.anatomy) {
     out.push('', '### (anatomy) server µs per call of one uncontended cycle (INFO commandstats, pipelined on one connection)', '');
     out.push(

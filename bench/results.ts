@@ -7,6 +7,7 @@ import type { TopologyKind } from './topology.js';
 import type { AnatomyRow } from './workloads/anatomy.js';
 import type { ContendedResult } from './workloads/contended.js';
 import type { MemoryResult } from './workloads/memory.js';
+import type { NeighbourResult } from './workloads/neighbour.js';
 import type { ReadersResult } from './workloads/readers.js';
 import type { ExtendResult, RenewalResult } from './workloads/renewal.js';
 import type { ScaleResult } from './workloads/scale.js';
@@ -25,6 +26,8 @@ export interface TopologyResults {
   readers?: Measured<ReadersResult>;
   scale?: Measured<ScaleResult>;
   renewal?: { rwlock?: RenewalResult; semaphore?: RenewalResult; extend?: ExtendResult };
+  /** The GET loop with no lock held, then while leases renew (this checkout, and the baseline's). */
+  neighbour?: NeighbourResult[];
   memory?: MemoryResult;
   anatomy?: AnatomyRow[];
   /** Medians of per-run ratios, by name (see `perRunRatios`). */

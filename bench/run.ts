@@ -8,9 +8,10 @@
  * Options:
  *   --smoke                 tiny counts (CI); writes bench/results/smoke.*
  *   --topology a[,b]        standalone, cluster
- *   --only w[,w]            uncontended, contended, readers, scale, renewal, memory, anatomy
+ *   --only w[,w]            uncontended, contended, readers, scale, renewal, neighbour, memory, anatomy
  *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
  *   --runs N                runs per figure
+ *   --leases N              leases held in (e) renewal and (g) neighbour
  *   --baseline <checkout>   also measure rwlock-write (and rwlock-redlock,
  *                           contended) from another checkout, side by side
  *                           in the same run
@@ -35,12 +36,13 @@ import { startTopology, type Topology, type TopologyKind } from './topology.js';
 import { measureAnatomy } from './workloads/anatomy.js';
 import { type ContendedResult, measureContended } from './workloads/contended.js';
 import { measureMemory } from './workloads/memory.js';
+import { measureNeighbour } from './workloads/neighbour.js';
 import { measureReaders, type ReadersResult } from './workloads/readers.js';
 import { measureExtend, measureRwlockRenewal, measureSemaphoreRenewal } from './workloads/renewal.js';
 import { measureScale, type ScaleResult } from './workloads/scale.js';
 import { type CycleResult, uncontendedRun } from './workloads/uncontended.js';
 
-const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'memory', 'anatomy'] as const;
+const WORKLOADS = ['uncontended', 'contended', 'readers', 'scale', 'renewal', 'neighbour', 'memory', 'anatomy'] as const;
 type Workload = (typeof WORKLOADS)[number];
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -215,6 +217,15 @@ async function runTopology(
     }
     results.renewal.extend = await measureExtend(topology, config, tag);
   }
+  if (want('neighbour')) {
+    log(`[${topology.kind}] (g) a neighbour's GET loop: no lock held, then ${config.neighbour.leases} leases renewing`);
+    results.neighbour = await measureNeighbour(topology, config, tagOf(config.runs + 1));
+    for (const n of results.neighbour) {
+      log(
+        `  ${n.holder.padEnd(11)} p50 ${short(n.p50Ms, 3)} ms, p99 ${short(n.p99Ms, 3)} ms, longest command ${n.longestCommandUsec ?? '<1000'} µs`,
+      );
+    }
+  }
   results.seconds = (performance.now() - started) / 1000;
   return results;
 }
@@ -227,6 +238,7 @@ async function main(): Promise<number> {
       only: { type: 'string' },
       libs: { type: 'string' },
       runs: { type: 'string' },
+      leases: { type: 'string' },
       out: { type: 'string' },
       render: { type: 'string' },
       baseline: { type: 'string' },
@@ -235,7 +247,14 @@ async function main(): Promise<number> {
   if (values.render !== undefined) return render(values.render);
   const base = values.smoke ? SMOKE : FULL;
   const topologies = list<TopologyKind>(values.topology, ['standalone', 'cluster'], 'topology') ?? base.topologies;
-  const config: BenchConfig = { ...base, topologies, runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs };
+  const leases = values.leases === undefined ? undefined : Math.max(1, Number(values.leases));
+  const config: BenchConfig = {
+    ...base,
+    topologies,
+    runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs,
+    renewal: { ...base.renewal, leases: leases ?? base.renewal.leases },
+    neighbour: { ...base.neighbour, leases: leases ?? base.neighbour.leases },
+  };
   const only = list<Workload>(values.only, WORKLOADS, 'only') ?? [...WORKLOADS];
   if (values.baseline !== undefined) await loadBaseline(values.baseline);
   const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter((l) => !BASELINE_LIBS.includes(l) || hasBaseline());
@@ -243,6 +262,7 @@ async function main(): Promise<number> {
   const complete =
     values.only === undefined &&
     values.libs === undefined &&
+    values.leases === undefined &&
     config.name === 'full' &&
     topologies.length === 2 &&
     values.baseline === undefined;

@@ -26,8 +26,16 @@ const atMost = (v: number | null, b: number) => (v === null ? null : v <= b);
 
 /** How many cycle times the longest race wait may last: twice a full round of every waiter in turn. */
 export const RACE_WAIT_CYCLES_PER_WAITER = 2;
-/** "A few" script calls per master per renewal period. */
-export const RENEWAL_SCRIPTS_PER_MASTER = 5;
+/**
+ * Leases one renewal call renews at least, on average: calls stop after 250 µs
+ * of server time (issue 27), about 15-20 leases; one call per lease is what a
+ * lock without batching sends.
+ */
+export const RENEWAL_LEASES_PER_CALL = 8;
+/** The longest command a library may run on the server (issue 27), in ms. */
+export const LONGEST_COMMAND_MS = 1;
+/** How much later a neighbour's p99 GET may answer while leases renew than with none held (issue 27), in ms. */
+export const NEIGHBOUR_P99_EXTRA_MS = 1;
 /** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
 export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
 
@@ -275,16 +283,61 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     add('d-scale', `read cycles/s with ${Math.max(...counts)} live readers vs ${Math.min(...counts)}`, v, '>= 0.7', atLeast(v, 0.7));
   }
   if (r.renewal?.rwlock) {
-    const v = r.renewal.rwlock.scriptCallsPerPeriodPerMasterMax;
+    const e = r.renewal.rwlock;
+    const perCall = e.scriptCallsPerPeriod > 0 ? e.leases / e.scriptCallsPerPeriod : null;
     add(
       'e-renewal',
-      `renewal of ${r.renewal.rwlock.leases} leases: script calls per period on the busiest master`,
-      v,
-      `<= ${RENEWAL_SCRIPTS_PER_MASTER}`,
-      atMost(v, RENEWAL_SCRIPTS_PER_MASTER),
-      'calls',
+      `renewal of ${e.leases} leases: leases per script call`,
+      perCall,
+      `>= ${RENEWAL_LEASES_PER_CALL}`,
+      atLeast(perCall, RENEWAL_LEASES_PER_CALL),
+      'leases',
+      `${e.scriptCallsPerPeriod.toFixed(0)} calls per period, ${e.scriptCallsPerPeriodPerMasterMax.toFixed(0)} on the busiest master`,
     );
-    add('e-renewal-lost', 'leases lost while renewing', r.renewal.rwlock.lost, '= 0', r.renewal.rwlock.lost === 0, 'leases');
+    const longest = e.longestCommandUsec === null ? 0 : e.longestCommandUsec / 1000;
+    add(
+      'e-longest',
+      `renewal of ${e.leases} leases: longest command on any master (SLOWLOG at 1 ms; 0: none listed)`,
+      longest,
+      `<= ${LONGEST_COMMAND_MS}`,
+      atMost(longest, LONGEST_COMMAND_MS),
+      'ms',
+      e.longestCommand ?? undefined,
+    );
+    add('e-renewal-lost', 'leases lost while renewing', e.lost, '= 0', e.lost === 0, 'leases');
+  }
+  if (r.neighbour) {
+    const none = r.neighbour.find((n) => n.holder === 'none');
+    const mine = r.neighbour.find((n) => n.holder === 'rwlock');
+    const base = r.neighbour.find((n) => n.holder === 'rwlock-base');
+    if (none && mine) {
+      const extra = mine.p99Ms - none.p99Ms;
+      const p = (n: typeof none) => `p50 ${n.p50Ms.toFixed(3)} ms, p99 ${n.p99Ms.toFixed(3)} ms`;
+      add(
+        'g-neighbour-p99',
+        `a neighbour's GET p99 with ${mine.leases} leases renewing vs none held, ms later`,
+        extra,
+        `<= ${NEIGHBOUR_P99_EXTRA_MS}`,
+        atMost(extra, NEIGHBOUR_P99_EXTRA_MS),
+        'ms',
+        `none held: ${p(none)}; renewing: ${p(mine)} (${(mine.p99Ms / none.p99Ms).toFixed(2)}x)` +
+          (base ? `; the baseline checkout renewing: ${p(base)} (${(base.p99Ms / none.p99Ms).toFixed(2)}x)` : ''),
+      );
+      const longest = mine.longestCommandUsec === null ? 0 : mine.longestCommandUsec / 1000;
+      add(
+        'g-longest',
+        `longest library command while ${mine.leases} leases renew (SLOWLOG at 1 ms; 0: none listed)`,
+        longest,
+        `<= ${LONGEST_COMMAND_MS}`,
+        atMost(longest, LONGEST_COMMAND_MS),
+        'ms',
+        `${mine.slowScripts} of ${mine.scriptCalls} script calls listed, ${mine.machineStalls} machine stall(s) over 4 ms meanwhile` +
+          (base
+            ? `; the baseline checkout: ${base.slowScripts} of ${base.scriptCalls}, the longest ${((base.longestCommandUsec ?? 0) / 1000).toFixed(1)} ms`
+            : '') +
+          (mine.longestCommand ? `; the longest: ${mine.longestCommand}` : ''),
+      );
+    }
   }
   if (r.memory) {
     const m = r.memory;

@@ -237,17 +237,19 @@ export async function ready(client: RedisClient): Promise<void> {
 export async function slowlog(topology: Topology, count = 5): Promise<{ usec: number; command: string }[]> {
   const out: { usec: number; command: string }[] = [];
   for (const m of await topology.masters()) {
-    const entries = (await m.call('SLOWLOG', 'GET', count)) as [number, number, number, string[]][];
+    // Every entry (GET <n> gives the newest n, not the longest).
+    const entries = (await m.call('SLOWLOG', 'GET', -1)) as [number, number, number, string[]][];
     for (const e of entries) out.push({ usec: e[2], command: e[3].slice(0, 3).join(' ').slice(0, 80) });
     await m.call('SLOWLOG', 'RESET');
   }
   return out.sort((a, b) => b.usec - a.usec).slice(0, count);
 }
 
-/** Makes every master log commands slower than `usec` to SLOWLOG. */
+/** Makes every master log commands slower than `usec` to SLOWLOG (up to 4,096 of them). */
 export async function setSlowlogThreshold(topology: Topology, usec: number): Promise<void> {
   for (const m of await topology.masters()) {
     await m.config('SET', 'slowlog-log-slower-than', String(usec));
+    await m.config('SET', 'slowlog-max-len', '4096');
     await m.call('SLOWLOG', 'RESET');
   }
 }
