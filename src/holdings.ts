@@ -74,6 +74,8 @@ export class Holdings implements LeaseHost {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private deadlineTimerAt = Infinity;
   private renewing = false;
+  /** The renewal round in progress: close() cancels what it has not sent yet. */
+  private round: ExtendRound | undefined;
   private closed = false;
   /** Leases held, for stats. */
   private leaseCount = 0;
@@ -293,6 +295,7 @@ export class Holdings implements LeaseHost {
    */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.round) this.round.cancelled = true;
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
     clearTimeout(this.deadlineTimer);
@@ -330,10 +333,10 @@ export class Holdings implements LeaseHost {
       if (due.length === 0) return;
       let results: number[];
       // Many leases take many calls: each waits up to redisTimeoutMs, not the round as a whole.
-      const round: ExtendRound = {
+      const round: ExtendRound = (this.round = {
         calls: 0,
         bound: (call) => this.deadlines.within(call, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT),
-      };
+      });
       try {
         results = await this.backend.extend(
           due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })),
@@ -391,6 +394,7 @@ export class Holdings implements LeaseHost {
       }
     } finally {
       this.renewing = false;
+      this.round = undefined;
     }
   }
 

@@ -32,6 +32,8 @@ export interface ExtendRound {
   calls: number;
   /** Bounds each call's wait for Redis: a round of many calls has no bound as a whole. */
   readonly bound?: (call: Promise<number[]>) => Promise<number[]>;
+  /** Set when the client closes: the calls not sent yet are not sent (their leases stay NaN). */
+  cancelled?: boolean;
 }
 
 /**
@@ -80,7 +82,7 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
   const unreached: number[] = [];
   let failed = false;
   const sendCalls = async (): Promise<void> => {
-    while (!failed) {
+    while (!failed && !round?.cancelled) {
       const chunk = unreached.splice(0, size);
       if (chunk.length < size && next < indexes.length) {
         const fresh = indexes.slice(next, (next += size - chunk.length));

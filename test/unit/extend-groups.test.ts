@@ -3,6 +3,7 @@ import {
   EXTEND_BUDGET_US,
   EXTEND_CALLS_IN_FLIGHT,
   EXTEND_MAX_LEASES,
+  type ExtendRound,
   extendByGroup,
   extendInChunks,
 } from '../../src/backends/extend-groups.js';
@@ -98,6 +99,25 @@ describe('extendInChunks', () => {
     const renewed = results.filter((left) => left === 5_000).length;
     expect(renewed).to.be.above(0);
     expect(results.filter((left) => Number.isNaN(left))).to.have.length(requests.length - renewed);
+  });
+
+  it('sends no more calls once the round is cancelled (the client closed)', async () => {
+    const round: ExtendRound = { calls: 0 };
+    const results = new Array<number>(requests.length).fill(NaN);
+    await extendInChunks(
+      requests,
+      all,
+      results,
+      names,
+      async (_keys, args) => {
+        await Promise.resolve(); // every worker sends its first call before the first reply
+        round.cancelled = true;
+        return ownersOf(args).map(() => 5_000);
+      },
+      round,
+    );
+    expect(round.calls, 'the calls already in flight').to.equal(EXTEND_CALLS_IN_FLIGHT);
+    expect(results.filter((left) => Number.isNaN(left)).length).to.be.above(0);
   });
 
   it('bounds each call with the round’s bound', async () => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import type { ExtendRequest, LockBackend } from '../../src/backends/backend.js';
+import type { ExtendRound } from '../../src/backends/extend-groups.js';
 import { Deadlines } from '../../src/deadlines.js';
 import { LockLostError, LockNotHeldError } from '../../src/errors.js';
 import { Holdings, type LossEvent } from '../../src/holdings.js';
@@ -160,5 +161,27 @@ describe('Holdings (renewal timing and loss)', () => {
     await clock.tickAsync(1000);
     expect(extendCalls).to.have.length(1);
     finish();
+  });
+
+  it('bounds each call of a round by redisTimeoutMs, and cancels the rest of the round on close()', async () => {
+    grant('r', 'o');
+    let round: ExtendRound | undefined;
+    backend.extend = (_requests, r) => {
+      round = r;
+      return new Promise(() => undefined); // Redis never answers
+    };
+    await clock.tickAsync(1000);
+    const call = round!.bound!(new Promise<number[]>(() => undefined));
+    const rejected = call.then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    await clock.tickAsync(1000);
+    expect((await rejected)?.message).to.match(/within 1000 ms/);
+    expect(round!.cancelled).to.equal(undefined);
+    const closing = holdings.close();
+    expect(round!.cancelled, 'the calls not sent yet are not sent').to.equal(true);
+    await clock.tickAsync(1000);
+    await closing;
   });
 });
