@@ -24,7 +24,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { EXTEND_BATCH } from '../src/backends/extend-groups.js';
+import { EXTEND_BUDGET_US, EXTEND_MAX_LEASES } from '../src/backends/extend-groups.js';
 import { MIN_REDLOCK_NODES } from '../src/backends/redlock-nodes.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
 import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
@@ -228,8 +228,12 @@ const heartbeat = {
  * on the docs' prose with line breaks joined) must equal `code` in order.
  */
 const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) => number[] }[] = [
-  { what: 'leases per renewal call (EXTEND_BATCH)', pattern: /call per ([\d,]+) (?:auto-renewed )?leases/g, code: () => [EXTEND_BATCH] },
-  { what: 'leases per renewal call (EXTEND_BATCH)', pattern: /a ([\d,]+)-lease call/g, code: () => [EXTEND_BATCH] },
+  {
+    what: 'server time per renewal call (EXTEND_BUDGET_US)',
+    pattern: /calls? that (?:each )?stops? after ([\d,]+) µs of server time/g,
+    code: () => [EXTEND_BUDGET_US],
+  },
+  { what: 'most leases per renewal call (EXTEND_MAX_LEASES)', pattern: /at most ([\d,]+) leases/g, code: () => [EXTEND_MAX_LEASES] },
   {
     what: 'script calls per socket write (COALESCE_BATCH)',
     pattern: /up to (\d+) per socket write/g,
