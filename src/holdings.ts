@@ -1,6 +1,6 @@
 import { type AcquireOutcome, type AcquireRequest, handedMs, type LockBackend } from './backends/backend.js';
-import { Cleanups } from './cleanups.js';
 import type { ExtendRound } from './backends/extend-groups.js';
+import { Cleanups } from './cleanups.js';
 import type { Deadlines } from './deadlines.js';
 import { ClientClosedError, LockLostError, LockNotHeldError, RedisUnavailableError, type RWLockError } from './errors.js';
 import type { LockKeys } from './keys/keys.js';
