@@ -283,10 +283,12 @@ class Link {
 
   private forward(direction: 'toServer' | 'toClient', chunk: Buffer): void {
     const socket = direction === 'toServer' ? this.upstream : this.client;
-    const ms = this.faults.delayMs;
-    // Chunks keep their order, also when each waits for the delay.
+    const due = performance.now() + this.faults.delayMs;
+    // Chunks keep their order, and each is due the delay after it came: a latency, which chunks
+    // that follow each other closely do not add up.
     this.chain[direction] = this.chain[direction].then(async () => {
-      if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       if (!this.closed) socket.write(chunk);
     });
   }

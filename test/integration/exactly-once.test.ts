@@ -83,6 +83,22 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     expect(proxy.stats.drops).to.equal(1);
   });
 
+  it("the proxy's delay is a latency: commands sent close together each come back a round trip later, not one after another", async () => {
+    await through.ping(); // connected (on a Cluster: the slots are known)
+    proxy.delay(200);
+    // Eight commands 5 ms apart, eight chunks each way: one after another they would take 8 x 200 ms and more.
+    const started = performance.now();
+    const replies: Promise<number>[] = [];
+    for (let i = 0; i < 8; i++) {
+      replies.push(through.incr('delayed').then(() => performance.now() - started));
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    const times = await Promise.all(replies);
+    proxy.delay(0);
+    expect(Math.min(...times), 'the first reply').to.be.at.least(390); // 200 ms each way
+    expect(Math.max(...times), 'the last reply').to.be.below(1_200);
+  });
+
   for (const mode of MODES) {
     it(`a resent inner release leaves the owner's outer write hold, and nobody else gets in (${mode} mode)`, async () => {
       const locks = new LockClient(through, modeOptions(mode));
