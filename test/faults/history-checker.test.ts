@@ -75,6 +75,19 @@ describe('history checker', () => {
     expect(checkHistory(buildHistory(events, new Map([['a', 2]]))).violations).to.deep.equal([]);
   });
 
+  it('ends the holds of a process that shut down gracefully where it called close()', () => {
+    // a's hold was granted in the tick of its close() and released only after; b was granted once close() gave it back.
+    const events: HistoryEvent[] = [
+      { t: 'grant', id: 'a:1', process: 'a', resource: 'r', mode: 'write', owner: 'a:1', fence: 10, requestedAt: 0, grantedAt: 1 },
+      { t: 'data', id: 'a:1', shutdown: true },
+      ...writes([['b:1', 11, 6, 9, 0]]),
+      { t: 'release-sent', id: 'a:1', at: 20 },
+    ];
+    expect(checkHistory(buildHistory(events)).violations.map((v) => v.kind)).to.deep.equal(['overlap']);
+    const shutdown: HistoryEvent = { t: 'shutdown', process: 'a', at: 5, acquiring: 1 };
+    expect(checkHistory(buildHistory([...events, shutdown]), { counters: new Map([['r', 1]]) }).violations).to.deep.equal([]);
+  });
+
   it('tells a holder stalled past its fixed lease (and told so) from a violation', () => {
     // a's fence says granted at 1000 ms server time, lease 100 ms; b granted at 1150 ms, while a's process still ran.
     const events: HistoryEvent[] = [

@@ -184,6 +184,16 @@ export class Workload {
     return at;
   }
 
+  /**
+   * Shuts a worker down gracefully in the middle of its work (its
+   * LockClient's close(), then its Redis client's quit(); see the worker's
+   * 'shutdown'); resolves with its exit code once it has exited.
+   */
+  shutdown(worker: WorkerHandle): Promise<number | string> {
+    worker.child.send('shutdown', () => undefined);
+    return worker.exited;
+  }
+
   /** Asks every live worker to stop starting operations (they then finish, close and exit). */
   stop(): void {
     this.stopping = true;

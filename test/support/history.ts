@@ -101,7 +101,17 @@ export type HistoryEvent =
       requestedAt: number;
       grantedAt: number;
     }
-  | { t: 'data'; id: string; seen?: number; wrote?: boolean; skippedWrite?: boolean; state?: string | null; dataError?: string }
+  | {
+      t: 'data';
+      id: string;
+      seen?: number;
+      wrote?: boolean;
+      skippedWrite?: boolean;
+      state?: string | null;
+      dataError?: string;
+      /** Granted after its process began a graceful shutdown: did nothing. */
+      shutdown?: boolean;
+    }
   | { t: 'lost'; id: string; at: number; reason: string }
   | { t: 'release-sent'; id: string; at: number }
   | { t: 'released'; id: string; at: number; outcome: string; message?: string }
@@ -117,7 +127,9 @@ export type HistoryEvent =
       message: string;
     }
   | { t: 'hang'; process: string; at: number }
-  | { t: 'done'; process: string; at: number; closeMs: number; operations: number };
+  /** A graceful shutdown: the process holds no lease, begins no critical section, and calls close() now, with `acquiring` acquires in flight. */
+  | { t: 'shutdown'; process: string; at: number; acquiring: number }
+  | { t: 'done'; process: string; at: number; closeMs: number; quitMs?: number; operations: number };
 
 /** One granted hold, assembled from its events. */
 export interface Hold {
@@ -145,6 +157,8 @@ export interface Hold {
   /** The state a reader saw. */
   state?: string | null;
   dataError?: string;
+  /** Granted after its process began a graceful shutdown: did nothing. */
+  shutdown?: boolean;
 }
 
 export interface AcquireFailure {
@@ -163,6 +177,11 @@ export interface History {
   failures: AcquireFailure[];
   /** Processes that were killed, with the time of the kill: their holds end there. */
   deaths: Map<string, number>;
+  /**
+   * Processes that shut down gracefully, with the time they called close()
+   * (no lease held, no critical section begun after): their holds end there.
+   */
+  shutdowns: Map<string, { at: number; acquiring: number }>;
   /** Processes that reported a hang. */
   hangs: string[];
   /** Processes that finished, with the time close() took. */
@@ -229,6 +248,7 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
   const holds = new Map<string, Hold>();
   const failures: AcquireFailure[] = [];
   const hangs: string[] = [];
+  const shutdowns = new Map<string, { at: number; acquiring: number }>();
   const done = new Map<string, { at: number; closeMs: number; operations: number }>();
   for (const e of events) {
     switch (e.t) {
@@ -261,6 +281,9 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
       case 'hang':
         hangs.push(e.process);
         break;
+      case 'shutdown':
+        shutdowns.set(e.process, { at: e.at, acquiring: e.acquiring });
+        break;
       case 'done':
         done.set(e.process, { at: e.at, closeMs: e.closeMs, operations: e.operations });
         break;
@@ -268,16 +291,22 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
         break;
     }
   }
-  return { holds: [...holds.values()], failures, deaths: new Map(deaths), hangs, done };
+  return { holds: [...holds.values()], failures, deaths: new Map(deaths), shutdowns, hangs, done };
 }
 
 /**
  * The end of the interval during which a hold's process may act as holder:
- * just before its release was sent, when it learnt of the loss, or when the
- * process was killed, whichever came first.
+ * just before its release was sent, when it learnt of the loss, when the
+ * process was killed, or when it called close() to shut down (it acts on no
+ * lock after that, and close() releases what is left), whichever came first.
  */
 export function holdEnd(hold: Hold, history: History): number {
-  return Math.min(hold.releaseAt ?? Infinity, hold.lostAt ?? Infinity, history.deaths.get(hold.process) ?? Infinity);
+  return Math.min(
+    hold.releaseAt ?? Infinity,
+    hold.lostAt ?? Infinity,
+    history.deaths.get(hold.process) ?? Infinity,
+    history.shutdowns.get(hold.process)?.at ?? Infinity,
+  );
 }
 
 /** Checks `history`; see the module doc for what is proved. */

@@ -13,6 +13,14 @@
 // here). Stops by itself after HISTORY_OPS operations or HISTORY_DURATION_MS,
 // whichever comes first, or when the parent sends 'stop' over IPC; then closes
 // the LockClient and prints { t: 'done' }.
+//
+// 'shutdown' over IPC is a graceful shutdown in the middle of the work: no
+// critical section begins any more (a hold granted from then on does nothing
+// and is released at once), and once no loop holds a lease (its release
+// settled) the process prints { t: 'shutdown' } and, in the same tick, closes
+// its LockClient, which ends the acquires still in flight with
+// ClientClosedError; then it quits its Redis client and exits 0. Each acquire's owner is its operation id, so what a
+// process holds can be read from Redis.
 import type { ClusterOptions, RedisOptions } from 'ioredis';
 import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
 import type { HistoryEvent, WorkerConfig } from '../support/history.js';
@@ -37,6 +45,15 @@ const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.
 const errorName = (e: unknown) => (e instanceof Error ? e.name : typeof e);
 
 let stopping = false;
+/** Set on 'shutdown': a granted hold no longer begins its critical section. */
+let shuttingDown = false;
+let shutdownDone: Promise<void> | undefined;
+let loopsEnded = false;
+/** Leases the loops hold now (from the grant until the release settled), and a wake-up for the shutdown waiting for none. */
+let holding = 0;
+let noneHeld: (() => void) | undefined;
+/** Acquires between their call and their outcome. */
+let acquiring = 0;
 let go: () => void;
 const going = new Promise<void>((resolve) => (go = resolve));
 let started = 0;
@@ -44,7 +61,22 @@ let seq = 0;
 process.on('message', (message) => {
   if (message === 'stop') stopping = true;
   if (message === 'go') go();
+  if (message === 'shutdown' && !loopsEnded) shutdownDone ??= shutdown();
 });
+
+/** A graceful shutdown while loops wait or acquire: see the header. */
+async function shutdown(): Promise<void> {
+  stopping = true;
+  shuttingDown = true;
+  while (holding > 0) await new Promise<void>((resolve) => (noneHeld = resolve));
+  // close() in the same tick as the check: no lease can be granted in between.
+  const at = Date.now();
+  emit({ t: 'shutdown', process: name, at, acquiring });
+  await locks.close();
+  const closeMs = Date.now() - at;
+  await redis.quit();
+  emit({ t: 'done', process: name, at: Date.now(), closeMs, quitMs: Date.now() - at - closeMs, operations: started });
+}
 
 /** The value of `promise`, or the error's name when it rejects. */
 async function attempt<T>(promise: Promise<T>): Promise<{ value?: T; error?: string; message?: string }> {
@@ -64,8 +96,9 @@ async function operation(): Promise<void> {
   let lease: Lease;
   try {
     const lock = locks.lock(resource);
-    const options = config.fixedLeaseMs === undefined ? {} : { leaseMs: config.fixedLeaseMs };
-    lease = await (mode === 'write' ? lock.acquireWrite(options) : lock.acquireRead(options));
+    const options = { owner: id, ...(config.fixedLeaseMs !== undefined && { leaseMs: config.fixedLeaseMs }) };
+    acquiring++;
+    lease = await (mode === 'write' ? lock.acquireWrite(options) : lock.acquireRead(options)).finally(() => acquiring--);
   } catch (error) {
     emit({
       t: 'error',
@@ -88,6 +121,34 @@ async function operation(): Promise<void> {
   if (lease.signal.aborted) reportLost();
   else lease.signal.addEventListener('abort', reportLost, { once: true });
 
+  holding++;
+  try {
+    await criticalSection(id, mode, data, lease);
+    await release(id, lease);
+  } finally {
+    if (--holding === 0) noneHeld?.();
+  }
+}
+
+/** Releases `lease`, and again while its outcome is unknown. */
+async function release(id: string, lease: Lease): Promise<void> {
+  const releaseAt = Date.now();
+  emit({ t: 'release-sent', id, at: releaseAt });
+  let released = await attempt(lease.release());
+  // Its outcome is unknown: calling release() again finishes it (or finds it done).
+  for (let retries = 0; config.retryUnknownRelease && released.error === 'RedisUnavailableError' && retries < 5; retries++) {
+    await sleep(100);
+    released = await attempt(lease.release());
+  }
+  emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok', ...(released.message && { message: released.message }) });
+}
+
+/** The work under the lock (none once the process shuts down): see the header. */
+async function criticalSection(id: string, mode: 'read' | 'write', data: string, lease: Lease): Promise<void> {
+  if (shuttingDown) {
+    emit({ t: 'data', id, shutdown: true });
+    return;
+  }
   const hold = config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
   if (mode === 'write') {
     const building = await attempt(redis.set(`${data}:state`, `building:${id}`));
@@ -114,16 +175,6 @@ async function operation(): Promise<void> {
         : { t: 'data', id, state: read.value![0] ?? null, seen: Number(read.value![1] ?? 0) },
     );
   }
-
-  const releaseAt = Date.now();
-  emit({ t: 'release-sent', id, at: releaseAt });
-  let released = await attempt(lease.release());
-  // Its outcome is unknown: calling release() again finishes it (or finds it done).
-  for (let retries = 0; config.retryUnknownRelease && released.error === 'RedisUnavailableError' && retries < 5; retries++) {
-    await sleep(100);
-    released = await attempt(lease.release());
-  }
-  emit({ t: 'released', id, at: Date.now(), outcome: released.error ?? 'ok', ...(released.message && { message: released.message }) });
 }
 
 async function loop(): Promise<void> {
@@ -151,6 +202,11 @@ const watchdog = setTimeout(() => {
 }, config.durationMs + config.graceMs);
 watchdog.unref();
 await Promise.all(Array.from({ length: config.loops }, () => loop()));
+loopsEnded = true;
+if (shutdownDone) {
+  await shutdownDone;
+  process.exit(0);
+}
 const closeStarted = Date.now();
 await locks.close();
 emit({ t: 'done', process: name, at: Date.now(), closeMs: Date.now() - closeStarted, operations: started });
