@@ -213,7 +213,7 @@ export class Holdings implements LeaseHost {
   expireIfDue(lease: Lease): void {
     const holding = lease.holding as Holding | undefined;
     if (holding && holding.expiresAt <= performance.now()) {
-      this.lose(holding, 'its lease ran out without renewal (the event loop may have been blocked)');
+      this.lose(holding, 'its lease ran out without renewal (the event loop may have been blocked)', true);
     }
   }
 
@@ -322,7 +322,7 @@ export class Holdings implements LeaseHost {
         if (holding.autoRenewed === 0) continue;
         // After an event-loop stall longer than the lease, the lock may be someone else's by now.
         if (now >= holding.expiresAt) {
-          this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)');
+          this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)', true);
           if (trace) {
             trace.holdings++;
             trace.lost++;
@@ -425,16 +425,24 @@ export class Holdings implements LeaseHost {
     let next = Infinity;
     for (const holding of [...this.byId.values()]) {
       // A timer may fire up to its 1 ms resolution before `at`: count that as run out (the safe side).
-      if (holding.expiresAt <= now + CLOCK_RESOLUTION_MS) this.lose(holding, 'its lease ran out without renewal');
+      if (holding.expiresAt <= now + CLOCK_RESOLUTION_MS) this.lose(holding, 'its lease ran out without renewal', true);
       else if (holding.expiresAt < next) next = holding.expiresAt;
     }
     if (next < Infinity) this.armDeadlineTimer(next);
   }
 
-  private lose(holding: Holding, why: string): void {
+  /**
+   * Reports `holding`'s leases lost. `byClock`: lost because its local
+   * deadline passed, while Redis may still hold it: a renewal or extension
+   * on the wire may land and keep it for a whole lease with nobody holding
+   * it, so each hold is given back by its id too (sent after that call on
+   * the same connection, so run after it; `close()` waits for it).
+   */
+  private lose(holding: Holding, why: string, byClock = false): void {
     if (this.byId.get(holding.id) !== holding) return;
     const leases = [...holding.leases];
     for (const lease of leases) this.remove(holding, lease);
+    if (byClock) for (const lease of leases) this.giveBack(holding, lease);
     const error = new LockLostError(`lost the lock on "${holding.resource}": ${why}`, {
       resource: holding.resource,
       mode: leases.some((l) => l.mode === 'write') ? 'write' : 'read',
@@ -444,6 +452,21 @@ export class Holdings implements LeaseHost {
       lease.markLost(error);
     }
     this.onLost({ error, leases });
+  }
+
+  /** Drops `lease`'s hold in Redis, in the background; a failure is reported (the hold expires by itself). */
+  private giveBack(holding: Holding, lease: Lease): void {
+    const givingBack = this.backend.abandon(holding.keys, lease.token, lease.holdId).catch((error: unknown) => {
+      const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+      this.observer?.backgroundError(
+        redisFailure(
+          `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+          error,
+          context,
+        ),
+      );
+    });
+    this.cleanups.track(givingBack);
   }
 
   /** Stops counting `lease` among the auto-renewed ones (once). */

@@ -230,6 +230,21 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await locks.close();
     await others.close();
   });
+
+  it('a lease lost by its clock while its extension was on the wire is given back when that extension lands', async () => {
+    const locks = new LockClient(through, { redisTimeoutMs: 5_000 });
+    const others = new LockClient(direct);
+    const lease = await locks.lock('overtaken').acquireWrite({ leaseMs: 1_000 });
+    proxy.delay(700); // each way: the extension reaches Redis in time, its reply comes after the local deadline
+    const extending = lease.extend(60_000).catch(() => undefined);
+    await eventually('the lease to be reported lost', () => !lease.held);
+    // The extension landed and made the lock last a minute; nobody holds it: it must be given back.
+    await eventually('the lock to be free', async () => (await others.lock('overtaken').inspect()).mode === 'free', 5_000);
+    await extending;
+    proxy.delay(0);
+    await locks.close();
+    await others.close();
+  });
 });
 
 describe('exactly once in redlock mode, with replies dropped by the network [3 independent servers]', function () {
