@@ -423,17 +423,18 @@ forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
     await holder.release();
   });
 
-  it('renews thousands of held leases with a few script calls per node per period', async function () {
+  it('renews thousands of held leases, many per script call, and keeps every one', async function () {
     this.timeout(30_000);
+    const count = 3_000;
     const locks = await open({ leaseMs: 3_000 }); // renewed every second
-    const leases = await Promise.all(Array.from({ length: 3_000 }, (_, i) => locks.lock(`held:${i}`).acquireWrite()));
+    const leases = await Promise.all(Array.from({ length: count }, (_, i) => locks.lock(`held:${i}`).acquireWrite()));
     await sleep(200);
     const before = await scriptCalls(redis);
     await sleep(2_000); // two renewal periods
     const calls = (await scriptCalls(redis)) - before;
-    const nodes = (await masters(redis)).length;
-    // Per period and node: one call per 2,500 leases.
-    expect(calls).to.be.within(1, 2 * nodes * 2);
+    // Calls stop after 250 µs of server time (renewal-batches.test.ts reads SLOWLOG): many leases
+    // each, even on a loaded machine; not one call per lease.
+    expect(calls).to.be.within(2, (2 * count) / 4);
     expect(leases.every((l) => l.held && !l.signal.aborted)).to.equal(true);
     await Promise.all(leases.map((l) => l.release()));
     expect(await totalKeys(redis)).to.equal(0);
