@@ -117,9 +117,13 @@ export class IoredisDriver implements Driver {
 
   subscriber(events: SubscriberEvents): Subscriber {
     const client = this.client;
-    return isCluster(client)
+    const subscriber = isCluster(client)
       ? new ClusterSubscriber(client, events)
       : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
+    // Its connections are the library's, made from the user's client: they end with it, or they would
+    // reconnect for ever to servers that are gone (and keep the process alive) when close() was skipped.
+    client.once('end', () => subscriber.close());
+    return subscriber;
   }
 
   isReplyError(error: unknown): boolean {
@@ -239,6 +243,7 @@ class ClusterSubscriber implements Subscriber {
         if (this.byNode.get(key)?.connection !== connection) return;
         const channels = [...this.byNode.get(key)!.channels];
         this.drop(key);
+        if (isClosed(this.cluster)) return; // the user closed the Cluster: nothing to subscribe again
         this.cluster.refreshSlotsCache(); // where do they live now?
         this.events.lost(channels);
       };

@@ -23,7 +23,7 @@ import {
   RedisServerProcess,
   type ServerInit,
 } from './redis-server.js';
-import { TEMP_DIR_PREFIX } from './registry.js';
+import { TEMP_DIR_PREFIX, trackClient, untrackClient } from './registry.js';
 import { makeTestCertificates, type TestCertificates } from './tls.js';
 
 /** Number of hash slots in a Redis Cluster. */
@@ -521,7 +521,11 @@ class RedisClusterImpl implements RedisClusterHandle {
       { scaleReads: 'master', slotsRefreshTimeout: 2_000, ...rest, redisOptions: { ...redisOptions } },
     );
     this.#clients.add(client);
-    client.once('end', () => this.#clients.delete(client));
+    trackClient(client);
+    client.once('end', () => {
+      this.#clients.delete(client);
+      untrackClient(client);
+    });
     return client;
   }
 

@@ -16,7 +16,16 @@ import path from 'node:path';
 import { Redis, type RedisOptions } from 'ioredis';
 import { adminCommand, sleep, withAdminConnection } from './admin.js';
 import { findFreePort, LOOPBACK_HOST, releasePort, reservePort } from './ports.js';
-import { OWNER_FILE, reapStaleServersOnce, TEMP_DIR_PREFIX, type TrackedServer, track, untrack } from './registry.js';
+import {
+  OWNER_FILE,
+  reapStaleServersOnce,
+  TEMP_DIR_PREFIX,
+  type TrackedServer,
+  track,
+  trackClient,
+  untrack,
+  untrackClient,
+} from './registry.js';
 import { makeTestCertificates, type TestCertificates, type TlsEndpoint, tlsServerArgs } from './tls.js';
 
 /** Default time allowed for a server to answer PING after it was spawned. */
@@ -437,7 +446,11 @@ export class RedisServerProcess implements RedisServerHandle {
     this.#assertNotStopped('client');
     const client = new Redis({ ...options, host: LOOPBACK_HOST, port: this.port });
     this.#clients.add(client);
-    client.once('end', () => this.#clients.delete(client));
+    trackClient(client);
+    client.once('end', () => {
+      this.#clients.delete(client);
+      untrackClient(client);
+    });
     return client;
   }
 

@@ -52,8 +52,15 @@ export const TEMP_DIR_PREFIX = 'redis-rwlock-';
 /** Name of the file in each temp dir that records the owner pid and server pid. */
 export const OWNER_FILE = 'owner.json';
 
+/** A client the harness handed out (`client()` of a server or a Cluster): ended by {@link stopAllServers}. @internal */
+export interface TrackedClient {
+  disconnect(): void;
+}
+
 interface RegistryState {
   readonly servers: Set<TrackedServer>;
+  /** Absent in a registry made by an older copy of this module sharing the process. */
+  clients?: Set<TrackedClient>;
   /** The installed signal listener (shared, so any copy of this module can remove it). */
   signalListener: ((signal: NodeJS.Signals) => void) | undefined;
   exitHookInstalled: boolean;
@@ -64,6 +71,7 @@ const KEY = Symbol.for('redis-rwlock.testing.registry');
 const globalStore = globalThis as typeof globalThis & { [KEY]?: RegistryState };
 const state: RegistryState = (globalStore[KEY] ??= {
   servers: new Set(),
+  clients: new Set(),
   signalListener: undefined,
   exitHookInstalled: false,
   reaped: false,
@@ -76,6 +84,16 @@ export function track(server: TrackedServer): void {
   state.servers.add(server);
   installExitHook();
   installSignalHooks();
+}
+
+/** Records a client handed out by a server or Cluster handle, until it ends. @internal */
+export function trackClient(client: TrackedClient): void {
+  (state.clients ??= new Set()).add(client);
+}
+
+/** Forgets a client that ended. @internal */
+export function untrackClient(client: TrackedClient): void {
+  state.clients?.delete(client);
 }
 
 /** Removes a server that has been stopped for good. @internal */
@@ -94,11 +112,15 @@ export function runningServers(): RunningServerInfo[] {
 
 /**
  * Stops every server this process started and has not stopped yet (standalone
- * servers, Cluster nodes, independent masters), in parallel. Meant for a
+ * servers, Cluster nodes, independent masters), in parallel, after ending
+ * every client their `client()` methods handed out (which would otherwise
+ * try to reconnect, or refresh a Cluster's slots, for ever). Meant for a
  * root `afterAll` hook. Never rejects; failures to stop are reported on stderr
  * and the process is SIGKILLed instead.
  */
 export async function stopAllServers(): Promise<void> {
+  for (const client of state.clients ?? []) client.disconnect();
+  state.clients?.clear();
   const servers = [...state.servers];
   await Promise.all(
     servers.map(async (s) => {

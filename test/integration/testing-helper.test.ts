@@ -27,6 +27,7 @@ import { rejection } from '../support/rejection.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const testingIndexUrl = pathToFileURL(path.resolve(here, '../../src/testing/index.ts')).href;
+const libraryIndexUrl = pathToFileURL(path.resolve(here, '../../src/index.ts')).href;
 
 /** True while `pid` is a live process (a zombie counts as gone). */
 function isAlive(pid: number): boolean {
@@ -270,6 +271,40 @@ describe('redis-rwlock/testing', function () {
       expect(code).to.equal(0);
       await waitUntil('the orphaned server is gone', () => !isAlive(pid));
       expect(existsSync(dir)).to.equal(false);
+    });
+
+    it("ends the clients it handed out: the README's snippet, with a LockClient that waited, exits on its own", async () => {
+      // The README's snippet (a Cluster, its client, a failover, stopAllServers()), with a LockClient on the
+      // client whose writer waited (so it opened wake-up connections) and which is never closed.
+      const source = `
+        const { startRedisCluster, stopAllServers } = await import(${JSON.stringify(testingIndexUrl)});
+        const { LockClient } = await import(${JSON.stringify(libraryIndexUrl)});
+        const cluster = await startRedisCluster({ nodeTimeoutMs: 1000 });
+        const redis = cluster.client();
+        const locks = new LockClient(redis);
+        await locks.lock('orders:{42}').acquireRead();
+        await locks.lock('orders:{42}').acquireWrite({ waitMs: 100 }).catch(() => {});
+        const [first] = await cluster.masters();
+        await cluster.killMaster(first.port);
+        await stopAllServers();
+        process.stdout.write(\`stopped, the client \${redis.status}\\n\`);
+      `;
+      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', source], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      await waitUntil('the snippet stopped its servers', () => stdout.includes('stopped') || child.exitCode !== null, 60_000);
+      const stoppedAt = Date.now();
+      const lingered = await Promise.race([exited.then(() => false), new Promise<true>((resolve) => setTimeout(resolve, 5_000, true))]);
+      if (lingered) child.kill('SIGKILL');
+      expect({ lingered, stderr }).to.deep.equal({ lingered: false, stderr: '' });
+      expect(stdout).to.match(/^stopped, the client (?:close|end)\n$/); // disconnected, not reconnecting
+      expect(await exited).to.equal(0);
+      expect(Date.now() - stoppedAt).to.be.below(5_000);
     });
 
     for (const signal of ['SIGINT', 'SIGTERM'] as const) {

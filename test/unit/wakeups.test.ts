@@ -110,6 +110,7 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     const client = {
       options: {},
       defineCommand: () => undefined,
+      once: () => client, // the driver closes its subscriber when the client ends
       duplicate: () => {
         duplicates++;
         return subscriber;
