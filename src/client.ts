@@ -47,11 +47,11 @@ const isClosed = (client: Driver): boolean => client.closed;
 export interface LockClientEvents {
   /** A held lease was lost: its lock expired or was taken over before release. */
   lost: [error: LockLostError, leases: readonly Lease[]];
-  /** An acquisition was granted, `waitedMs` after the call (the round trip included). */
+  /** An acquisition was granted, `waitedMs` after the call (the round trip included; to 0.1 ms, as every time in events and stats). */
   acquired: [lease: Lease, waitedMs: number];
   /** An acquisition found its lock taken (once per acquisition, at its first refusal); it waits, or a try gives up. */
   contended: [info: ContentionInfo];
-  /** A lease was released, `heldMs` after its acquire was sent. */
+  /** A lease was released, `heldMs` after its acquire was sent (to 0.1 ms). */
   released: [lease: Lease, heldMs: number];
   /**
    * A renewal round could not renew `leases` because Redis did not answer.
@@ -296,6 +296,29 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     );
   }
 
+  // Node's typed EventEmitter takes any event name and types only the listener (`never` for an unknown
+  // name); these narrow the name itself, so a misspelt event is an error on the name.
+  /** Listens for one of the {@link LockClientEvents}. */
+  override on<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
+    return super.on(event, listener as never);
+  }
+  /** Listens for the next one of the {@link LockClientEvents} of that name. */
+  override once<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
+    return super.once(event, listener as never);
+  }
+  /** Same as {@link LockClient.on}. */
+  override addListener<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
+    return super.addListener(event, listener as never);
+  }
+  /** Stops a listener. */
+  override off<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
+    return super.off(event, listener as never);
+  }
+  /** Same as {@link LockClient.off}. */
+  override removeListener<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
+    return super.removeListener(event, listener as never);
+  }
+
   /**
    * A snapshot of this client's counters since it was made: acquisitions
    * and how they ended, waits and a wait-time histogram, releases, losses,
@@ -365,7 +388,12 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     options: AcquireOptions | undefined,
   ): Promise<T> {
     if (typeof fn !== 'function') {
-      throw new InvalidArgumentError('fn', 'must be a function', { resource: lock.resource, mode });
+      const call = mode === 'read' ? 'withRead' : 'withWrite';
+      const reason =
+        typeof options === 'function'
+          ? `must be the second argument: ${call}(resource, fn, options), the options last (not redlock's (resource, options, fn))`
+          : 'must be a function';
+      throw new InvalidArgumentError('fn', reason, { resource: lock.resource, mode });
     }
     const lease = await (mode === 'read' ? lock.acquireRead(options) : lock.acquireWrite(options));
     let result: T;

@@ -7,6 +7,14 @@ import type { BlockReason } from '../backends/backend.js';
 import { AcquireAbortedError, AcquireTimeoutError, type LockLostError, type LockMode, type RWLockError } from '../errors.js';
 import type { Lease } from '../lease.js';
 
+/**
+ * A measured time in ms to 0.1 ms, as events and stats give it: finer is
+ * noise (a timer's own jitter), and `12.300000000000182` reads as a bug.
+ */
+export function tenthOfMs(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}
+
 /** Upper bounds of the wait-time histogram's buckets, in ms; a last bucket takes everything longer. */
 export const WAIT_BUCKETS_MS: readonly number[] = Object.freeze([1, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000]);
 
@@ -108,7 +116,8 @@ export class Telemetry {
 
   constructor(private readonly emitter: Emitter) {}
 
-  granted(lease: Lease, waitedMs: number): void {
+  granted(lease: Lease, elapsedMs: number): void {
+    const waitedMs = tenthOfMs(elapsedMs);
     this.acquires++;
     this.waitSumMs += waitedMs;
     let i = 0;
@@ -137,7 +146,7 @@ export class Telemetry {
 
   released(lease: Lease): void {
     this.releases++;
-    if (this.emitter.listenerCount('released') > 0) this.emitter.emit('released', lease, performance.now() - lease.grantedAt);
+    if (this.emitter.listenerCount('released') > 0) this.emitter.emit('released', lease, tenthOfMs(performance.now() - lease.grantedAt));
   }
 
   lost(error: LockLostError, leases: readonly Lease[]): void {
@@ -175,7 +184,7 @@ export class Telemetry {
     return {
       acquires: this.acquires,
       waits: this.waits,
-      waitTime: { boundsMs: WAIT_BUCKETS_MS, counts: [...this.waitCounts], count: this.acquires, sumMs: this.waitSumMs },
+      waitTime: { boundsMs: WAIT_BUCKETS_MS, counts: [...this.waitCounts], count: this.acquires, sumMs: tenthOfMs(this.waitSumMs) },
       timeouts: this.timeouts,
       busy: this.busy,
       aborts: this.aborts,

@@ -5,6 +5,7 @@ import {
   AcquireAbortedError,
   AcquireTimeoutError,
   ClientClosedError,
+  InvalidArgumentError,
   type Lease,
   LockClient,
   type LockClientOptions,
@@ -291,6 +292,17 @@ forEachTopology('read-write lock', { clients: ALL_CLIENTS }, (ctx) => {
     const error = await rejection(locks.withWrite('nested', () => Promise.reject(new Error('rebuild failed'))));
     expect(error.message).to.equal('rebuild failed');
     expect((await locks.inspect('nested')).mode).to.equal('free');
+  });
+
+  it("names withWrite's signature when given redlock's (resource, options, fn) order, and takes nothing", async () => {
+    for (const call of ['withRead', 'withWrite'] as const) {
+      const error = await rejection(locks[call]('reordered', { waitMs: 100 } as never, (() => 1) as never));
+      expect(error).to.be.instanceOf(InvalidArgumentError);
+      expect(error.message).to.equal(
+        `fn: must be the second argument: ${call}(resource, fn, options), the options last (not redlock's (resource, options, fn))`,
+      );
+    }
+    expect(await totalKeys(redis)).to.equal(0);
   });
 
   it('releases at the end of an await using scope', async () => {
