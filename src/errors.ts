@@ -137,10 +137,19 @@ export class RedisUnavailableError extends RWLockError {
  * The Redis server lacks what the library needs: Redis 7.0 or later, or a
  * compatible server (such as Valkey 7.2 or later) with `SPUBLISH` and script
  * flags. Found by the first operation on each client; nothing was changed.
+ * Also a Redis Cluster node reached through a plain connection (a `Redis` or
+ * `createClient()` where a `Cluster` or `createCluster()` is needed): found
+ * the same way, or by a MOVED or ASK reply.
  */
 export class UnsupportedServerError extends RWLockError {
   override readonly code: RWLockErrorCode = 'RWLOCK_UNSUPPORTED_SERVER';
 }
+
+/** What a plain connection to a Cluster node is told, before anything is written, and on a MOVED or ASK reply. @internal */
+export const PLAIN_CLUSTER_NODE =
+  "the server is a Redis Cluster node, but the client a plain connection to it, which reaches that node's slots only: " +
+  'connect with new Cluster([{ host, port }]) (ioredis, iovalkey) or createCluster({ rootNodes: [{ url }] }) (node-redis); ' +
+  'retrying will not help';
 
 /**
  * The server's ACL refused the operation (`NOPERM`): the Redis user the

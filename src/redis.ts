@@ -1,6 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
-import { ClientClosedError, NoPermissionError, RedisUnavailableError, RWLockError, type RWLockErrorContext } from './errors.js';
+import {
+  ClientClosedError,
+  NoPermissionError,
+  PLAIN_CLUSTER_NODE,
+  RedisUnavailableError,
+  RWLockError,
+  type RWLockErrorContext,
+  UnsupportedServerError,
+} from './errors.js';
 import { LUA_SOURCES } from './lua/scripts.generated.js';
 
 /** The ioredis clients a {@link LockClient} runs on, as the library uses them inside. */
@@ -83,6 +91,11 @@ export function redisFailure(what: string, cause: unknown, context: RWLockErrorC
       permission,
       { ...context, cause },
     );
+  }
+  // A Cluster client follows MOVED and ASK (ioredis wraps the last one when it gives up: "Too many Cluster
+  // redirections"); a bare one reached the caller through a plain connection to a Cluster node.
+  if (/^(?:MOVED|ASK) \d+ /.test(message)) {
+    return new UnsupportedServerError(`${what} failed: ${message}; ${PLAIN_CLUSTER_NODE}`, { ...context, cause });
   }
   return new RedisUnavailableError(`${what} failed: ${message}; the operation may be retried`, { ...context, cause });
 }

@@ -1,5 +1,5 @@
 import type { Driver, SlotOf } from '../clients/driver.js';
-import { type LockMode, UnsupportedServerError } from '../errors.js';
+import { type LockMode, PLAIN_CLUSTER_NODE, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
 
 export type ScriptName = keyof typeof LUA_SOURCES;
@@ -151,8 +151,8 @@ const serverChecks = new WeakMap<Driver, true | Promise<void>>();
  * tell, and the scripts run: their own errors then say what failed.
  */
 function checkServer(client: Driver): Promise<void> {
-  const check = client.command(['COMMAND', 'INFO', 'SPUBLISH']).then(
-    (reply) => {
+  const check = Promise.all([client.command(['COMMAND', 'INFO', 'SPUBLISH']), client.cluster ? null : clusterNode(client)]).then(
+    ([reply]) => {
       if (Array.isArray(reply) && reply[0] == null) {
         throw new UnsupportedServerError(
           'the Redis server has no SPUBLISH command (COMMAND INFO SPUBLISH answered nothing); redis-rwlock needs Redis 7.0 ' +
@@ -171,6 +171,21 @@ function checkServer(client: Driver): Promise<void> {
   );
   serverChecks.set(client, check);
   return check;
+}
+
+/**
+ * Refuses a plain connection to a Redis Cluster node (`INFO cluster` says
+ * `cluster_enabled:1`): it would see that node's slots only, and every lock
+ * of another slot would fail with MOVED. A server that refuses `INFO`
+ * cannot tell (MOVED then says it, through `redisFailure`).
+ */
+async function clusterNode(client: Driver): Promise<void> {
+  const info = await client.command(['INFO', 'cluster']).catch((error: unknown) => {
+    if (client.isReplyError(error)) return '';
+    throw error;
+  });
+  if (typeof info === 'string' && /^cluster_enabled:1\s*$/m.test(info))
+    throw new UnsupportedServerError(`INFO cluster says cluster_enabled:1: ${PLAIN_CLUSTER_NODE}`);
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */

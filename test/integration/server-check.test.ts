@@ -7,9 +7,10 @@
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { LockClient, UnsupportedServerError } from '../../src/index.js';
-import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { type RedisClusterHandle, type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
+import { forEachTopology, sharedCluster } from '../setup/topologies.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { commandCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -89,3 +90,84 @@ forEachTopology('server check', (ctx) => {
     expect(await totalKeys(redis)).to.equal(0);
   });
 });
+
+describe('server check: a plain connection to a Cluster node', function () {
+  this.timeout(30_000);
+  let cluster: RedisClusterHandle;
+  before(async () => {
+    cluster = await sharedCluster();
+  });
+
+  /** A lock whose slot the node on `port` serves, and one it does not. */
+  async function locksAround(port: number): Promise<{ own: string; other: string }> {
+    const names = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => ({ name: `node:{${i}}`, port: (await cluster.masterForKey(`rwlock:node:{${i}}`)).port })),
+    );
+    return { own: names.find((n) => n.port === port)!.name, other: names.find((n) => n.port !== port)!.name };
+  }
+
+  const PLAIN_NODE = /is a Redis Cluster node.*new Cluster\(\[\{ host, port \}\]\).*createCluster\(.*retrying will not help$/;
+
+  for (const kind of ['ioredis', 'node-redis'] as const) {
+    it(`${kind}: refuses it with UnsupportedServerError naming the Cluster client, before anything is written`, async () => {
+      const [master] = await cluster.masters();
+      const client =
+        kind === 'ioredis'
+          ? new Redis({ host: '127.0.0.1', port: master!.port })
+          : await createClient({ socket: { host: '127.0.0.1', port: master!.port } }).connect();
+      const locks = new LockClient(client);
+      try {
+        const { own, other } = await locksAround(master!.port);
+        for (const name of [own, other]) {
+          const error = await rejection(locks.lock(name).acquireWrite({ waitMs: 500 }));
+          expect(error).to.be.instanceOf(UnsupportedServerError);
+          expect(error.message).to.match(PLAIN_NODE);
+        }
+        expect(await clusterKeys(cluster)).to.equal(0);
+      } finally {
+        await locks.close();
+        if (kind === 'ioredis') (client as Redis).disconnect();
+        else (client as { destroy(): void }).destroy();
+      }
+    });
+  }
+
+  it('a user who may not run INFO: a MOVED reply says the same, never "may be retried"; its own slots work', async () => {
+    const [master] = await cluster.masters();
+    await adminOn(master!.port, ['ACL', 'SETUSER', 'noinfo', 'on', '>secret', '~*', '&*', '+@all', '-info']);
+    const redis = new Redis({ host: '127.0.0.1', port: master!.port, username: 'noinfo', password: 'secret', enableReadyCheck: false });
+    const locks = new LockClient(redis);
+    try {
+      const { own, other } = await locksAround(master!.port);
+      const error = await rejection(locks.lock(other).acquireWrite({ waitMs: 500 }));
+      expect(error).to.be.instanceOf(UnsupportedServerError);
+      expect(error.message)
+        .to.match(/MOVED \d+ /)
+        .and.to.match(PLAIN_NODE)
+        .and.not.match(/may be retried/);
+      await (await locks.lock(own).acquireWrite()).release();
+      expect(await clusterKeys(cluster)).to.equal(0);
+    } finally {
+      await locks.close();
+      redis.disconnect();
+      await adminOn(master!.port, ['ACL', 'DELUSER', 'noinfo']);
+    }
+  });
+});
+
+/** Keys on every master of the Cluster. */
+async function clusterKeys(cluster: RedisClusterHandle): Promise<number> {
+  const sizes = await Promise.all((await cluster.masters()).map((m) => adminOn(m.port, ['DBSIZE'])));
+  return sizes.reduce<number>((sum, size) => sum + Number(size), 0);
+}
+
+/** One command on one node, on a connection of its own. */
+async function adminOn(port: number, [command, ...args]: string[]): Promise<unknown> {
+  const admin = new Redis({ host: '127.0.0.1', port, lazyConnect: true });
+  try {
+    await admin.connect();
+    return await admin.call(command!, ...args);
+  } finally {
+    admin.disconnect();
+  }
+}
