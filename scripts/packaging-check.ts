@@ -9,22 +9,29 @@
 //    on ioredis 5 (a peer dependency, ^5 || ^6) is type-checked and run too,
 //    a third on iovalkey (the fork of ioredis, taken by its shape), and a
 //    fourth and fifth on node-redis 5 and 6 (`redis`, an optional peer):
-//    createClient() and createCluster() clients, typed and run.
+//    createClient() and createCluster() clients, typed and run. A sixth has
+//    node-redis only (ioredis is an optional peer too): `npx redis-rwlock`
+//    --help, inspect and list run on node-redis against a server, and the
+//    testing helper and the demo say in one line to install ioredis.
 // 3. From that project, in ESM (`import`) and in CJS (`require`): import
 //    `redis-rwlock` and `redis-rwlock/testing`, start a Redis Cluster (3
 //    masters, 3 replicas), take locks, stop it; run `npx redis-rwlock demo`
 //    (the package's bin); and type-check a consumer file of each kind with
 //    `tsc` (module NodeNext), so the `types` of both conditions of the
-//    exports map are right, and one under Node10 resolution. The ESM consumer
+//    exports map are right, and one under Node10 resolution; then NodeNext
+//    and bundler resolution again with TypeScript 7. The ESM consumer
 //    also requires the package and checks that the classes are the same.
 //
 // Flags: --no-build (use dist/ as it is), --keep (keep the temp dir).
 // Slow (a build, an install, two clusters): CI runs it apart from `npm test`.
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { LockClient } from '../src/index.js';
+import { startRedisServer } from '../src/testing/index.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TSC = path.join(ROOT, 'node_modules/typescript/bin/tsc');
@@ -250,21 +257,75 @@ console.log(JSON.stringify({ redis: version, ok: true }));
  * A fresh ESM project on `client` (an npm spec) with `tarball` installed:
  * `source` is type-checked with tsc, then run; returns the project's dir.
  */
-async function typedApp(tarball: string, name: string, client: string, what: string, source: string): Promise<string> {
+async function typedApp(tarball: string, name: string, clients: readonly string[], what: string, source: string): Promise<string> {
   const dir = path.join(tmp, `app-${name}`);
   mkdirSync(dir);
   writeFileSync(
     path.join(dir, 'package.json'),
     JSON.stringify({ name: `rwlock-${name}`, version: '1.0.0', private: true, type: 'module' }),
   );
-  step(`npm install ${path.basename(tarball)} ${client} (a project on ${name})`);
-  await run('npm', ['install', tarball, client, '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+  step(`npm install ${path.basename(tarball)} ${clients.join(' ')} (a project on ${name})`);
+  await run(
+    'npm',
+    ['install', tarball, ...clients, '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'],
+    dir,
+  );
   writeFileSync(path.join(dir, 'app.mts'), source);
   writeTsconfig(dir, 'tsconfig.json', { outDir: 'out' }, ['app.mts']);
   step(`tsc, then node: new LockClient(${what}) type-checks, locks and releases`);
   await run(process.execPath, [TSC, '-p', 'tsconfig.json'], dir);
   console.log(`        ${(await run('node', ['out/app.mjs'], dir, 60_000)).trim()}`);
   return dir;
+}
+
+/**
+ * A project with node-redis only (ioredis is an optional peer, so npm leaves
+ * it out): the CLI runs on node-redis (--help, inspect and list against a
+ * server where a lock is held), and the testing helper and the demo, which
+ * run on ioredis, say in one line what to install.
+ */
+async function nodeRedisOnly(tarball: string): Promise<void> {
+  const dir = path.join(tmp, 'app-node-redis-only');
+  mkdirSync(dir);
+  writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'rwlock-node-redis-only', version: '1.0.0', private: true }));
+  step(`npm install ${path.basename(tarball)} redis@^5 (node-redis only: no --legacy-peer-deps, no ioredis)`);
+  await run('npm', ['install', tarball, 'redis@^5', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+  if (existsSync(path.join(dir, 'node_modules/ioredis'))) throw new Error('npm installed ioredis: it should be an optional peer');
+  const server = await startRedisServer();
+  const redis = new Redis({ host: '127.0.0.1', port: server.port });
+  const locks = new LockClient(redis);
+  const npx = (...args: string[]) => run('npx', ['--no-install', 'redis-rwlock', ...args], dir, 60_000);
+  try {
+    await locks.lock('orders:{9}').acquireWrite();
+    step('npx redis-rwlock --help, inspect and list: the CLI on node-redis');
+    if (!(await npx('--help')).includes('Commands:')) throw new Error('redis-rwlock --help printed no commands');
+    const inspected = JSON.parse(await npx('inspect', 'orders:{9}', '--json', '--redis', server.url)) as { mode: string };
+    const listed = JSON.parse(await npx('list', '--json', '--redis', server.url)) as { locks: { resource: string; mode: string }[] };
+    if (inspected.mode !== 'write' || listed.locks.map((l) => `${l.resource} ${l.mode}`).join() !== 'orders:{9} write') {
+      throw new Error(`the CLI on node-redis saw ${JSON.stringify({ inspected, listed })}`);
+    }
+    console.log(`        ok: inspect saw the write lock on orders:{9}; list saw ${listed.locks.length} lock`);
+    step('redis-rwlock/testing and the demo without ioredis: one line naming it');
+    for (const [what, args, says] of [
+      ['require', ['-e', "require('redis-rwlock/testing')"], 'redis-rwlock/testing needs ioredis'],
+      [
+        'demo',
+        ['node_modules/.bin/redis-rwlock', 'demo', '--duration', '1s'],
+        'the demo runs on ioredis, which is not installed: npm install ioredis',
+      ],
+    ] as const) {
+      const failure = await run(process.execPath, args, dir).then(
+        () => 'it succeeded',
+        (error: Error) => error.message,
+      );
+      if (!failure.includes(says)) throw new Error(`${what} without ioredis should say "${says}"; ${failure}`);
+    }
+    console.log('        ok: both say npm install ioredis');
+  } finally {
+    await locks.close();
+    redis.disconnect();
+    await server.stop();
+  }
 }
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'rwlock-packaging-'));
@@ -361,15 +422,33 @@ try {
   step('tsc (moduleResolution Node10): redis-rwlock and redis-rwlock/testing resolve, typed');
   await run(process.execPath, [TSC, '-p', 'tsconfig.node10.json'], app);
 
-  const app5 = await typedApp(tarball, 'ioredis5', 'ioredis@^5', 'an ioredis 5 Redis', IOREDIS5_CONSUMER);
+  // TypeScript 7 (what \`npm i -D typescript\` installs now): NodeNext and bundler resolution. It removed
+  // moduleResolution node10 (TS5108), so the Node10 check above stays on 5.x.
+  const ts7 = path.join(tmp, 'typescript7');
+  mkdirSync(ts7);
+  writeFileSync(path.join(ts7, 'package.json'), JSON.stringify({ name: 'ts7', version: '1.0.0', private: true }));
+  await run('npm', ['install', 'typescript@7', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], ts7);
+  const tsc7 = path.join(ts7, 'node_modules/typescript/bin/tsc');
+  writeTsconfig(app, 'tsconfig.bundler.json', { module: 'ESNext', moduleResolution: 'Bundler', noEmit: true }, ['check-esm.mts']);
+  step(
+    `tsc (moduleResolution bundler) on TypeScript 5, and ${(await run(process.execPath, [tsc7, '--version'], app)).trim()}: NodeNext, bundler`,
+  );
+  await run(process.execPath, [TSC, '-p', 'tsconfig.bundler.json'], app);
+  await run(process.execPath, [tsc7, '-p', 'tsconfig.json'], app);
+  await run(process.execPath, [tsc7, '-p', 'tsconfig.bundler.json'], app);
+
+  await nodeRedisOnly(tarball);
+
+  const app5 = await typedApp(tarball, 'ioredis5', ['ioredis@^5'], 'an ioredis 5 Redis', IOREDIS5_CONSUMER);
   const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
   if (copies.length !== 1)
     throw new Error(`expected one copy of ioredis (the application's), found ${copies.length}: ${copies.join(', ')}`);
-  await typedApp(tarball, 'iovalkey', 'iovalkey', 'an iovalkey Redis', IOVALKEY_CONSUMER);
-  await typedApp(tarball, 'node-redis', 'redis@^5', 'a node-redis 5 client and Cluster', NODE_REDIS_CONSUMER);
-  await typedApp(tarball, 'node-redis6', 'redis@^6', 'a node-redis 6 client and Cluster', NODE_REDIS_CONSUMER);
+  // These use redis-rwlock/testing, which hands out ioredis clients: ioredis as a dev dependency.
+  await typedApp(tarball, 'iovalkey', ['iovalkey', 'ioredis@^6'], 'an iovalkey Redis', IOVALKEY_CONSUMER);
+  await typedApp(tarball, 'node-redis', ['redis@^5', 'ioredis@^6'], 'a node-redis 5 client and Cluster', NODE_REDIS_CONSUMER);
+  await typedApp(tarball, 'node-redis6', ['redis@^6', 'ioredis@^6'], 'a node-redis 6 client and Cluster', NODE_REDIS_CONSUMER);
   step(
-    'OK: the packed package works from a fresh project, in ESM and CJS, with its types, on ioredis 6 and 5, iovalkey and node-redis 5 and 6',
+    'OK: the packed package works from a fresh project, in ESM and CJS, with its types (TypeScript 5 and 7), on ioredis 6 and 5, iovalkey and node-redis 5 and 6, and its CLI on node-redis alone',
   );
 } catch (error) {
   failed = true;

@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
-import type { RedisClient } from '../redis.js';
+import type { CliRedis } from './cli-redis.js';
 
 /**
  * Exit codes of the `redis-rwlock` CLI. Scripts can rely on them; they are
@@ -59,7 +59,7 @@ export interface CommandContext {
    * first use (a command that needs no Redis never connects) and closed by
    * the CLI after the command.
    */
-  redis(): Promise<RedisClient>;
+  redis(): Promise<CliRedis>;
 }
 
 /** One CLI command. Register it in src/cli/commands/index.ts. */

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Cluster, Redis } from 'ioredis';
-import type { RedisClient } from '../redis.js';
+import { type CliRedis, loadLibrary, openClient } from './cli-redis.js';
 import { type CliIO, type ParsedValues, UsageError } from './command.js';
 
 /** Where `--redis` points when neither it nor `--cluster` is given. */
@@ -166,57 +165,33 @@ function withoutAuth(url: URL): string {
 }
 
 /**
- * Connects to the server or Cluster of `connection`, failing fast instead of
- * retrying forever: an operator tool should say "cannot connect" and exit.
+ * Connects to the server or Cluster of `connection`, on ioredis or
+ * node-redis (`loadLibrary`), failing fast instead of retrying forever: an
+ * operator tool should say "cannot connect" and exit. A server given with
+ * `--redis` that is a Cluster node is refused: the CLI would see (and
+ * change) that node's slots only.
  */
-export async function connect(connection: Connection): Promise<RedisClient> {
-  const auth = authOptions(connection);
-  const common = {
-    lazyConnect: true,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    commandTimeout: CONNECT_TIMEOUT_MS,
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => null,
-    ...auth.redis,
-  };
-  const client: RedisClient = connection.cluster
-    ? new Cluster(connection.cluster, {
-        lazyConnect: true,
-        clusterRetryStrategy: () => null,
-        redisOptions: common,
-        slotsRefreshTimeout: CONNECT_TIMEOUT_MS,
-        ...auth.cluster,
-      })
-    : new Redis(connection.url!, common);
-  let cause: Error | undefined;
-  client.on('error', (error: Error) => (cause ??= error)); // reported through the failing command
+export async function connect(connection: Connection, env: NodeJS.ProcessEnv = process.env): Promise<CliRedis> {
+  const loaded = await loadLibrary(env);
+  let redis: CliRedis;
   try {
-    await giveUpAfter(client.connect());
+    redis = await openClient(loaded, { ...connection, timeoutMs: CONNECT_TIMEOUT_MS });
   } catch (error) {
-    client.disconnect();
     const what = connection.cluster ? `the Cluster at ${connection.display.replace(/^cluster /, '')}` : `Redis at ${connection.display}`;
-    throw new Error(`cannot connect to ${what}: ${(error as Error).message}${detail(cause, error)}`);
+    throw new Error(`cannot connect to ${what}: ${(error as Error).message}`);
   }
-  return client;
-}
-
-/**
- * `connecting`, or a rejection after CONNECT_TIMEOUT_MS in all: ioredis' own
- * timeouts apply one after the other (the TCP connect, then the ready
- * check's INFO), and a server that accepts and never answers took ~10 s.
- */
-async function giveUpAfter(connecting: Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      connecting,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${CONNECT_TIMEOUT_MS / 1000} s`)), CONNECT_TIMEOUT_MS);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
+  if (!connection.cluster) {
+    const info = await redis.command(['INFO', 'cluster']).catch(() => ''); // an ACL without INFO: cannot tell
+    if (typeof info === 'string' && /^cluster_enabled:1\s*$/m.test(info)) {
+      redis.disconnect();
+      const node = new URL(connection.url!);
+      throw new UsageError(
+        `--redis: ${connection.display} is a Redis Cluster node, and a plain connection sees its own slots only; ` +
+          `give --cluster ${node.hostname}:${node.port || 6379} (any node of the Cluster) instead`,
+      );
+    }
   }
+  return redis;
 }
 
 /** The URL without its password, for messages (any scheme: a wrong one is shown too). */
@@ -225,8 +200,4 @@ export function redact(url: string): string {
     /^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i,
     (_, scheme: string, auth: string) => `${scheme}${auth.includes(':') ? `${auth.split(':')[0]}:***` : '***'}@`,
   );
-}
-
-function detail(cause: Error | undefined, error: unknown): string {
-  return cause && cause !== error && cause.message !== (error as Error).message ? ` (${cause.message})` : '';
 }

@@ -1,8 +1,8 @@
 import type { ParseArgsConfig } from 'node:util';
 import { LockClient } from '../client.js';
+import type { LockRedisClient } from '../clients/index.js';
 import { validatePrefix } from '../keys/keys.js';
 import { CLIENT_DEFAULTS, type LockClientMode } from '../options.js';
-import type { RedisClient } from '../redis.js';
 import { type ParsedValues, UsageError } from './command.js';
 import { globEscape } from './scan.js';
 
@@ -64,7 +64,7 @@ export function checkLockOptions(values: ParsedValues): void {
 }
 
 /** A LockClient on `redis` as the services configure theirs (never kept past the command). */
-export function lockClientFor(redis: RedisClient, values: ParsedValues): LockClient {
+export function lockClientFor(redis: LockRedisClient, values: ParsedValues): LockClient {
   checkLockOptions(values);
   const mode = modeOf(values);
   const prefix = values.prefix as string | undefined;

@@ -1,6 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { RWLockError } from '../errors.js';
-import type { RedisClient } from '../redis.js';
+import type { CliRedis } from './cli-redis.js';
 import { type CliCommand, type CliIO, type CommandContext, EXIT, UsageError } from './command.js';
 import { COMMANDS } from './commands/index.js';
 import { CONNECTION_HELP, CONNECTION_OPTIONS, type Connection, connect, connectionFrom } from './connect.js';
@@ -87,7 +87,7 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
     return EXIT.USAGE;
   }
 
-  let client: RedisClient | undefined;
+  let client: CliRedis | undefined;
   let connection: Promise<Connection> | undefined;
   const connectionOf = () => (connection ??= connectionFrom(parsed.values, env, io));
   const ctx: CommandContext = {
@@ -96,7 +96,7 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
     io,
     json: parsed.values.json === true,
     target: async () => (await connectionOf()).display,
-    redis: async () => (client ??= await connect(await connectionOf())),
+    redis: async () => (client ??= await connect(await connectionOf(), env)),
   };
   try {
     return await command.run(ctx);

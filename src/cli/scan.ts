@@ -1,10 +1,4 @@
-import type { Redis } from 'ioredis';
-import { isCluster, type RedisClient } from '../redis.js';
-
-/** The masters behind a client: the server itself, or every Cluster master. */
-export function masters(redis: RedisClient): Redis[] {
-  return isCluster(redis) ? redis.nodes('master') : [redis];
-}
+import type { CliRedis } from './cli-redis.js';
 
 /**
  * Keys one SCAN step visits: 200 take ~0.2 ms of server time on 30,000 keys
@@ -19,13 +13,13 @@ const SCAN_COUNT = 200;
  * server the way KEYS would; a key created or deleted during the walk may or
  * may not be seen.
  */
-export async function scanKeys(redis: RedisClient, match: string, type: string): Promise<string[]> {
+export async function scanKeys(redis: CliRedis, match: string, type: string): Promise<string[]> {
   const found = await Promise.all(
-    masters(redis).map(async (node) => {
+    (await redis.masters()).map(async (node) => {
       const keys: string[] = [];
       let cursor = '0';
       do {
-        const [next, batch] = await node.scan(cursor, 'MATCH', match, 'COUNT', SCAN_COUNT, 'TYPE', type);
+        const [next, batch] = (await node(['SCAN', cursor, 'MATCH', match, 'COUNT', SCAN_COUNT, 'TYPE', type])) as [string, string[]];
         keys.push(...batch);
         cursor = next;
       } while (cursor !== '0');

@@ -27,6 +27,9 @@ export interface DemoOptions {
 }
 
 /** The demo's synopsis. */
+/** One line on what the demo does, for the CLI's list of commands. */
+export const DEMO_SUMMARY = 'run the cache-rebuild demo (embedded local Redis Cluster, or --redis/--cluster)';
+
 export const DEMO_SYNOPSIS = 'redis-rwlock demo [--duration 10s] [--redis url | --cluster host:port,...] [options]';
 
 const DESCRIPTION = `The cache-rebuild scenario: several processes serve cached values under read

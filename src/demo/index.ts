@@ -27,10 +27,7 @@ import { count, ms, ProgressView, secs } from './progress.js';
 import { emptyStats, mergeStats, type Target, WORKER_ENV, type WorkerConfig, type WorkerMessage, type WorkerStats } from './protocol.js';
 import { connect, runWorker } from './worker.js';
 
-export { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SYNOPSIS, DEMO_USAGE, demoOptions } from './args.js';
-
-/** One line on what the demo does, for the CLI's list of commands. */
-export const DEMO_SUMMARY = 'run the cache-rebuild demo (embedded local Redis Cluster, or --redis/--cluster)';
+export { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SUMMARY, DEMO_SYNOPSIS, DEMO_USAGE, demoOptions } from './args.js';
 
 /** The lock prefix of the demo's locks, so that they never mix with an application's. */
 export const DEMO_PREFIX = 'rwlock-demo';

@@ -22,6 +22,8 @@
  * @module redis-rwlock/testing
  */
 
+import './needs-ioredis.js'; // first: says what to install when ioredis is not
+
 export {
   type ClusterFaultProxy,
   type DropMatch,

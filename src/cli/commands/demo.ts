@@ -1,4 +1,4 @@
-import { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SUMMARY, DEMO_SYNOPSIS, demoOptions, runDemoWith } from '../../demo/index.js';
+import { DEMO_HELP, DEMO_OWN_OPTIONS, DEMO_SUMMARY, DEMO_SYNOPSIS, demoOptions } from '../../demo/args.js';
 import type { CliCommand } from '../command.js';
 
 /**
@@ -7,7 +7,9 @@ import type { CliCommand } from '../command.js';
  * worker processes, and draws its live progress on the terminal itself, so it
  * uses neither `ctx.redis()` nor `ctx.io`. Its workers are this same command
  * run again (see src/demo/index.ts). The CLI parses its options, with the
- * same parser and host syntax as every other command.
+ * same parser and host syntax as every other command. The demo runs on
+ * ioredis, loaded only when it runs, so that every other command works
+ * without it.
  */
 export const demo: CliCommand = {
   name: 'demo',
@@ -17,6 +19,14 @@ export const demo: CliCommand = {
   options: DEMO_OWN_OPTIONS,
   positionals: { min: 0, max: 0, names: '' },
   async run(ctx) {
-    return runDemoWith(await demoOptions(ctx.values, process.env, ctx.io));
+    const options = await demoOptions(ctx.values, process.env, ctx.io);
+    const { runDemoWith } = await import('../../demo/index.js').catch((error: unknown) => {
+      const code = (error as { code?: unknown }).code;
+      if ((code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') && /'ioredis'/.test((error as Error).message)) {
+        throw new Error('the demo runs on ioredis, which is not installed: npm install ioredis');
+      }
+      throw error;
+    });
+    return runDemoWith(options);
   },
 };

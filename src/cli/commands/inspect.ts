@@ -22,7 +22,7 @@ Exit codes: 0 shown (also when the lock is free), 1 failed, 2 bad command line.`
   async run(ctx) {
     const resource = ctx.positionals[0]!;
     checkLockOptions(ctx.values);
-    const locks = lockClientFor(await ctx.redis(), ctx.values);
+    const locks = lockClientFor((await ctx.redis()).client, ctx.values);
     try {
       const lock = locks.lock(resource);
       const info = await lock.inspect();

@@ -6,7 +6,7 @@ import { driverFor } from '../../clients/index.js';
 import { hashTagOf, type LockKeys, lockKeys, validatePrefix } from '../../keys/keys.js';
 import { legacyTwinNames } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
-import type { RedisClient } from '../../redis.js';
+import type { CliRedis } from '../cli-redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, json, shortToken, table } from '../format.js';
 import { globEscape, scanKeys } from '../scan.js';
@@ -44,7 +44,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const prefix = prefixOf(ctx.values.prefix as string | undefined);
     const limit = limitOf(ctx.values.limit as string | undefined);
     const redis = await ctx.redis();
-    const backend = new ScriptedBackend(driverFor(redis), hashLayout(prefix));
+    const backend = new ScriptedBackend(driverFor(redis.client)!, hashLayout(prefix));
     const found = await findLocks(redis, prefix);
     const locks: ListedLock[] = [];
     for (const f of found.slice(0, limit)) {
@@ -86,7 +86,7 @@ export interface FoundLock {
  * bridge locks by resource, the state legacy-mode clients keep by legacy
  * read key. Sorted by key.
  */
-export async function findLocks(redis: RedisClient, prefix: string): Promise<FoundLock[]> {
+export async function findLocks(redis: CliRedis, prefix: string): Promise<FoundLock[]> {
   const hashKeys = await scanKeys(redis, `${globEscape(prefix)}:*`, 'hash');
   const legacyKeys = await scanKeys(redis, `${globEscape(`${prefix}#legacy:`)}*`, 'hash');
   const found: FoundLock[] = [];

@@ -3,7 +3,7 @@ import { OLD_READERS_MEMBER } from '../../backends/layouts.js';
 import { validatePrefix } from '../../keys/keys.js';
 import { readersKeyName } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
-import type { RedisClient } from '../../redis.js';
+import type { CliRedis } from '../cli-redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, json, shortToken, table } from '../format.js';
 import { DEFAULT_LEGACY_READ, DEFAULT_LEGACY_WRITE, template, templateGlob } from '../lock-options.js';
@@ -165,7 +165,7 @@ function changeBetween(before: Look, after: Look, at: number): { event: keyof Ke
 
 /** Looks at the legacy keys every `intervalMs` for `watchMs` and reports what changed. */
 export async function watch(
-  redis: RedisClient,
+  redis: CliRedis,
   patterns: readonly string[],
   prefix: string,
   watchMs: number,
@@ -185,7 +185,10 @@ export async function watch(
     const keys = [...new Set((await Promise.all(patterns.map((p) => scanKeys(redis, p, 'string')))).flat())];
     const known = new Set([...history.keys(), ...keys]);
     const looks = await inBatches([...known], async (key) => {
-      const [value, expireAt] = await Promise.all([redis.get(key), redis.pexpiretime(key)]);
+      const [value, expireAt] = (await Promise.all([redis.command(['GET', key]), redis.command(['PEXPIRETIME', key])])) as [
+        string | null,
+        number,
+      ];
       return [key, { value, expireAt: value === null ? -2 : expireAt }] as const;
     });
     for (const [key, look] of looks) {
@@ -199,7 +202,7 @@ export async function watch(
     const registries = await scanKeys(redis, `${globEscape(registryPrefix)}*`, 'zset');
     const scores = await inBatches(
       registries,
-      async (key) => [key.slice(registryPrefix.length), Number((await redis.zscore(key, OLD_READERS_MEMBER)) ?? 0)] as const,
+      async (key) => [key.slice(registryPrefix.length), Number((await redis.command(['ZSCORE', key, OLD_READERS_MEMBER])) ?? 0)] as const,
     );
     for (const [readKey, score] of scores) {
       const list = oldReaders.get(readKey) ?? Array.from({ length: rounds }, () => 0);
@@ -256,8 +259,8 @@ export async function watch(
   };
 }
 
-async function serverTimeMs(redis: RedisClient): Promise<number> {
-  const [s, us] = await redis.time();
+async function serverTimeMs(redis: CliRedis): Promise<number> {
+  const [s, us] = (await redis.command(['TIME'])) as [string, string];
   return Number(s) * 1000 + Math.floor(Number(us) / 1000);
 }
 

@@ -40,11 +40,11 @@ Exit codes: 0 released, 1 failed, 2 bad command line, 3 the lock had no keys
     checkLockOptions(ctx.values);
     const layout = modeOf(ctx.values);
     const redis = await ctx.redis();
-    const locks = lockClientFor(redis, ctx.values);
+    const locks = lockClientFor(redis.client, ctx.values);
     try {
       const lock = locks.lock(resource);
       const { names } = lockFootprint(lock.keys, locks.options.prefix);
-      const exists = await Promise.all(names.map((k) => redis.exists(k)));
+      const exists = await Promise.all(names.map((k) => redis.command(['EXISTS', k])));
       const present = names.filter((_, i) => exists[i] === 1);
       const info = await lock.inspect();
       if (present.length === 0) {

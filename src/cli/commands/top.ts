@@ -4,7 +4,7 @@ import { hashLayout } from '../../backends/layouts.js';
 import { ScriptedBackend } from '../../backends/scripted.js';
 import { driverFor } from '../../clients/index.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
-import type { RedisClient } from '../../redis.js';
+import type { CliRedis } from '../cli-redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
 import { duration, shortToken, table } from '../format.js';
 import { type FoundLock, findLocks, limitOf, longestLease, prefixOf } from './list.js';
@@ -106,8 +106,8 @@ const SHOW_CURSOR = '\x1b[?25h';
 const CLEAR = '\x1b[H\x1b[J';
 
 /** Every lock under `prefix`, read, most contended first. */
-export async function look(redis: RedisClient, prefix: string, limit: number): Promise<TopSnapshot> {
-  const backend = new ScriptedBackend(driverFor(redis), hashLayout(prefix));
+export async function look(redis: CliRedis, prefix: string, limit: number): Promise<TopSnapshot> {
+  const backend = new ScriptedBackend(driverFor(redis.client)!, hashLayout(prefix));
   const found = await findLocks(redis, prefix);
   const read: TopLock[] = [];
   const chosen = found.slice(0, limit);
