@@ -59,6 +59,7 @@ interface NodeRedisApi {
   connect(): Promise<unknown>;
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
+  once(event: 'end', listener: () => void): unknown;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
   sUnsubscribe(channel: string, listener: Listener): Promise<void>;
 }
@@ -180,7 +181,11 @@ export class NodeRedisDriver implements Driver {
   }
 
   subscriber(events: SubscriberEvents): Subscriber {
-    return new ServerSubscriber(this.client, events);
+    const subscriber = new ServerSubscriber(this.client, events);
+    // Its connection is the library's, a duplicate of the user's client: it ends with it, or it would
+    // reconnect for ever to a server that is gone (and keep the process alive) when close() was skipped.
+    this.client.once('end', () => subscriber.close());
+    return subscriber;
   }
 
   isReplyError(error: unknown): boolean {

@@ -7,9 +7,12 @@
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { LockClient } from '../../src/index.js';
-import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { createClient, createCluster } from 'redis';
+import type { LockRedisClient } from '../../src/clients/index.js';
+import { ClientClosedError, LockClient } from '../../src/index.js';
+import { ALL_CLIENTS, disconnect, forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { rejection } from '../support/rejection.js';
 
 const NAME = 'waiter-under-test';
 
@@ -64,6 +67,45 @@ forEachTopology('connections', (ctx) => {
       await (await waiting).release();
     } finally {
       await locks.close();
+      await holder.close();
+      for (const node of nodes) node.disconnect();
+    }
+  });
+});
+
+/** A client of the suite's library whose connections (and their duplicates) carry the name NAME. */
+async function namedClient(ctx: TopologyContext): Promise<LockRedisClient> {
+  if (ctx.clientKind === 'ioredis') {
+    const client = ctx.kind === 'cluster' ? ctx.client({ redisOptions: { connectionName: NAME } }) : ctx.client({ connectionName: NAME });
+    await client.ping();
+    return client;
+  }
+  if (ctx.kind === 'cluster') {
+    const rootNodes = ctx.cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } }));
+    return (await createCluster({ rootNodes, defaults: { name: NAME } }).connect()) as unknown as LockRedisClient;
+  }
+  return (await createClient({
+    socket: { host: ctx.server.host, port: ctx.server.port },
+    name: NAME,
+  }).connect()) as unknown as LockRedisClient;
+}
+
+forEachTopology('connections', { clients: ALL_CLIENTS }, (ctx) => {
+  it("the wake-up subscriber ends with the user's client, even when the LockClient is never closed", async () => {
+    const nodes = admins(ctx);
+    const holder = new LockClient(ctx.client());
+    const redis = await namedClient(ctx);
+    const locks = new LockClient(redis, { recheckMs: 100 });
+    try {
+      const lease = await holder.lock('conn-end').acquireWrite();
+      const channel = locks.lock('conn-end').keys.channel;
+      const waiting = rejection(locks.lock('conn-end').acquireWrite({ waitMs: 20_000 }));
+      await eventually("the writer to subscribe to its lock's wake-ups", async () => (await subscribers(nodes, channel)) === 1);
+      disconnect(redis); // closed under a waiting LockClient, which is never closed
+      expect(await waiting).to.be.instanceOf(ClientClosedError);
+      await eventually(`no connection named ${NAME} to be left`, async () => (await named(nodes)).length === 0);
+      await lease.release();
+    } finally {
       await holder.close();
       for (const node of nodes) node.disconnect();
     }
