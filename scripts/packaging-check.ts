@@ -281,10 +281,11 @@ async function typedApp(tarball: string, name: string, clients: readonly string[
 /**
  * A project with node-redis only (ioredis is an optional peer, so npm leaves
  * it out): the CLI runs on node-redis (--help, inspect and list against a
- * server where a lock is held), and the testing helper and the demo, which
- * run on ioredis, say in one line what to install.
+ * server where a lock is held; `inspect` on ioredis too, from `ioredisApp`),
+ * and the testing helper and the demo, which run on ioredis, say in one
+ * line what to install.
  */
-async function nodeRedisOnly(tarball: string): Promise<void> {
+async function nodeRedisOnly(tarball: string, ioredisApp: string): Promise<void> {
   const dir = path.join(tmp, 'app-node-redis-only');
   mkdirSync(dir);
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'rwlock-node-redis-only', version: '1.0.0', private: true }));
@@ -294,7 +295,8 @@ async function nodeRedisOnly(tarball: string): Promise<void> {
   const server = await startRedisServer();
   const redis = new Redis({ host: '127.0.0.1', port: server.port });
   const locks = new LockClient(redis);
-  const npx = (...args: string[]) => run('npx', ['--no-install', 'redis-rwlock', ...args], dir, 60_000);
+  const npxIn = (cwd: string, ...args: string[]) => run('npx', ['--no-install', 'redis-rwlock', ...args], cwd, 60_000);
+  const npx = (...args: string[]) => npxIn(dir, ...args);
   try {
     await locks.lock('orders:{9}').acquireWrite();
     step('npx redis-rwlock --help, inspect and list: the CLI on node-redis');
@@ -304,7 +306,9 @@ async function nodeRedisOnly(tarball: string): Promise<void> {
     if (inspected.mode !== 'write' || listed.locks.map((l) => `${l.resource} ${l.mode}`).join() !== 'orders:{9} write') {
       throw new Error(`the CLI on node-redis saw ${JSON.stringify({ inspected, listed })}`);
     }
-    console.log(`        ok: inspect saw the write lock on orders:{9}; list saw ${listed.locks.length} lock`);
+    const onIoredis = JSON.parse(await npxIn(ioredisApp, 'inspect', 'orders:{9}', '--json', '--redis', server.url)) as { mode: string };
+    if (onIoredis.mode !== 'write') throw new Error(`the CLI on ioredis saw ${JSON.stringify(onIoredis)}`);
+    console.log(`        ok: inspect saw the write lock on orders:{9} (and on ioredis); list saw ${listed.locks.length} lock`);
     step('redis-rwlock/testing and the demo without ioredis: one line naming it');
     for (const [what, args, says] of [
       ['require', ['-e', "require('redis-rwlock/testing')"], 'redis-rwlock/testing needs ioredis'],
@@ -437,7 +441,7 @@ try {
   await run(process.execPath, [tsc7, '-p', 'tsconfig.json'], app);
   await run(process.execPath, [tsc7, '-p', 'tsconfig.bundler.json'], app);
 
-  await nodeRedisOnly(tarball);
+  await nodeRedisOnly(tarball, app);
 
   const app5 = await typedApp(tarball, 'ioredis5', ['ioredis@^5'], 'an ioredis 5 Redis', IOREDIS5_CONSUMER);
   const copies = (await run('npm', ['ls', 'ioredis', '--all', '--parseable'], app5)).trim().split('\n');
