@@ -111,16 +111,21 @@ async function openIoredis(ioredis: IoredisModule, target: ConnectTarget): Promi
         },
       )
     : new ioredis.Redis(target.url!, common);
+  const cli = ioredisCli(client);
+  await connecting(cli, (client as Redis).connect(), client, target.timeoutMs);
+  return cli;
+}
+
+/** The CLI's view of an ioredis client (a server or a Cluster). */
+export function ioredisCli(client: Redis | Cluster): CliRedis {
   const run = (node: Redis | Cluster) => (args: CommandArgs) => node.call(args[0], ...args.slice(1)) as Promise<unknown>;
-  const cli: CliRedis = {
+  return {
     client,
     library: 'ioredis',
     command: run(client),
     masters: async () => ((client as Cluster).isCluster ? (client as Cluster).nodes('master') : [client as Redis]).map(run),
     disconnect: () => client.disconnect(),
   };
-  await connecting(cli, (client as Redis).connect(), client, target.timeoutMs);
-  return cli;
 }
 
 /** What the CLI uses of node-redis (typed here so that it builds without node-redis' types in the way). */
