@@ -177,16 +177,25 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     await locks.close();
     await others.close();
   });
-  it('an acquire aborted while its call is on the wire: close() gives the grant back before the client quits', async () => {
+  /**
+   * A LockClient through the proxy whose next write acquire of `resource` is on the wire (its
+   * grant's reply ~200 ms away), and that acquire's rejection.
+   */
+  const acquireOnTheWire = async (resource: string, signal?: AbortSignal) => {
     const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
-    const lock = locks.lock('aborted');
+    const lock = locks.lock(resource);
     await (await lock.acquireWrite()).release(); // connected, script loaded
     proxy.delay(100); // each way: the grant's reply comes ~200 ms after the call
     const scriptsSent = () => (proxy.stats.commands.evalsha ?? 0) + (proxy.stats.commands.eval ?? 0);
     const sentBefore = scriptsSent();
-    const stop = new AbortController();
-    const acquiring = rejection(lock.acquireWrite({ waitMs: 10_000, signal: stop.signal }));
+    const acquiring = rejection(lock.acquireWrite({ waitMs: 10_000, ...(signal ? { signal } : {}) }));
     await eventually('the acquire to be on the wire', async () => scriptsSent() > sentBefore);
+    return { locks, acquiring };
+  };
+
+  it('an acquire aborted while its call is on the wire: close() gives the grant back before the client quits', async () => {
+    const stop = new AbortController();
+    const { locks, acquiring } = await acquireOnTheWire('aborted', stop.signal);
     stop.abort();
     expect(await acquiring).to.be.instanceOf(AcquireAbortedError);
     // As a process that stops does: close the LockClient, then quit the Redis client at once.
@@ -196,14 +205,7 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
   });
 
   it('close() with an acquire on the wire settles once its grant is given back: quitting right after leaves nothing held', async () => {
-    const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
-    const lock = locks.lock('closing');
-    await (await lock.acquireWrite()).release(); // connected, script loaded
-    proxy.delay(100); // each way: the grant's reply comes ~200 ms after the call
-    const scriptsSent = () => (proxy.stats.commands.evalsha ?? 0) + (proxy.stats.commands.eval ?? 0);
-    const sentBefore = scriptsSent();
-    const acquiring = rejection(lock.acquireWrite({ waitMs: 10_000 }));
-    await eventually('the acquire to be on the wire', async () => scriptsSent() > sentBefore);
+    const { locks, acquiring } = await acquireOnTheWire('closing');
     // As a process that shuts down does: close the LockClient, then quit the Redis client at once.
     await locks.close();
     await through.quit();
