@@ -169,6 +169,15 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
       expect(run.code, run.out).to.equal(EXIT.OK);
       expect((await holder.inspect('job:{5}')).mode).to.equal('free');
     });
+
+    it('lets a release operator whose rule predates UNLINK force-release (the script falls back to DEL)', async () => {
+      await setUser(ctx, opsRelease, ['-unlink']);
+      const holder = open(clientAs(ctx, 'app', passwordOf(app)));
+      await holder.lock('job:{6}').acquireWrite();
+      const run = await cliAs('ops-release', passwordOf(opsRelease), ['release', '--force', 'job:{6}', '--yes']);
+      expect(run.code, run.out).to.equal(EXIT.OK);
+      expect((await holder.inspect('job:{6}')).mode).to.equal('free');
+    });
   });
 });
 
