@@ -96,7 +96,9 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     const times = await Promise.all(replies);
     proxy.delay(0);
     expect(Math.min(...times), 'the first reply').to.be.at.least(390); // 200 ms each way
-    expect(Math.max(...times), 'the last reply').to.be.below(1_200);
+    // Queued one after another, the replies would come at least 7 x 200 ms apart; as a latency, about
+    // 35 ms apart (as sent). Half the queue's spread leaves room for a loaded machine.
+    expect(Math.max(...times) - Math.min(...times), 'from the first reply to the last').to.be.below(700);
   });
 
   for (const mode of MODES) {
