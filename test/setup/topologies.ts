@@ -16,13 +16,17 @@
  * - `TEST_TOPOLOGIES=standalone` (or `cluster`, or `standalone,cluster`, the
  *   default) limits the topologies that run.
  * - A suite declared with `{ clients: ALL_CLIENTS }` (before its body) runs once per client
- *   library as well (`[standalone]`, `[standalone, node-redis]`, ...):
+ *   library as well (`[standalone]`, `[standalone, node-redis]`, `[standalone, node-redis6]`):
  *   `ctx.lockRedis()` gives it a client of that library for its LockClients,
  *   while `ctx.client()` stays ioredis, for the test's own look at Redis.
- *   `TEST_CLIENTS=ioredis` (or `node-redis`) limits the libraries that run.
+ *   `node-redis` is node-redis 5 (the dev dependency `redis`), `node-redis6`
+ *   node-redis 6 (the alias `redis6`). A heavy suite runs on
+ *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short.
+ *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) limits the libraries that run.
  */
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { createClient, createCluster } from 'redis';
+import { createClient as createClient6, createCluster as createCluster6 } from 'redis6';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   type FlushOptions,
@@ -39,11 +43,38 @@ export type TopologyKind = 'standalone' | 'cluster';
 /** All topologies, in the order their suites are declared. */
 export const ALL_TOPOLOGIES: readonly TopologyKind[] = ['standalone', 'cluster'];
 
-/** The client libraries a suite's LockClients can run on. */
-export type ClientKind = 'ioredis' | 'node-redis';
+/** The client libraries a suite's LockClients can run on: ioredis 6, node-redis 5, node-redis 6. */
+export type ClientKind = 'ioredis' | 'node-redis' | 'node-redis6';
 
 /** All client libraries, in the order their suites are declared. */
-export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
+export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'node-redis6'];
+
+/** ioredis and one node-redis major (5): for the suites too slow to run on every major. */
+export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
+
+/** Whether `kind` is a node-redis major. */
+export function isNodeRedis(kind: ClientKind | undefined): kind is 'node-redis' | 'node-redis6' {
+  return kind === 'node-redis' || kind === 'node-redis6';
+}
+
+/** A node-redis client (of the major `kind`) on one server, not connected. */
+export function nodeRedisClient(kind: 'node-redis' | 'node-redis6', options: Parameters<typeof createClient>[0]): LockRedisClient & NodeRedisLike {
+  return (kind === 'node-redis6' ? createClient6(options as never) : createClient(options)) as unknown as LockRedisClient & NodeRedisLike;
+}
+
+/** A node-redis Cluster client (of the major `kind`), not connected. */
+export function nodeRedisCluster(kind: 'node-redis' | 'node-redis6', options: Parameters<typeof createCluster>[0]): LockRedisClient & NodeRedisLike {
+  return (kind === 'node-redis6' ? createCluster6(options as never) : createCluster(options)) as unknown as LockRedisClient & NodeRedisLike;
+}
+
+/** What the tests use of a node-redis client or Cluster, of either major. */
+export interface NodeRedisLike {
+  readonly isOpen: boolean;
+  connect(): Promise<unknown>;
+  close(): Promise<void>;
+  destroy(): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
 
 /** Options of {@link ContextBase.lockRedis}. */
 export interface LockRedisOptions {
@@ -200,10 +231,10 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
       if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis');
       const client =
         kind === 'cluster'
-          ? createCluster({
+          ? nodeRedisCluster(clientKind, {
               rootNodes: (clusterHandle ?? notYet('lockRedis()')).startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
             })
-          : createClient({ socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port } });
+          : nodeRedisClient(clientKind, { socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port } });
       client.on('error', () => undefined); // reconnects; a test that cares looks at the LockClient's events
       remember(client);
       await client.connect();
