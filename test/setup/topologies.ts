@@ -58,12 +58,18 @@ export function isNodeRedis(kind: ClientKind | undefined): kind is 'node-redis' 
 }
 
 /** A node-redis client (of the major `kind`) on one server, not connected. */
-export function nodeRedisClient(kind: 'node-redis' | 'node-redis6', options: Parameters<typeof createClient>[0]): LockRedisClient & NodeRedisLike {
+export function nodeRedisClient(
+  kind: 'node-redis' | 'node-redis6',
+  options: Parameters<typeof createClient>[0],
+): LockRedisClient & NodeRedisLike {
   return (kind === 'node-redis6' ? createClient6(options as never) : createClient(options)) as unknown as LockRedisClient & NodeRedisLike;
 }
 
 /** A node-redis Cluster client (of the major `kind`), not connected. */
-export function nodeRedisCluster(kind: 'node-redis' | 'node-redis6', options: Parameters<typeof createCluster>[0]): LockRedisClient & NodeRedisLike {
+export function nodeRedisCluster(
+  kind: 'node-redis' | 'node-redis6',
+  options: Parameters<typeof createCluster>[0],
+): LockRedisClient & NodeRedisLike {
   return (kind === 'node-redis6' ? createCluster6(options as never) : createCluster(options)) as unknown as LockRedisClient & NodeRedisLike;
 }
 
