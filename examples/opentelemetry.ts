@@ -34,8 +34,8 @@ import {
   type AcquireTraceContext,
   type LeaseTraceContext,
   LockClient,
+  type LockRedisClient,
   type LockStats,
-  type RedisClient,
   type RenewTraceContext,
   TRACING_CHANNELS,
   WAIT_BUCKETS_MS,
@@ -194,7 +194,7 @@ export interface OpenTelemetryOutcome {
 }
 
 export async function runOpenTelemetryExample(
-  redis: RedisClient,
+  redis: LockRedisClient,
   log: (line: string) => void = console.log,
 ): Promise<OpenTelemetryOutcome> {
   const contextManager = new AsyncLocalStorageContextManager().enable();

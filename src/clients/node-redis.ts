@@ -1,5 +1,5 @@
 import type { ScriptName } from '../backends/scripts.js';
-import { RedisUnavailableError } from '../errors.js';
+import { ClientClosedError, RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
 import { shaOf } from './script-shas.js';
@@ -113,14 +113,61 @@ function evalSha(name: ScriptName, args: readonly (string | number)[], sent: Set
   return command;
 }
 
-/** The same call as `EVAL`, for a server that answered NOSCRIPT (after SCRIPT FLUSH, a restart or a failover). */
-function orEval(name: ScriptName, command: string[], send: (command: string[]) => Promise<unknown>) {
-  return (error: unknown): Promise<unknown> => {
-    if (command[0] === 'EVAL' || !(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-    command[0] = 'EVAL';
-    command[1] = LUA_SOURCES[name];
-    return send(command);
-  };
+/**
+ * How often one script call lost with its connection is sent again: ioredis'
+ * default `maxRetriesPerRequest`. Each resend waits in node-redis' offline
+ * queue for the next connection; the caller's bound (`redisTimeoutMs`) ends
+ * the wait.
+ */
+const MAX_RESENDS = 20;
+
+/**
+ * Sends a script call, as `EVAL` after NOSCRIPT (after SCRIPT FLUSH, a
+ * restart or a failover), and again when the connection was lost with the
+ * call on it: node-redis fails such calls where ioredis resends them
+ * (`autoResendUnfulfilledCommands`), and every script is safe to run twice
+ * (hold ids), so a dropped reply costs a resend, not an unknown outcome.
+ * A call failed by the user's own `destroy()` is `ClientClosedError`.
+ */
+function sendScript(
+  name: ScriptName,
+  command: string[],
+  send: (command: string[]) => Promise<unknown>,
+  client: { readonly isOpen: boolean },
+) {
+  let resends = 0;
+  const attempt = (): Promise<unknown> =>
+    send(command).catch((error: unknown) => {
+      if (command[0] !== 'EVAL' && error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+        command[0] = 'EVAL';
+        command[1] = LUA_SOURCES[name];
+        return attempt();
+      }
+      if (!client.isOpen && errorName(error) === 'DisconnectsClientError')
+        throw new ClientClosedError('the Redis client was closed (destroy()) with the call in flight; use an open client', {
+          cause: error,
+        });
+      if (client.isOpen && lostWithConnection(error) && resends++ < MAX_RESENDS) return attempt();
+      throw error;
+    });
+  return attempt();
+}
+
+/** The class name of a node-redis error (the library does not import node-redis). */
+function errorName(error: unknown): string | undefined {
+  return error instanceof Error ? error.constructor.name : undefined;
+}
+
+/**
+ * Whether a call failed because its connection was lost (closed, reset, timed
+ * out) after it may have been sent: not a reply of the server, not the user's
+ * close, not node-redis refusing a call while offline (`disableOfflineQueue`).
+ */
+function lostWithConnection(error: unknown): boolean {
+  const name = errorName(error);
+  if (name === 'SocketClosedUnexpectedlyError' || name === 'SocketTimeoutError') return true;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && /^E[A-Z]+$/.test(code); // ECONNRESET, EPIPE, ETIMEDOUT...
 }
 
 /** Whether `error` is one of node-redis' error replies (`ErrorReply`, `SimpleError`, `BlobError`): the server answered. */
@@ -160,8 +207,7 @@ export class NodeRedisDriver implements Driver {
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const command = evalSha(name, args, this.sent);
-    return this.client.sendCommand(command).catch(orEval(name, command, this.send));
+    return sendScript(name, evalSha(name, args, this.sent), this.send, this.client);
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -216,8 +262,7 @@ export class NodeRedisClusterDriver implements Driver {
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
     const command = evalSha(name, args, this.sent);
     const key = command[3]; // after EVALSHA, the SHA and the key count: the first key routes the call
-    const send = (c: string[]) => this.client.sendCommand(key, false, c);
-    return send(command).catch(orEval(name, command, send));
+    return sendScript(name, command, (c) => this.client.sendCommand(key, false, c), this.client);
   }
 
   command(args: readonly string[]): Promise<unknown> {

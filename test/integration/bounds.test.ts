@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
   ClientClosedError,
@@ -21,7 +22,15 @@ import {
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { findFreePort, startRedisServer } from '../../src/testing/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import {
+  ALL_CLIENTS,
+  type ClientKind,
+  disconnect,
+  forEachTopology,
+  isNodeRedis,
+  nodeRedisClient,
+  selectedClients,
+} from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { masters, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -36,93 +45,105 @@ async function timedRejection(fn: () => Promise<unknown>): Promise<{ error: Erro
   return { error, ms: performance.now() - started };
 }
 
-/** A client of ioredis' default options on `port`, its error events kept quiet (they are the test's, not the library's). */
-function quietClient(port: number): Redis {
+/**
+ * A client of the library's default options on `port`, its error events kept quiet (they are the
+ * test's, not the library's); node-redis' connecting (it keeps trying while nothing answers).
+ */
+function quietClient(kind: ClientKind, port: number): LockRedisClient {
+  if (isNodeRedis(kind)) {
+    const client = nodeRedisClient(kind, { socket: { host: '127.0.0.1', port } });
+    client.on('error', () => undefined);
+    client.connect().catch(() => undefined);
+    return client;
+  }
   const redis = new Redis({ host: '127.0.0.1', port });
   redis.on('error', () => undefined);
   return redis;
 }
 
-describe('hard bounds: Redis not there', function () {
-  this.timeout(30_000);
-  const opened: { redis: Redis; locks: LockClient }[] = [];
-  const open = (port: number, options?: LockClientOptions) => {
-    const redis = quietClient(port);
-    const locks = new LockClient(redis, options);
-    opened.push({ redis, locks });
-    return locks;
-  };
-  afterEach(async () => {
-    for (const { redis, locks } of opened.splice(0)) {
-      await locks.close();
-      redis.disconnect();
-    }
-  });
+for (const kind of selectedClients().filter((c) => ALL_CLIENTS.includes(c)))
+  describe(`hard bounds: Redis not there${kind === 'ioredis' ? '' : ` [${kind}]`}`, function () {
+    this.timeout(30_000);
+    const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
+    const open = (port: number, options?: LockClientOptions) => {
+      const redis = quietClient(kind, port);
+      const locks = new LockClient(redis, options);
+      opened.push({ redis, locks });
+      return locks;
+    };
+    afterEach(async () => {
+      for (const { redis, locks } of opened.splice(0)) {
+        await locks.close();
+        disconnect(redis);
+      }
+    });
 
-  it('rejects with RedisUnavailableError by waitMs + 250 ms with nothing listening, and works once Redis is back', async () => {
-    const port = await findFreePort();
-    const locks = open(port);
-    const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
-    expect(error).to.be.instanceOf(RedisUnavailableError);
-    expect(error.message).to.include('did not answer within 2250 ms');
-    expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
-    // tryAcquire must not say "taken" (null) when it cannot know: it rejects, within redisTimeoutMs.
-    const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
-    expect(tried.error).to.be.instanceOf(RedisUnavailableError);
-    expect(tried.ms).to.be.below(1_000 + LAG_MS);
-
-    const server = await startRedisServer({ port });
-    try {
-      // The commands ioredis kept queued run now; whatever they took is given back.
-      const lease = await locks.lock('gone').acquireWrite({ waitMs: 5_000 });
-      expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
-      await lease.release();
-      const admin = server.client();
-      await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
-      admin.disconnect();
-    } finally {
-      await server.stop();
-    }
-  });
-
-  it('rejects by the bound against a server that accepts connections and never answers, and within ms of an abort', async () => {
-    const sockets: net.Socket[] = [];
-    const blackHole = net.createServer((socket) => sockets.push(socket.on('error', () => undefined)));
-    blackHole.listen(0, '127.0.0.1');
-    await once(blackHole, 'listening');
-    try {
-      const locks = open((blackHole.address() as net.AddressInfo).port);
-      const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
+    it('rejects with RedisUnavailableError by waitMs + 250 ms with nothing listening, and works once Redis is back', async () => {
+      const port = await findFreePort();
+      const locks = open(port);
+      const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
       expect(error).to.be.instanceOf(RedisUnavailableError);
-      expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
-      // A short wait still gets redisTimeoutMs for its one answer.
-      const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
-      expect(short.error).to.be.instanceOf(RedisUnavailableError);
-      expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
+      expect(error.message).to.include('did not answer within 2250 ms');
+      expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
+      // tryAcquire must not say "taken" (null) when it cannot know: it rejects, within redisTimeoutMs.
+      const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
+      expect(tried.error).to.be.instanceOf(RedisUnavailableError);
+      expect(tried.ms).to.be.below(1_000 + LAG_MS);
 
-      const controller = new AbortController();
-      setTimeout(() => controller.abort(new Error('request cancelled')), 300);
-      const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
-      expect(abort.error).to.be.instanceOf(AcquireAbortedError);
-      expect(abort.ms).to.be.within(290, 300 + LAG_MS);
+      const server = await startRedisServer({ port });
+      try {
+        // The commands ioredis kept queued run now; whatever they took is given back.
+        const lease = await locks.lock('gone').acquireWrite({ waitMs: 5_000 });
+        expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
+        await lease.release();
+        const admin = server.client();
+        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
+        admin.disconnect();
+      } finally {
+        await server.stop();
+      }
+    });
 
-      const inspected = await timedRejection(() => locks.inspect('stalled'));
-      expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
-      expect(inspected.ms).to.be.below(1_000 + LAG_MS);
-    } finally {
-      for (const socket of sockets) socket.destroy();
-      blackHole.close();
-    }
+    it('rejects by the bound against a server that accepts connections and never answers, and within ms of an abort', async () => {
+      const sockets: net.Socket[] = [];
+      const blackHole = net.createServer((socket) => sockets.push(socket.on('error', () => undefined)));
+      blackHole.listen(0, '127.0.0.1');
+      await once(blackHole, 'listening');
+      try {
+        const locks = open((blackHole.address() as net.AddressInfo).port);
+        const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
+        expect(error).to.be.instanceOf(RedisUnavailableError);
+        expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
+        // A short wait still gets redisTimeoutMs for its one answer.
+        const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
+        expect(short.error).to.be.instanceOf(RedisUnavailableError);
+        expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
+
+        const controller = new AbortController();
+        setTimeout(() => controller.abort(new Error('request cancelled')), 300);
+        const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
+        expect(abort.error).to.be.instanceOf(AcquireAbortedError);
+        expect(abort.ms).to.be.within(290, 300 + LAG_MS);
+
+        const inspected = await timedRejection(() => locks.inspect('stalled'));
+        expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
+        expect(inspected.ms).to.be.below(1_000 + LAG_MS);
+      } finally {
+        for (const socket of sockets) socket.destroy();
+        blackHole.close();
+      }
+    });
   });
-});
 
-forEachTopology('hard bounds', (ctx) => {
-  let redis: RedisClient;
+forEachTopology('hard bounds', { clients: ALL_CLIENTS }, (ctx) => {
+  let redis: RedisClient; // the test's own look at Redis
+  let lockRedis: LockRedisClient; // the LockClients', of the suite's library
   let locks: LockClient;
-  const open = (options?: LockClientOptions) => new LockClient(redis, options);
+  const open = (options?: LockClientOptions) => new LockClient(lockRedis, options);
 
-  beforeEach(() => {
+  beforeEach(async () => {
     redis = ctx.client();
+    lockRedis = await ctx.lockRedis();
     locks = open({ redisTimeoutMs: 500 });
   });
   afterEach(async () => {
@@ -192,12 +213,12 @@ forEachTopology('hard bounds', (ctx) => {
 
   it('a waiting writer rejects with ClientClosedError soon after its Redis client is closed', async () => {
     const holder = await locks.lock('closed').acquireWrite();
-    const own = ctx.client();
+    const own = await ctx.lockRedis();
     const waiter = new LockClient(own, { recheckMs: 100 });
     const waiting = rejection(waiter.lock('closed').acquireWrite({ waitMs: 20_000 }));
     await eventually('the writer to queue', async () => (await locks.inspect('closed')).queue.length === 1);
     const closedAt = performance.now();
-    own.disconnect();
+    disconnect(own);
     const error = await waiting;
     expect(error).to.be.instanceOf(ClientClosedError);
     expect(performance.now() - closedAt).to.be.below(100 + LAG_MS);

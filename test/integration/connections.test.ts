@@ -3,7 +3,9 @@
  * connection, its wake-up subscriber, on one server and on a 3+3 Cluster (a
  * plain connection to the master of the lock's slot, not a second Cluster
  * client with a connection to every node). Counted with CLIENT LIST on every
- * node, by the connection name the LockClient's ioredis client carries.
+ * node, by the connection name the LockClient's client carries (ioredis or
+ * node-redis: on a node-redis Cluster the subscriber is the Cluster's own
+ * sharded pub/sub connection to that master).
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -40,12 +42,11 @@ async function subscribers(nodes: readonly Redis[], channel: string): Promise<nu
   return counts.reduce((a, b) => a + b, 0);
 }
 
-forEachTopology('connections', (ctx) => {
+forEachTopology('connections', { clients: ALL_CLIENTS }, (ctx) => {
   it('a waiting LockClient adds one connection: its wake-up subscriber', async () => {
     const nodes = admins(ctx);
-    const holder = new LockClient(ctx.client());
-    const redis = ctx.kind === 'cluster' ? ctx.client({ redisOptions: { connectionName: NAME } }) : ctx.client({ connectionName: NAME });
-    const locks = new LockClient(redis, { recheckMs: 10_000 });
+    const holder = new LockClient(await ctx.lockRedis());
+    const locks = new LockClient(await ctx.lockRedis({ name: NAME }), { recheckMs: 10_000 });
     try {
       const lease = await holder.lock('conn').acquireWrite();
       await locks.inspect('conn'); // the client's own connection to the lock's node exists

@@ -4,6 +4,7 @@
  * failures, against a real Redis.
  */
 import { expect } from 'chai';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -14,7 +15,7 @@ import {
   RedisUnavailableError,
 } from '../../src/index.js';
 import { isCluster, type RedisClient } from '../../src/redis.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { masters } from '../support/redis-stats.js';
@@ -25,9 +26,9 @@ function histogramTotal(stats: LockStats): number {
   return stats.waitTime.counts.reduce((a, b) => a + b, 0);
 }
 
-forEachTopology('LockClient events and stats', (ctx) => {
+forEachTopology('LockClient events and stats', { clients: ALL_CLIENTS }, (ctx) => {
   const clients = suiteLockClients(ctx, { recheckMs: 50 });
-  const open = (options?: LockClientOptions, on?: RedisClient) => clients.open(options, on);
+  const open = (options?: LockClientOptions, on?: LockRedisClient) => clients.open(options, on);
 
   it('counts grants and releases, and emits acquired and released with their times', async () => {
     const locks = open();
@@ -164,10 +165,7 @@ forEachTopology('LockClient events and stats', (ctx) => {
     // A user that may do everything but SSUBSCRIBE (on every node: a Cluster does not share ACLs).
     for (const node of nodes) await node.call('ACL', 'SETUSER', user, 'on', 'nopass', '~*', '&*', '+@all', '-ssubscribe');
     try {
-      const limited =
-        ctx.kind === 'cluster'
-          ? ctx.client({ redisOptions: { username: user, password: 'x' } })
-          : ctx.client({ username: user, password: 'x' });
+      const limited = await ctx.lockRedis({ user: { username: user, password: 'x' } });
       const holder = open();
       const waiter = open({ recheckMs: 50 }, limited);
       const errors: Error[] = [];

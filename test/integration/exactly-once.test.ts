@@ -6,7 +6,8 @@
  * default). The proxy itself is checked first, with plain commands.
  */
 import { expect } from 'chai';
-import { Cluster, Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
   ClientClosedError,
@@ -25,36 +26,30 @@ import {
   startFaultProxy,
   startRedisMasters,
 } from '../../src/testing/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, disconnect, forEachTopology, quit } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
 
 /** The storage modes on one server or a Cluster; redlock mode has its own block below. */
 const MODES = ['hash', 'legacy', 'bridge'] as const;
 
-forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
+forEachTopology('exactly once, with replies dropped by the network', { clients: ALL_CLIENTS }, (ctx) => {
   let proxy: FaultProxy | ClusterFaultProxy;
-  let through: RedisClient; // the library's client: through the proxy
+  let through: LockRedisClient; // the library's client, of the suite's library: through the proxy
   let direct: RedisClient; // another process's view: straight to Redis
-  const clients: RedisClient[] = [];
+  const clients: LockRedisClient[] = [];
 
   beforeEach(async () => {
     direct = ctx.client();
-    if (ctx.kind === 'standalone') {
-      proxy = await startFaultProxy({ target: { port: ctx.server.port } });
-      through = new Redis({ host: '127.0.0.1', port: proxy.port });
-    } else {
-      const group = await proxyCluster(ctx.cluster);
-      proxy = group;
-      through = new Cluster([...ctx.cluster.startupNodes], { natMap: group.natMap });
-    }
-    through.on('error', () => undefined); // the dropped connections are the test's doing
+    proxy = ctx.kind === 'standalone' ? await startFaultProxy({ target: { port: ctx.server.port } }) : await proxyCluster(ctx.cluster);
+    through = await connectLockClient(targetThrough(proxy, ctx.clientKind)); // dropped connections are the test's doing: quiet
     clients.push(through);
   });
   afterEach(async () => {
-    for (const c of clients.splice(0)) c.disconnect();
+    for (const c of clients.splice(0)) disconnect(c);
     await proxy.close();
   });
 
@@ -74,32 +69,56 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     return result;
   };
 
-  it('the proxy drops a reply after the server ran the command, and ioredis resends it', async () => {
-    await through.set('n', '0');
-    const dropped = proxy.dropAfterReply({ command: 'incr' });
-    expect(await through.incr('n')).to.equal(2); // the client sees only the resend's reply
-    await dropped;
-    expect(await direct.get('n')).to.equal('2'); // the server ran it twice
-    expect(proxy.stats.drops).to.equal(1);
-  });
+  if (ctx.clientKind === 'ioredis') {
+    it('the proxy drops a reply after the server ran the command, and ioredis resends it', async () => {
+      const redis = through as RedisClient;
+      await redis.set('n', '0');
+      const dropped = proxy.dropAfterReply({ command: 'incr' });
+      expect(await redis.incr('n')).to.equal(2); // the client sees only the resend's reply
+      await dropped;
+      expect(await direct.get('n')).to.equal('2'); // the server ran it twice
+      expect(proxy.stats.drops).to.equal(1);
+    });
+  } else {
+    it('the proxy drops a reply after the server ran the command, and node-redis fails it (no resend)', async () => {
+      // node-redis' sendCommand: (args) on one server, (firstKey, isReadonly, args) on a Cluster.
+      const send = (args: string[]) =>
+        ctx.kind === 'cluster'
+          ? (through as unknown as { sendCommand(key: string, ro: boolean, args: string[]): Promise<unknown> }).sendCommand(
+              args[1]!,
+              false,
+              args,
+            )
+          : (through as unknown as { sendCommand(args: string[]): Promise<unknown> }).sendCommand(args);
+      await send(['SET', 'n', '0']);
+      const dropped = proxy.dropAfterReply({ command: 'incr' });
+      expect(await rejection(send(['INCR', 'n']))).to.be.instanceOf(Error);
+      await dropped;
+      expect(await direct.get('n')).to.equal('1'); // the server ran it once; the client does not know
+      expect(proxy.stats.drops).to.equal(1);
+    });
+  }
 
-  it("the proxy's delay is a latency: commands sent close together each come back a round trip later, not one after another", async () => {
-    await through.ping(); // connected (on a Cluster: the slots are known)
-    proxy.delay(200);
-    // Eight commands 5 ms apart, eight chunks each way: one after another they would take 8 x 200 ms and more.
-    const started = performance.now();
-    const replies: Promise<number>[] = [];
-    for (let i = 0; i < 8; i++) {
-      replies.push(through.incr('delayed').then(() => performance.now() - started));
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-    const times = await Promise.all(replies);
-    proxy.delay(0);
-    expect(Math.min(...times), 'the first reply').to.be.at.least(390); // 200 ms each way
-    // Queued one after another, the replies would come at least 7 x 200 ms apart; as a latency, about
-    // 35 ms apart (as sent). Half the queue's spread leaves room for a loaded machine.
-    expect(Math.max(...times) - Math.min(...times), 'from the first reply to the last').to.be.below(700);
-  });
+  // The proxy's own behaviour: once is enough (ioredis' commands).
+  if (ctx.clientKind === 'ioredis')
+    it("the proxy's delay is a latency: commands sent close together each come back a round trip later, not one after another", async () => {
+      const through_ = through as RedisClient;
+      await through_.ping(); // connected (on a Cluster: the slots are known)
+      proxy.delay(200);
+      // Eight commands 5 ms apart, eight chunks each way: one after another they would take 8 x 200 ms and more.
+      const started = performance.now();
+      const replies: Promise<number>[] = [];
+      for (let i = 0; i < 8; i++) {
+        replies.push(through_.incr('delayed').then(() => performance.now() - started));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const times = await Promise.all(replies);
+      proxy.delay(0);
+      expect(Math.min(...times), 'the first reply').to.be.at.least(390); // 200 ms each way
+      // Queued one after another, the replies would come at least 7 x 200 ms apart; as a latency, about
+      // 35 ms apart (as sent). Half the queue's spread leaves room for a loaded machine.
+      expect(Math.max(...times) - Math.min(...times), 'from the first reply to the last').to.be.below(700);
+    });
 
   for (const mode of MODES) {
     it(`a resent inner release leaves the owner's outer write hold, and nobody else gets in (${mode} mode)`, async () => {
@@ -202,7 +221,7 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     expect(await acquiring).to.be.instanceOf(AcquireAbortedError);
     // As a process that stops does: close the LockClient, then quit the Redis client at once.
     await locks.close();
-    await through.quit();
+    await quit(through);
     expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
   });
 
@@ -210,45 +229,48 @@ forEachTopology('exactly once, with replies dropped by the network', (ctx) => {
     const { locks, acquiring } = await acquireOnTheWire('closing');
     // As a process that shuts down does: close the LockClient, then quit the Redis client at once.
     await locks.close();
-    await through.quit();
+    await quit(through);
     expect(await totalKeys(direct), 'keys left in Redis').to.equal(0);
     expect(await acquiring).to.be.instanceOf(ClientClosedError);
   });
 
-  it("a grant that lands after its acquire's bound and lease is given back, also to an owner whose outer hold renews", async () => {
-    const locks = new LockClient(through, { redisTimeoutMs: 300 });
-    const others = new LockClient(direct);
-    const lock = locks.lock('late');
-    const outer = await lock.acquireWrite(); // auto-renewed: the owner's deadline keeps moving
-    const holds = async () => (await others.lock('late').inspect()).writer?.holds ?? 0;
-    proxy.delay(800); // each way: the inner grant lands ~800 ms after the call, its reply ~1,600 ms: past 300 + 1,000 ms
-    const late = await rejection(lock.tryAcquireWrite({ owner: outer.token, leaseMs: 1000 }));
-    expect(late).to.be.instanceOf(RedisUnavailableError);
-    await eventually('the late grant to land', async () => (await holds()) === 2, 10_000);
-    await eventually('the late grant to be given back', async () => (await holds()) === 1, 10_000);
-    proxy.delay(0);
-    await through.exists(lock.keys.state); // on the lock's connection, behind every reply still delayed on its way
-    expect(outer.held).to.equal(true);
-    await outer.release();
-    expect(await others.lock('late').tryAcquireWrite(), 'the lock is free once the outer hold is released').to.not.equal(null);
-    await locks.close();
-    await others.close();
-  });
+  // Both wait behind the replies still delayed with a command on the lock's connection (ioredis').
+  if (ctx.clientKind === 'ioredis')
+    it("a grant that lands after its acquire's bound and lease is given back, also to an owner whose outer hold renews", async () => {
+      const locks = new LockClient(through, { redisTimeoutMs: 300 });
+      const others = new LockClient(direct);
+      const lock = locks.lock('late');
+      const outer = await lock.acquireWrite(); // auto-renewed: the owner's deadline keeps moving
+      const holds = async () => (await others.lock('late').inspect()).writer?.holds ?? 0;
+      proxy.delay(800); // each way: the inner grant lands ~800 ms after the call, its reply ~1,600 ms: past 300 + 1,000 ms
+      const late = await rejection(lock.tryAcquireWrite({ owner: outer.token, leaseMs: 1000 }));
+      expect(late).to.be.instanceOf(RedisUnavailableError);
+      await eventually('the late grant to land', async () => (await holds()) === 2, 10_000);
+      await eventually('the late grant to be given back', async () => (await holds()) === 1, 10_000);
+      proxy.delay(0);
+      await (through as RedisClient).exists(lock.keys.state); // on the lock's connection, behind every reply still delayed on its way
+      expect(outer.held).to.equal(true);
+      await outer.release();
+      expect(await others.lock('late').tryAcquireWrite(), 'the lock is free once the outer hold is released').to.not.equal(null);
+      await locks.close();
+      await others.close();
+    });
 
-  it('a lease lost by its clock while its extension was on the wire is given back when that extension lands', async () => {
-    const locks = new LockClient(through, { redisTimeoutMs: 5_000 });
-    const others = new LockClient(direct);
-    const lease = await locks.lock('overtaken').acquireWrite({ leaseMs: 1_000 });
-    proxy.delay(700); // each way: the extension reaches Redis in time, its reply comes after the local deadline
-    const extending = lease.extend(60_000).catch(() => undefined);
-    await eventually('the lease to be reported lost', () => !lease.held);
-    // The extension landed and made the lock last a minute; nobody holds it: it must be given back.
-    await eventually('the lock to be free', async () => (await others.lock('overtaken').inspect()).mode === 'free', 5_000);
-    await extending;
-    proxy.delay(0);
-    await locks.close();
-    await others.close();
-  });
+  if (ctx.clientKind === 'ioredis')
+    it('a lease lost by its clock while its extension was on the wire is given back when that extension lands', async () => {
+      const locks = new LockClient(through, { redisTimeoutMs: 5_000 });
+      const others = new LockClient(direct);
+      const lease = await locks.lock('overtaken').acquireWrite({ leaseMs: 1_000 });
+      proxy.delay(700); // each way: the extension reaches Redis in time, its reply comes after the local deadline
+      const extending = lease.extend(60_000).catch(() => undefined);
+      await eventually('the lease to be reported lost', () => !lease.held);
+      // The extension landed and made the lock last a minute; nobody holds it: it must be given back.
+      await eventually('the lock to be free', async () => (await others.lock('overtaken').inspect()).mode === 'free', 5_000);
+      await extending;
+      proxy.delay(0);
+      await locks.close();
+      await others.close();
+    });
 });
 
 describe('exactly once in redlock mode, with replies dropped by the network [3 independent servers]', function () {

@@ -7,7 +7,7 @@
 import { once } from 'node:events';
 import { expect } from 'chai';
 import { InvalidArgumentError, LockLostError } from '../../src/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { allKeys } from '../support/mixed-workers.js';
@@ -15,7 +15,7 @@ import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { masters, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
-forEachTopology('forceRelease', (ctx) => {
+forEachTopology('forceRelease', { clients: ALL_CLIENTS }, (ctx) => {
   const clients = suiteLockClients(ctx);
 
   it('deletes the held lock, wakes its waiter at once, and the holder loses its lease at its next renewal', async () => {

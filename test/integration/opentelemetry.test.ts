@@ -5,12 +5,12 @@
  */
 import { expect } from 'chai';
 import { checkOpenTelemetryOutcome, runOpenTelemetryExample } from '../../examples/opentelemetry.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 
-forEachTopology('OpenTelemetry example', (ctx) => {
+forEachTopology('OpenTelemetry example', { clients: ALL_CLIENTS }, (ctx) => {
   it("examples/opentelemetry.ts: one span per acquisition and release, children of the caller's span; metrics equal to stats()", async () => {
     const lines: string[] = [];
-    const outcome = await runOpenTelemetryExample(ctx.client(), (line) => lines.push(line));
+    const outcome = await runOpenTelemetryExample(await ctx.lockRedis(), (line) => lines.push(line));
     expect(() => checkOpenTelemetryOutcome(outcome), lines.join('\n')).to.not.throw();
     const timedOut = outcome.spans.find((s) => s.attributes['rwlock.outcome'] === 'timeout');
     expect(timedOut?.attributes).to.include({ 'rwlock.resource': 'acct:{2}', 'rwlock.mode': 'write' });

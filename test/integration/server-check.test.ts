@@ -10,7 +10,7 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { LockClient, UnsupportedServerError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
-import { forEachTopology, sharedCluster } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology, sharedCluster } from '../setup/topologies.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { commandCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -78,7 +78,7 @@ describe('server check: a user without COMMAND', function () {
   });
 });
 
-forEachTopology('server check', (ctx) => {
+forEachTopology('server check', { clients: ALL_CLIENTS }, (ctx) => {
   const clients = suiteLockClients(ctx);
 
   it('asks once per client, before its first script, and then never again', async () => {

@@ -16,7 +16,7 @@ import {
   type RenewTraceContext,
   TRACING_CHANNELS,
 } from '../../src/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -57,7 +57,7 @@ class Recorder<C extends object> {
   }
 }
 
-forEachTopology('tracing channels', (ctx) => {
+forEachTopology('tracing channels', { clients: ALL_CLIENTS }, (ctx) => {
   let locks: LockClient;
   const recorders: Recorder<object>[] = [];
   const record = <C extends object>(name: string, store?: AsyncLocalStorage<unknown>): Recorder<C> => {
@@ -66,8 +66,8 @@ forEachTopology('tracing channels', (ctx) => {
     return r;
   };
 
-  beforeEach(() => {
-    locks = new LockClient(ctx.client(), { recheckMs: 50 });
+  beforeEach(async () => {
+    locks = new LockClient(await ctx.lockRedis(), { recheckMs: 50 });
   });
   afterEach(async () => {
     for (const r of recorders.splice(0)) r.close();
@@ -115,7 +115,10 @@ forEachTopology('tracing channels', (ctx) => {
     const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
     const redis = ctx.client();
     // Re-checks every 5 s: the waiter tries once, again right after subscribing, then sleeps.
-    const [holder, waiter] = [new LockClient(ctx.client()), new LockClient(ctx.client(), { recheckMs: 5_000, leaseMs: 30_000 })];
+    const [holder, waiter] = [
+      new LockClient(await ctx.lockRedis()),
+      new LockClient(await ctx.lockRedis(), { recheckMs: 5_000, leaseMs: 30_000 }),
+    ];
     try {
       const before = await scriptCalls(redis);
       const held = await holder.lock('traced:handed').acquireWrite();
@@ -136,7 +139,7 @@ forEachTopology('tracing channels', (ctx) => {
     const acquires = record<AcquireTraceContext>(TRACING_CHANNELS.acquire);
     const lock = locks.lock('traced:2');
     const held = await lock.acquireWrite();
-    const other = new LockClient(ctx.client(), { recheckMs: 50 });
+    const other = new LockClient(await ctx.lockRedis(), { recheckMs: 50 });
     try {
       const timeout = await rejection(other.lock('traced:2').acquireRead({ waitMs: 150 }));
       expect(timeout).to.be.instanceOf(AcquireTimeoutError);
@@ -190,7 +193,7 @@ forEachTopology('tracing channels', (ctx) => {
 
   it('publishes each renewal round with the holdings it renewed', async () => {
     const renewals = record<RenewTraceContext>(TRACING_CHANNELS.renew);
-    const fast = new LockClient(ctx.client(), { leaseMs: 300 }); // renews every 100 ms
+    const fast = new LockClient(await ctx.lockRedis(), { leaseMs: 300 }); // renews every 100 ms
     try {
       const a = await fast.lock('traced:4').acquireWrite();
       const b = await fast.lock('traced:5').acquireRead();

@@ -25,8 +25,6 @@
  *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) limits the libraries that run.
  */
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import { createClient, createCluster } from 'redis';
-import { createClient as createClient6, createCluster as createCluster6 } from 'redis6';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   type FlushOptions,
@@ -36,6 +34,7 @@ import {
   startRedisServer,
   stopAllServers,
 } from '../../src/testing/index.js';
+import { type ClientKind, nodeRedisClient, nodeRedisCluster } from '../support/node-redis-clients.js';
 
 /** The topologies a suite runs on. */
 export type TopologyKind = 'standalone' | 'cluster';
@@ -43,44 +42,13 @@ export type TopologyKind = 'standalone' | 'cluster';
 /** All topologies, in the order their suites are declared. */
 export const ALL_TOPOLOGIES: readonly TopologyKind[] = ['standalone', 'cluster'];
 
-/** The client libraries a suite's LockClients can run on: ioredis 6, node-redis 5, node-redis 6. */
-export type ClientKind = 'ioredis' | 'node-redis' | 'node-redis6';
+export { type ClientKind, isNodeRedis, type NodeRedisLike, nodeRedisClient, nodeRedisCluster } from '../support/node-redis-clients.js';
 
 /** All client libraries, in the order their suites are declared. */
 export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'node-redis6'];
 
 /** ioredis and one node-redis major (5): for the suites too slow to run on every major. */
 export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
-
-/** Whether `kind` is a node-redis major. */
-export function isNodeRedis(kind: ClientKind | undefined): kind is 'node-redis' | 'node-redis6' {
-  return kind === 'node-redis' || kind === 'node-redis6';
-}
-
-/** A node-redis client (of the major `kind`) on one server, not connected. */
-export function nodeRedisClient(
-  kind: 'node-redis' | 'node-redis6',
-  options: Parameters<typeof createClient>[0],
-): LockRedisClient & NodeRedisLike {
-  return (kind === 'node-redis6' ? createClient6(options as never) : createClient(options)) as unknown as LockRedisClient & NodeRedisLike;
-}
-
-/** A node-redis Cluster client (of the major `kind`), not connected. */
-export function nodeRedisCluster(
-  kind: 'node-redis' | 'node-redis6',
-  options: Parameters<typeof createCluster>[0],
-): LockRedisClient & NodeRedisLike {
-  return (kind === 'node-redis6' ? createCluster6(options as never) : createCluster(options)) as unknown as LockRedisClient & NodeRedisLike;
-}
-
-/** What the tests use of a node-redis client or Cluster, of either major. */
-export interface NodeRedisLike {
-  readonly isOpen: boolean;
-  connect(): Promise<unknown>;
-  close(): Promise<void>;
-  destroy(): void;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-}
 
 /** Options of {@link ContextBase.lockRedis}. */
 export interface LockRedisOptions {
@@ -90,6 +58,10 @@ export interface LockRedisOptions {
    * only commands not yet sent.
    */
   commandTimeoutMs?: number;
+  /** An ACL user to log in as (on every node of a Cluster). */
+  user?: { username: string; password: string };
+  /** The connection's name (`CLIENT SETNAME`), to find it in `CLIENT LIST`. */
+  name?: string;
 }
 
 interface ContextBase {
@@ -227,20 +199,26 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
       throw new Error(`ctx.${what} is available in hooks and tests, not while the suite is being declared`);
     };
 
-    const lockRedis = async ({ commandTimeoutMs }: LockRedisOptions = {}): Promise<LockRedisClient> => {
+    const lockRedis = async ({ commandTimeoutMs, user, name }: LockRedisOptions = {}): Promise<LockRedisClient> => {
       if (clientKind === 'ioredis') {
-        const timeout = commandTimeoutMs === undefined ? {} : { commandTimeout: commandTimeoutMs };
-        const client = kind === 'cluster' ? ctx.client({ redisOptions: timeout }) : ctx.client(timeout);
+        const options = {
+          ...user,
+          ...(name && { connectionName: name }),
+          ...(commandTimeoutMs !== undefined && { commandTimeout: commandTimeoutMs }),
+        };
+        const client = kind === 'cluster' ? ctx.client({ redisOptions: options }) : ctx.client(options);
         await client.ping(); // connected, and on a Cluster the slots are known
         return client;
       }
       if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis');
+      const login = { ...user, ...(name && { name }) };
       const client =
         kind === 'cluster'
           ? nodeRedisCluster(clientKind, {
               rootNodes: (clusterHandle ?? notYet('lockRedis()')).startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
+              defaults: login,
             })
-          : nodeRedisClient(clientKind, { socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port } });
+          : nodeRedisClient(clientKind, { socket: { host: (server ?? notYet('lockRedis()')).host, port: server!.port }, ...login });
       client.on('error', () => undefined); // reconnects; a test that cares looks at the LockClient's events
       remember(client);
       await client.connect();

@@ -5,10 +5,10 @@
  * @module
  */
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
-import { createClient, createCluster } from 'redis';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import type { ClusterFaultProxy, FaultProxy } from '../../src/testing/index.js';
-import type { ClientKind, TopologyContext } from '../setup/topologies.js';
+import type { TopologyContext } from '../setup/topologies.js';
+import { type ClientKind, isNodeRedis, nodeRedisClient, nodeRedisCluster } from './node-redis-clients.js';
 
 export interface WorkerTarget {
   kind: 'standalone' | 'cluster';
@@ -27,11 +27,11 @@ export function targetOf(ctx: TopologyContext): WorkerTarget {
     : { kind: 'standalone', nodes: [{ host: ctx.server.host, port: ctx.server.port }], client };
 }
 
-/** The servers behind `proxy`, reached through it: every connection goes through the proxy. */
-export function targetThrough(proxy: FaultProxy | ClusterFaultProxy): WorkerTarget {
+/** The servers behind `proxy`, reached through it (by clients of `client`): every connection goes through the proxy. */
+export function targetThrough(proxy: FaultProxy | ClusterFaultProxy, client?: ClientKind): WorkerTarget {
   if ('natMap' in proxy)
-    return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap };
-  return { kind: 'standalone', nodes: [{ host: proxy.host, port: proxy.port }] };
+    return { kind: 'cluster', nodes: proxy.proxies.map((p) => ({ host: p.host, port: p.port })), natMap: proxy.natMap, client };
+  return { kind: 'standalone', nodes: [{ host: proxy.host, port: proxy.port }], client };
 }
 
 /**
@@ -39,10 +39,26 @@ export function targetThrough(proxy: FaultProxy | ClusterFaultProxy): WorkerTarg
  * ioredis client) or, for node-redis, a client of its own, connected.
  */
 export async function lockClientOf(target: WorkerTarget, redis: Redis | Cluster): Promise<LockRedisClient> {
-  if (target.client !== 'node-redis') return redis;
-  if (target.natMap) throw new Error('a node-redis worker cannot go through a fault proxy (natMap)');
+  return isNodeRedis(target.client) ? connectLockClient(target) : redis;
+}
+
+/**
+ * A client of `target.client`'s library for `target`, connected (a Cluster: its slots known), its
+ * error events kept quiet (it reconnects); through the proxies of a `natMap` if there is one
+ * (node-redis: `nodeAddressMap`).
+ */
+export async function connectLockClient(target: WorkerTarget): Promise<LockRedisClient> {
+  if (!isNodeRedis(target.client)) {
+    const redis = connectTarget(target);
+    redis.on('error', () => undefined);
+    await redis.ping();
+    return redis;
+  }
   const sockets = target.nodes.map((n) => ({ socket: { host: n.host, port: n.port } }));
-  const client = target.kind === 'cluster' ? createCluster({ rootNodes: sockets }) : createClient(sockets[0]);
+  const client =
+    target.kind === 'cluster'
+      ? nodeRedisCluster(target.client, { rootNodes: sockets, ...(target.natMap && { nodeAddressMap: target.natMap }) })
+      : nodeRedisClient(target.client, sockets[0]);
   client.on('error', () => undefined); // it reconnects
   await client.connect();
   return client;
