@@ -97,6 +97,19 @@ forEachTopology('exactly once, with replies dropped by the network', { clients: 
       expect(await direct.get('n')).to.equal('1'); // the server ran it once; the client does not know
       expect(proxy.stats.drops).to.equal(1);
     });
+
+    it('a node-redis client destroyed with a script call on the wire: ClientClosedError, not a resend', async () => {
+      const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
+      await (await locks.lock('destroyed').acquireWrite()).release(); // connected, script loaded
+      proxy.delay(500); // each way: the call stays on the wire
+      const scriptsSent = () => (proxy.stats.commands.evalsha ?? 0) + (proxy.stats.commands.eval ?? 0);
+      const sentBefore = scriptsSent();
+      const acquiring = rejection(locks.lock('destroyed').acquireWrite({ waitMs: 10_000 }));
+      await eventually('the acquire to be on the wire', async () => scriptsSent() > sentBefore);
+      disconnect(through);
+      expect(await acquiring).to.be.instanceOf(ClientClosedError);
+      await locks.close();
+    });
   }
 
   // The proxy's own behaviour: once is enough (ioredis' commands).
