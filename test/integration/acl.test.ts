@@ -12,10 +12,11 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { EXIT } from '../../src/cli/command.js';
+import type { LockRedisClient } from '../../src/clients/index.js';
 import { LockClient, type LockClientOptions, NoPermissionError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { startRedisMasters } from '../../src/testing/index.js';
-import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { handOffWrite } from '../support/handoff.js';
@@ -55,15 +56,15 @@ function cliTarget(ctx: TopologyContext): string[] {
     : ['--redis', `redis://${ctx.server.host}:${ctx.server.port}`];
 }
 
-/** A Redis client logged in as `user`. */
-function clientAs(ctx: TopologyContext, user: string, password: string): RedisClient {
-  return ctx.kind === 'standalone' ? ctx.client({ username: user, password }) : ctx.client({ redisOptions: { username: user, password } });
+/** A Redis client of the suite's library logged in as `user`. */
+function clientAs(ctx: TopologyContext, user: string, password: string): Promise<LockRedisClient> {
+  return ctx.lockRedis({ user: { username: user, password } });
 }
 
-forEachTopology('least privilege: the documented ACL', (ctx) => {
+forEachTopology('least privilege: the documented ACL', { clients: ALL_CLIENTS }, (ctx) => {
   const app = documentedRule('app');
   const opened: LockClient[] = [];
-  const open = (redis: RedisClient, options?: LockClientOptions) => {
+  const open = (redis: LockRedisClient, options?: LockClientOptions) => {
     const locks = new LockClient(redis, options);
     opened.push(locks);
     return locks;
@@ -74,9 +75,9 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
   });
 
   it('lets a LockClient acquire, wait and be woken, extend, renew, inspect and release', async () => {
-    const redis = clientAs(ctx, 'app', passwordOf(app));
+    const redis = await clientAs(ctx, 'app', passwordOf(app));
     const locks = open(redis, { leaseMs: 600 });
-    const other = open(clientAs(ctx, 'app', passwordOf(app)), { recheckMs: 20_000 });
+    const other = open(await clientAs(ctx, 'app', passwordOf(app)), { recheckMs: 20_000 });
     const next = await handOffWrite(locks, other, 'job:{1}'); // the wake-up comes over the permitted channel
     const reader = await locks.lock('job:{2}').acquireRead();
     await Promise.all([next.release(), reader.release()]);
@@ -85,7 +86,7 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
   });
 
   it('refuses a lock outside the prefix with NoPermissionError naming the keys, and writes nothing', async () => {
-    const locks = open(clientAs(ctx, 'app', passwordOf(app)), { prefix: 'other' });
+    const locks = open(await clientAs(ctx, 'app', passwordOf(app)), { prefix: 'other' });
     const error = await rejection(locks.lock('x').acquireWrite({ waitMs: 500 }));
     expect(error).to.be.instanceOf(NoPermissionError);
     expect(error).to.include({ permission: 'keys', code: 'RWLOCK_NO_PERMISSION' });
@@ -97,7 +98,7 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
 
   it('names the command a script was refused, when the rule lacks one (here SPUBLISH)', async () => {
     await setUser(ctx, app, ['-spublish']);
-    const locks = open(clientAs(ctx, 'app', passwordOf(app)));
+    const locks = open(await clientAs(ctx, 'app', passwordOf(app)));
     const lease = await locks.lock('job:{3}').acquireWrite();
     const waiter = locks
       .lock('job:{3}')
@@ -114,7 +115,7 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
   for (const mode of ['legacy', 'bridge'] as const) {
     it(`in ${mode} mode, with the legacy keys and channel added, works as documented`, async () => {
       await setUser(ctx, app, ['~{*}:read', '~{*}:write', '&rwlock#*']);
-      const locks = open(clientAs(ctx, 'app', passwordOf(app)), { mode, legacyKeys: taggedLegacyKeys });
+      const locks = open(await clientAs(ctx, 'app', passwordOf(app)), { mode, legacyKeys: taggedLegacyKeys });
       const writer = await locks.lock('report').acquireWrite();
       expect(await locks.lock('report').tryAcquireRead({ owner: 'reader' })).to.equal(null);
       await writer.release();
@@ -123,62 +124,64 @@ forEachTopology('least privilege: the documented ACL', (ctx) => {
     });
   }
 
-  describe('operators', () => {
-    const ops = documentedRule('ops');
-    const opsRelease = documentedRule('ops-release');
+  // The CLI's own client is ioredis: its runs need not repeat per library.
+  if (ctx.clientKind === 'ioredis')
+    describe('operators', () => {
+      const ops = documentedRule('ops');
+      const opsRelease = documentedRule('ops-release');
 
-    /** Runs the CLI as `user`, the password in its environment. */
-    const cliAs = (user: string, password: string, args: readonly string[]) =>
-      new Promise<{ code: number | null; out: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, [bundled(CLI), ...args, '--user', user, ...cliTarget(ctx)], {
-          env: { ...process.env, REDIS_PASSWORD: password },
-          stdio: ['ignore', 'pipe', 'pipe'],
+      /** Runs the CLI as `user`, the password in its environment. */
+      const cliAs = (user: string, password: string, args: readonly string[]) =>
+        new Promise<{ code: number | null; out: string }>((resolve, reject) => {
+          const child = spawn(process.execPath, [bundled(CLI), ...args, '--user', user, ...cliTarget(ctx)], {
+            env: { ...process.env, REDIS_PASSWORD: password },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+          let out = '';
+          child.stdout.on('data', (d) => (out += d));
+          child.stderr.on('data', (d) => (out += d));
+          child.on('error', reject);
+          child.on('exit', (code) => resolve({ code, out }));
         });
-        let out = '';
-        child.stdout.on('data', (d) => (out += d));
-        child.stderr.on('data', (d) => (out += d));
-        child.on('error', reject);
-        child.on('exit', (code) => resolve({ code, out }));
+
+      it('lets the read-only operator inspect, list and top, and refuses its release --force', async () => {
+        await setUser(ctx, ops);
+        const holder = open(await clientAs(ctx, 'app', passwordOf(app)));
+        await holder.lock('job:{4}').acquireWrite();
+        const password = passwordOf(ops);
+        for (const args of [
+          ['inspect', 'job:{4}', '--json'],
+          ['list', '--json'],
+          ['top', '-n', '1', '--json'],
+        ]) {
+          const run = await cliAs('ops', password, args);
+          expect(run.code, `${args[0]}: ${run.out}`).to.equal(EXIT.OK);
+          expect(run.out, args[0]).to.include('job:{4}');
+        }
+        const release = await cliAs('ops', password, ['release', '--force', 'job:{4}', '--yes']);
+        expect(release.code, release.out).to.equal(EXIT.FAILED);
+        expect(release.out).to.match(/NoPermissionError/);
+        expect((await holder.inspect('job:{4}')).mode).to.equal('write');
       });
 
-    it('lets the read-only operator inspect, list and top, and refuses its release --force', async () => {
-      await setUser(ctx, ops);
-      const holder = open(clientAs(ctx, 'app', passwordOf(app)));
-      await holder.lock('job:{4}').acquireWrite();
-      const password = passwordOf(ops);
-      for (const args of [
-        ['inspect', 'job:{4}', '--json'],
-        ['list', '--json'],
-        ['top', '-n', '1', '--json'],
-      ]) {
-        const run = await cliAs('ops', password, args);
-        expect(run.code, `${args[0]}: ${run.out}`).to.equal(EXIT.OK);
-        expect(run.out, args[0]).to.include('job:{4}');
-      }
-      const release = await cliAs('ops', password, ['release', '--force', 'job:{4}', '--yes']);
-      expect(release.code, release.out).to.equal(EXIT.FAILED);
-      expect(release.out).to.match(/NoPermissionError/);
-      expect((await holder.inspect('job:{4}')).mode).to.equal('write');
-    });
+      it('lets the release operator force-release', async () => {
+        await setUser(ctx, opsRelease);
+        const holder = open(await clientAs(ctx, 'app', passwordOf(app)));
+        await holder.lock('job:{5}').acquireWrite();
+        const run = await cliAs('ops-release', passwordOf(opsRelease), ['release', '--force', 'job:{5}', '--yes']);
+        expect(run.code, run.out).to.equal(EXIT.OK);
+        expect((await holder.inspect('job:{5}')).mode).to.equal('free');
+      });
 
-    it('lets the release operator force-release', async () => {
-      await setUser(ctx, opsRelease);
-      const holder = open(clientAs(ctx, 'app', passwordOf(app)));
-      await holder.lock('job:{5}').acquireWrite();
-      const run = await cliAs('ops-release', passwordOf(opsRelease), ['release', '--force', 'job:{5}', '--yes']);
-      expect(run.code, run.out).to.equal(EXIT.OK);
-      expect((await holder.inspect('job:{5}')).mode).to.equal('free');
+      it('lets a release operator whose rule predates UNLINK force-release (the script falls back to DEL)', async () => {
+        await setUser(ctx, opsRelease, ['-unlink']);
+        const holder = open(await clientAs(ctx, 'app', passwordOf(app)));
+        await holder.lock('job:{6}').acquireWrite();
+        const run = await cliAs('ops-release', passwordOf(opsRelease), ['release', '--force', 'job:{6}', '--yes']);
+        expect(run.code, run.out).to.equal(EXIT.OK);
+        expect((await holder.inspect('job:{6}')).mode).to.equal('free');
+      });
     });
-
-    it('lets a release operator whose rule predates UNLINK force-release (the script falls back to DEL)', async () => {
-      await setUser(ctx, opsRelease, ['-unlink']);
-      const holder = open(clientAs(ctx, 'app', passwordOf(app)));
-      await holder.lock('job:{6}').acquireWrite();
-      const run = await cliAs('ops-release', passwordOf(opsRelease), ['release', '--force', 'job:{6}', '--yes']);
-      expect(run.code, run.out).to.equal(EXIT.OK);
-      expect((await holder.inspect('job:{6}')).mode).to.equal('free');
-    });
-  });
 });
 
 describe('least privilege: redlock mode under the documented ACL', function () {

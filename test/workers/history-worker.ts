@@ -1,5 +1,6 @@
 // One process of the history workload (test/support/history-run.ts starts
-// several): its own ioredis client and LockClient, a few concurrent loops of
+// several): its own ioredis client for the data, its LockClient (on that
+// client, or on a node-redis one when the target names node-redis), a few concurrent loops of
 // mixed reads and writes over a few resources with random hold times. Every
 // step is printed at once as one JSON line on stdout, so the history survives
 // a SIGKILL of this process up to the moment it died.
@@ -24,7 +25,7 @@
 import type { ClusterOptions, RedisOptions } from 'ioredis';
 import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
 import type { HistoryEvent, WorkerConfig } from '../support/history.js';
-import { connectTarget } from '../support/targets.js';
+import { closeLockClientOf, connectTarget, lockClientOf } from '../support/targets.js';
 
 const config = JSON.parse(process.env.HISTORY_CONFIG!) as WorkerConfig;
 const { target, name } = config;
@@ -36,7 +37,8 @@ const redis = connectTarget(target, config.redisOptions as RedisOptions, {
 redis.on('error', () => undefined); // reconnects are ioredis' business; failures show up on the commands
 
 const clientOptions: LockClientOptions = { leaseMs: config.leaseMs, waitMs: config.waitMs, ...config.lockOptions };
-const locks = new LockClient(redis, clientOptions);
+const lockRedis = await lockClientOf(target, redis);
+const locks = new LockClient(lockRedis, clientOptions);
 locks.on('lost', () => undefined); // each lease's own signal is recorded below
 
 const emit = (event: HistoryEvent) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -209,6 +211,7 @@ if (shutdownDone) {
 }
 const closeStarted = Date.now();
 await locks.close();
+await closeLockClientOf(lockRedis, redis);
 emit({ t: 'done', process: name, at: Date.now(), closeMs: Date.now() - closeStarted, operations: started });
 redis.disconnect();
 process.exit(0);
