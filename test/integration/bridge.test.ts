@@ -2,14 +2,14 @@ import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { interopSuite } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorkers } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 
-forEachTopology('bridge mode', { clients: ALL_CLIENTS }, (ctx) => {
+forEachTopology('bridge mode', { clients: ONE_NODE_REDIS }, (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'bridge'));
 
   describe('next to hash-mode processes', () => {

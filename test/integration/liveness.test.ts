@@ -13,12 +13,12 @@ import {
 } from '../../src/index.js';
 import { handedChannel } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
-import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
+import { disconnect, forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { queueWriters } from '../support/queued-writers.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 
-forEachTopology('liveness', { clients: ALL_CLIENTS }, (ctx) => {
+forEachTopology('liveness', { clients: ONE_NODE_REDIS }, (ctx) => {
   let redis: RedisClient; // the test's own look at Redis
   const opened: LockClient[] = [];
   /** A LockClient on a connection of its own (a client of the suite's library), as a separate process would have. */

@@ -19,7 +19,15 @@ import {
   startRedisCluster,
   startRedisServer,
 } from '../../src/testing/index.js';
-import { disconnect, isNodeRedis, type NodeRedisLike, nodeRedisClient, nodeRedisCluster, selectedClients } from '../setup/topologies.js';
+import {
+  disconnect,
+  isNodeRedis,
+  type NodeRedisLike,
+  nodeRedisClient,
+  nodeRedisCluster,
+  ONE_NODE_REDIS,
+  selectedClients,
+} from '../setup/topologies.js';
 import { handOffWrite } from '../support/handoff.js';
 import { rejection } from '../support/rejection.js';
 
@@ -130,7 +138,7 @@ async function clusterTls(user: AclUser): Promise<TlsTopology & { cluster: Redis
 }
 
 for (const make of [standaloneTls, clusterTls])
-  for (const clientKind of selectedClients())
+  for (const clientKind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
     describe(`over TLS as an ACL user [${make === standaloneTls ? 'standalone' : 'cluster'}${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
       this.timeout(60_000);
       const user = documentedUser();
