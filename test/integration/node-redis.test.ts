@@ -1,5 +1,5 @@
 /**
- * node-redis 5 as the Redis client, for what the shared suites (lock,
+ * node-redis 5 and 6 as the Redis client, for what the shared suites (lock,
  * liveness, bad input, several processes, redlock, legacy and bridge, run
  * per client library) do not reach: a LockClient on createClient() and
  * createCluster() results (typed: this file compiles), fenced writes and
@@ -9,7 +9,6 @@
  */
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
-import { createClient, createCluster } from 'redis';
 import {
   ClientClosedError,
   fencedGet,
@@ -19,16 +18,17 @@ import {
   type LockRedisClient,
   NoPermissionError,
 } from '../../src/index.js';
-import { forEachTopology, quit, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology, nodeRedisClient, nodeRedisCluster, quit, type TopologyContext } from '../setup/topologies.js';
 import { handOffWrite } from '../support/handoff.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
-/** A node-redis client of the topology, not connected, logged in as `user` if given. */
+/** A node-redis client (of the suite's major) of the topology, not connected, logged in as `user` if given. */
 function unconnected(ctx: TopologyContext, user?: { username: string; password: string }) {
+  const kind = ctx.clientKind === 'node-redis6' ? 'node-redis6' : 'node-redis';
   return ctx.kind === 'standalone'
-    ? createClient({ socket: { host: ctx.server.host, port: ctx.server.port }, ...user })
-    : createCluster({
+    ? nodeRedisClient(kind, { socket: { host: ctx.server.host, port: ctx.server.port }, ...user })
+    : nodeRedisCluster(kind, {
         rootNodes: ctx.cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
         defaults: { ...user },
       });
@@ -41,7 +41,7 @@ const APP_RULE = readFileSync(new URL('../../docs/operations.md', import.meta.ur
   .split(/\s+/)
   .slice(1);
 
-forEachTopology('node-redis as the client', { clients: ['node-redis'] }, (ctx) => {
+forEachTopology('node-redis as the client', { clients: ['node-redis', 'node-redis6'] }, (ctx) => {
   const opened: LockClient[] = [];
   const open = (client: LockRedisClient, options?: LockClientOptions) => {
     const locks = new LockClient(client, options);
