@@ -24,6 +24,7 @@
  *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short.
  *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) limits the libraries that run.
  */
+import { once } from 'node:events';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import {
@@ -207,7 +208,7 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
           ...(commandTimeoutMs !== undefined && { commandTimeout: commandTimeoutMs }),
         };
         const client = kind === 'cluster' ? ctx.client({ redisOptions: options }) : ctx.client(options);
-        await client.ping(); // connected, and on a Cluster the slots are known
+        if (client.status !== 'ready') await once(client, 'ready'); // connected, and on a Cluster the slots are known (no PING: an ACL user may lack it)
         return client;
       }
       if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis');
