@@ -23,12 +23,12 @@ import {
 import type { RedisClient } from '../../src/redis.js';
 import { findFreePort, startRedisServer } from '../../src/testing/index.js';
 import {
-  ALL_CLIENTS,
   type ClientKind,
   disconnect,
   forEachTopology,
   isNodeRedis,
   nodeRedisClient,
+  ONE_NODE_REDIS,
   selectedClients,
 } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -61,7 +61,7 @@ function quietClient(kind: ClientKind, port: number): LockRedisClient {
   return redis;
 }
 
-for (const kind of selectedClients().filter((c) => ALL_CLIENTS.includes(c)))
+for (const kind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
   describe(`hard bounds: Redis not there${kind === 'ioredis' ? '' : ` [${kind}]`}`, function () {
     this.timeout(30_000);
     const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
@@ -135,7 +135,7 @@ for (const kind of selectedClients().filter((c) => ALL_CLIENTS.includes(c)))
     });
   });
 
-forEachTopology('hard bounds', { clients: ALL_CLIENTS }, (ctx) => {
+forEachTopology('hard bounds', { clients: ONE_NODE_REDIS }, (ctx) => {
   let redis: RedisClient; // the test's own look at Redis
   let lockRedis: LockRedisClient; // the LockClients', of the suite's library
   let locks: LockClient;

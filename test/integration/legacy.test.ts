@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, InvalidArgumentError, LockClient, type RWLockError } from '../../src/index.js';
-import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorkers } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
@@ -10,7 +10,7 @@ import { totalKeys } from '../support/redis-stats.js';
 // biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
 type AnyOptions = any;
 
-forEachTopology('legacy mode', { clients: ALL_CLIENTS }, (ctx) => {
+forEachTopology('legacy mode', { clients: ONE_NODE_REDIS }, (ctx) => {
   describe('next to old processes', () => interopSuite(ctx, 'legacy'));
 
   describe('layout', () => {

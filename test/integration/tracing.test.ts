@@ -16,7 +16,7 @@ import {
   type RenewTraceContext,
   TRACING_CHANNELS,
 } from '../../src/index.js';
-import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -57,7 +57,7 @@ class Recorder<C extends object> {
   }
 }
 
-forEachTopology('tracing channels', { clients: ALL_CLIENTS }, (ctx) => {
+forEachTopology('tracing channels', { clients: ONE_NODE_REDIS }, (ctx) => {
   let locks: LockClient;
   const recorders: Recorder<object>[] = [];
   const record = <C extends object>(name: string, store?: AsyncLocalStorage<unknown>): Recorder<C> => {
