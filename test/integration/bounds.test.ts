@@ -27,8 +27,8 @@ import {
   disconnect,
   forEachTopology,
   isNodeRedis,
+  NODE_REDIS_IN_CI,
   nodeRedisClient,
-  ONE_NODE_REDIS,
   selectedClients,
 } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -61,7 +61,7 @@ function quietClient(kind: ClientKind, port: number): LockRedisClient {
   return redis;
 }
 
-for (const kind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
+for (const kind of selectedClients(NODE_REDIS_IN_CI))
   describe(`hard bounds: Redis not there${kind === 'ioredis' ? '' : ` [${kind}]`}`, function () {
     this.timeout(30_000);
     const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
@@ -135,7 +135,7 @@ for (const kind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
     });
   });
 
-forEachTopology('hard bounds', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('hard bounds', { clients: NODE_REDIS_IN_CI }, (ctx) => {
   let redis: RedisClient; // the test's own look at Redis
   let lockRedis: LockRedisClient; // the LockClients', of the suite's library
   let locks: LockClient;

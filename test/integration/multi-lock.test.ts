@@ -16,7 +16,7 @@ import {
   type LockClient,
   LockLostError,
 } from '../../src/index.js';
-import { forEachTopology, ONE_NODE_REDIS, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI, type TopologyContext } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
@@ -50,7 +50,7 @@ function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise
   });
 }
 
-forEachTopology('several locks at once', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('several locks at once', { clients: NODE_REDIS_IN_CI }, (ctx) => {
   const clients = suiteLockClients(ctx, { recheckMs: 50 });
   const open = () => clients.open();
 

@@ -18,9 +18,9 @@ import {
   type ClientKind,
   disconnect,
   isNodeRedis,
+  NODE_REDIS_IN_CI,
   nodeRedisClient,
   nodeRedisCluster,
-  ONE_NODE_REDIS,
   selectedClients,
   sharedCluster,
   sharedStandalone,
@@ -43,7 +43,7 @@ async function connected(kind: ClientKind, ioredis: () => LockRedisClient, nodeR
 }
 
 // Failovers are slow: ioredis and one node-redis major.
-for (const clientKind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
+for (const clientKind of selectedClients(NODE_REDIS_IN_CI))
   describe(`replica acknowledgement [cluster${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
     this.timeout(90_000);
     let cluster: RedisClusterHandle;
@@ -180,7 +180,7 @@ for (const clientKind of selectedClients().filter((c) => ONE_NODE_REDIS.includes
     });
   });
 
-for (const clientKind of selectedClients().filter((c) => ALL_CLIENTS.includes(c)))
+for (const clientKind of selectedClients(ALL_CLIENTS))
   describe(`replica acknowledgement [standalone${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, () => {
     let server: RedisServerHandle;
     let redis: LockRedisClient;

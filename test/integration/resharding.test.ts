@@ -10,7 +10,7 @@ import { expect } from 'chai';
 import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
-import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -19,7 +19,7 @@ import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js
 /** ioredis' own TRYAGAIN retries inside one call, at most: maxRedirections (16) x retryDelayOnTryAgain (100 ms). */
 const IOREDIS_TRYAGAIN_MS = 16 * 100;
 
-forEachTopology('a lock whose slot is mid-migration', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('a lock whose slot is mid-migration', { clients: NODE_REDIS_IN_CI }, (ctx) => {
   if (ctx.kind !== 'cluster') return;
 
   it(`keeps trying ${MIGRATION_RETRY_MS / 1000} to about ${(MIGRATION_RETRY_MS + IOREDIS_TRYAGAIN_MS) / 1000} s, then rejects with RedisUnavailableError; works once the migration ends`, async function () {
@@ -90,7 +90,7 @@ async function movedReplies(redis: Parameters<typeof masters>[0]): Promise<numbe
   return total;
 }
 
-forEachTopology('a lock whose slot moved to another master', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('a lock whose slot moved to another master', { clients: NODE_REDIS_IN_CI }, (ctx) => {
   if (ctx.kind !== 'cluster') return;
 
   it('a script sent straight to the old master follows its MOVED; the next one goes to the new master', async function () {

@@ -22,10 +22,10 @@ import {
 import {
   disconnect,
   isNodeRedis,
+  NODE_REDIS_IN_CI,
   type NodeRedisLike,
   nodeRedisClient,
   nodeRedisCluster,
-  ONE_NODE_REDIS,
   selectedClients,
 } from '../setup/topologies.js';
 import { handOffWrite } from '../support/handoff.js';
@@ -138,7 +138,7 @@ async function clusterTls(user: AclUser): Promise<TlsTopology & { cluster: Redis
 }
 
 for (const make of [standaloneTls, clusterTls])
-  for (const clientKind of selectedClients().filter((c) => ONE_NODE_REDIS.includes(c)))
+  for (const clientKind of selectedClients(NODE_REDIS_IN_CI))
     describe(`over TLS as an ACL user [${make === standaloneTls ? 'standalone' : 'cluster'}${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
       this.timeout(60_000);
       const user = documentedUser();

@@ -16,7 +16,7 @@ import {
   type RenewTraceContext,
   TRACING_CHANNELS,
 } from '../../src/index.js';
-import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -57,7 +57,7 @@ class Recorder<C extends object> {
   }
 }
 
-forEachTopology('tracing channels', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('tracing channels', { clients: NODE_REDIS_IN_CI }, (ctx) => {
   let locks: LockClient;
   const recorders: Recorder<object>[] = [];
   const record = <C extends object>(name: string, store?: AsyncLocalStorage<unknown>): Recorder<C> => {

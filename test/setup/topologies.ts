@@ -21,8 +21,12 @@
  *   while `ctx.client()` stays ioredis, for the test's own look at Redis.
  *   `node-redis` is node-redis 5 (the dev dependency `redis`), `node-redis6`
  *   node-redis 6 (the alias `redis6`). A heavy suite runs on
- *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short.
- *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) limits the libraries that run.
+ *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short, the
+ *   slowest on `NODE_REDIS_IN_CI` (ioredis in `npm test`, node-redis 5 in
+ *   `npm run test:clients`). Without `TEST_CLIENTS`, suites run on ioredis and
+ *   node-redis 5; `npm run test:clients` (CI) runs the rest: node-redis 5 on
+ *   `NODE_REDIS_IN_CI` suites, node-redis 6 on `ALL_CLIENTS` ones.
+ *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) chooses the libraries that run.
  */
 import { once } from 'node:events';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
@@ -50,6 +54,16 @@ export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'nod
 
 /** ioredis and one node-redis major (5): for the suites too slow to run on every major. */
 export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
+
+/**
+ * ioredis and node-redis 5, but `npm test` runs them on ioredis alone: the
+ * slowest suites, whose node-redis runs would take `npm test` past its
+ * budget. `npm run test:clients` (CI) runs them on node-redis 5.
+ */
+export const NODE_REDIS_IN_CI: readonly ClientKind[] = ['ioredis', 'node-redis'];
+
+/** What runs when `TEST_CLIENTS` is not set (`npm test`): node-redis 6 runs in `npm run test:clients`. */
+const NPM_TEST_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
 
 /** Options of {@link ContextBase.lockRedis}. */
 export interface LockRedisOptions {
@@ -121,16 +135,22 @@ export async function stopSharedTopologies(): Promise<void> {
   await stopAllServers();
 }
 
-/** The client libraries selected by `TEST_CLIENTS` (default: all). */
-export function selectedClients(): ClientKind[] {
+/**
+ * The client libraries a suite declared for `declared` runs on: those of
+ * `TEST_CLIENTS`, or without it (`npm test`) ioredis and node-redis 5, and
+ * ioredis alone for {@link NODE_REDIS_IN_CI}.
+ */
+export function selectedClients(declared: readonly ClientKind[] = ALL_CLIENTS): ClientKind[] {
   const raw = process.env.TEST_CLIENTS?.trim();
-  if (!raw) return [...ALL_CLIENTS];
-  const kinds = raw.split(',').map((s) => s.trim());
-  for (const kind of kinds) {
-    if (!ALL_CLIENTS.includes(kind as ClientKind))
-      throw new Error(`TEST_CLIENTS: unknown client "${kind}" (use ${ALL_CLIENTS.join(', ')})`);
-  }
-  return ALL_CLIENTS.filter((k) => kinds.includes(k));
+  let chosen: readonly string[];
+  if (raw) {
+    chosen = raw.split(',').map((s) => s.trim());
+    for (const kind of chosen) {
+      if (!ALL_CLIENTS.includes(kind as ClientKind))
+        throw new Error(`TEST_CLIENTS: unknown client "${kind}" (use ${ALL_CLIENTS.join(', ')})`);
+    }
+  } else chosen = declared === NODE_REDIS_IN_CI ? ['ioredis'] : NPM_TEST_CLIENTS;
+  return declared.filter((k) => chosen.includes(k));
 }
 
 /** Closes a client of either library, at once (commands in flight fail), whether or not it is still open. */
@@ -180,7 +200,7 @@ export function forEachTopology(
   ...rest: [body: (ctx: TopologyContext) => void] | [options: { clients: readonly ClientKind[] }, body: (ctx: TopologyContext) => void]
 ): void {
   const [{ clients }, body] = rest.length === 1 ? [{ clients: ['ioredis'] as const }, rest[0]] : rest;
-  const libraries = selectedClients().filter((c) => clients.includes(c));
+  const libraries = selectedClients(clients);
   for (const kind of selectedTopologies()) for (const clientKind of libraries) declareTopology(title, kind, clientKind, body);
 }
 
