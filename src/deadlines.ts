@@ -158,6 +158,12 @@ export class Deadlines {
     else this.head = entry.next;
     if (entry.next) entry.next.prev = entry.prev;
     entry.prev = entry.next = undefined;
+    // Once closed and idle, leave no timer behind (while open, the timer is kept to spare a re-arm per call).
+    if (this.closing && this.head === undefined && this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.timerAt = Infinity;
+    }
   }
 
   private arm(at: number): void {

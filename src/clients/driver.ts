@@ -81,6 +81,31 @@ export interface Subscriber {
   close(): void;
 }
 
+/** A client that says when it ended (ioredis and node-redis both emit `end`). */
+export interface EndEmitter {
+  once(event: 'end', listener: () => void): unknown;
+  off(event: 'end', listener: () => void): unknown;
+}
+
+/**
+ * `subscriber`, closed when the user's `client` ends too: its connections are
+ * the library's, made from that client, and would otherwise reconnect for
+ * ever to servers that are gone (and keep the process alive) when `close()`
+ * was skipped. Closing it is done once, and stops listening to `client`, so
+ * a long-lived client keeps no listener (nor a second close) per LockClient.
+ */
+export function closedWithClient(client: EndEmitter, subscriber: Subscriber): Subscriber {
+  let closed = false;
+  const close = (): void => {
+    if (closed) return;
+    closed = true;
+    client.off('end', close);
+    subscriber.close();
+  };
+  client.once('end', close);
+  return { subscribe: (channel) => subscriber.subscribe(channel), unsubscribe: (channel) => subscriber.unsubscribe(channel), close };
+}
+
 /** Where a client connects, normalised so that loopback names compare equal. */
 export function addressOf(host: string | undefined, port: number | undefined): string {
   const loopback = host === undefined || host === 'localhost' || host === '127.0.0.1' || host === '::1';

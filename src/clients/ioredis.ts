@@ -5,7 +5,15 @@ import { RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { isClosed, isCluster, type RedisClient } from '../redis.js';
 import { coalesceWrites } from './coalesce.js';
-import { addressOf, type Driver, refusedWhileMigrating, type SlotOf, type Subscriber, type SubscriberEvents } from './driver.js';
+import {
+  addressOf,
+  closedWithClient,
+  type Driver,
+  refusedWhileMigrating,
+  type SlotOf,
+  type Subscriber,
+  type SubscriberEvents,
+} from './driver.js';
 import { shaOf } from './script-shas.js';
 
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
@@ -120,10 +128,7 @@ export class IoredisDriver implements Driver {
     const subscriber = isCluster(client)
       ? new ClusterSubscriber(client, events)
       : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
-    // Its connections are the library's, made from the user's client: they end with it, or they would
-    // reconnect for ever to servers that are gone (and keep the process alive) when close() was skipped.
-    client.once('end', () => subscriber.close());
-    return subscriber;
+    return closedWithClient(client, subscriber);
   }
 
   isReplyError(error: unknown): boolean {

@@ -1,7 +1,7 @@
 import type { ScriptName } from '../backends/scripts.js';
 import { ClientClosedError, RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+import { addressOf, closedWithClient, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
 import { shaOf } from './script-shas.js';
 
 /**
@@ -60,6 +60,7 @@ interface NodeRedisApi {
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
   once(event: 'end', listener: () => void): unknown;
+  off(event: 'end', listener: () => void): unknown;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
   sUnsubscribe(channel: string, listener: Listener): Promise<void>;
 }
@@ -227,11 +228,7 @@ export class NodeRedisDriver implements Driver {
   }
 
   subscriber(events: SubscriberEvents): Subscriber {
-    const subscriber = new ServerSubscriber(this.client, events);
-    // Its connection is the library's, a duplicate of the user's client: it ends with it, or it would
-    // reconnect for ever to a server that is gone (and keep the process alive) when close() was skipped.
-    this.client.once('end', () => subscriber.close());
-    return subscriber;
+    return closedWithClient(this.client, new ServerSubscriber(this.client, events));
   }
 
   isReplyError(error: unknown): boolean {

@@ -111,4 +111,25 @@ forEachTopology('connections', { clients: ALL_CLIENTS }, (ctx) => {
       for (const node of nodes) node.disconnect();
     }
   });
+  it("a closed LockClient leaves no listener on the user's client, and no timer", async () => {
+    const redis = await namedClient(ctx);
+    const emitter = redis as unknown as { listenerCount(event: string): number };
+    const listeners = emitter.listenerCount('end');
+    const timers = () => process.getActiveResourcesInfo().filter((type) => type === 'Timeout').length;
+    const before = timers();
+    const holder = new LockClient(ctx.client());
+    const lease = await holder.lock('conn-listeners').acquireWrite();
+    for (let i = 0; i < 3; i++) {
+      const locks = new LockClient(redis, { recheckMs: 10_000 });
+      const waiting = rejection(locks.lock('conn-listeners').acquireWrite({ waitMs: 20_000 }));
+      await eventually('the writer to wait', async () => (await holder.inspect('conn-listeners')).queue.length === 1);
+      await locks.close();
+      expect(await waiting).to.be.instanceOf(ClientClosedError);
+    }
+    expect(emitter.listenerCount('end'), "'end' listeners on the user's client").to.equal(listeners);
+    await lease.release();
+    await holder.close();
+    disconnect(redis);
+    await eventually('no timer of the closed LockClients to be left', () => timers() <= before, 2_000);
+  });
 });
