@@ -111,6 +111,7 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
       options: {},
       defineCommand: () => undefined,
       once: () => client, // the driver closes its subscriber when the client ends
+      off: () => client,
       duplicate: () => {
         duplicates++;
         return subscriber;
