@@ -26,15 +26,16 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
-local queueKey = KEYS[3]
 local owner = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
-local honourIntent = ARGV[3] == '1'
 local holdId = ARGV[4]
 
 local FRESH_WRITE = false
 -- @include layout-version
 -- @include fresh-grant
+
+local queueKey = KEYS[3]
+local leaseMs = tonumber(ARGV[2])
+local honourIntent = ARGV[3] == '1'
 -- @include state
 -- @include no-peers
 -- @include acquire-read-body

@@ -51,18 +51,19 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
-local queueKey = KEYS[3]
 local owner = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
-local waitBeatMs = tonumber(ARGV[3])
-local fair = string.sub(ARGV[4], 1, 1) == '1'
-local acceptsHandOver = string.sub(ARGV[4], 2) == 'h'
 local holdId = ARGV[5]
-local place = tonumber(ARGV[6])
 
 local FRESH_WRITE = true
 -- @include layout-version
 -- @include fresh-grant
+
+local queueKey = KEYS[3]
+local leaseMs = tonumber(ARGV[2])
+local waitBeatMs = tonumber(ARGV[3])
+local fair = string.sub(ARGV[4], 1, 1) == '1'
+local acceptsHandOver = string.sub(ARGV[4], 2) == 'h'
+local place = tonumber(ARGV[6])
 -- @include state
 -- @include no-peers
 -- @include acquire-write-body
