@@ -1,14 +1,16 @@
 /**
  * `npm run bench:profile`: where the client's CPU goes in one uncontended
  * cycle on a new name. Runs one library's (a) loop, a new resource name per
- * cycle, 64 in flight, on its own Redis (loopback), under the V8 CPU
+ * cycle, 64 in flight (or --in-flight N), on its own Redis (loopback), under the V8 CPU
  * profiler (`node:inspector`), and prints the client µs per cycle by part:
  * the socket writes, ioredis (its commands and parser, its Cluster routing,
  * its script wrapper), slot hashing, the library's own code by function, GC.
  * Only the timed loop is profiled: no start-up, no warm-up.
  *
  * Options: --topology standalone|cluster (default cluster), --lib <name>
- * (default rwlock-write; see bench/libs.ts), --seconds N (default 8).
+ * (default rwlock-write; see bench/libs.ts), --seconds N (default 8),
+ * --in-flight N (default 64; at 1 a cycle is two round trips, and the part
+ * the socket writes take includes the server's own run on a small machine).
  * To compare a change, run it in both checkouts.
  */
 import { Session } from 'node:inspector/promises';
@@ -46,16 +48,18 @@ const { values } = parseArgs({
     topology: { type: 'string', default: 'cluster' },
     lib: { type: 'string', default: 'rwlock-write' },
     seconds: { type: 'string', default: '8' },
+    'in-flight': { type: 'string', default: '64' },
   },
 });
 const kind = values.topology as TopologyKind;
 const lib = values.lib as LibName;
+const inFlight = Math.max(1, Number(values['in-flight']));
 const topology = await startTopology(kind);
 try {
   const redis = topology.client();
   await ready(redis);
   const adapter = makeAdapter(lib, redis, 1);
-  const resources = Array.from({ length: 64 }, (_, i) => `profile:${lib}:${i}`);
+  const resources = Array.from({ length: inFlight }, (_, i) => `profile:${lib}:${i}`);
   await cycleLoop(adapter, lib, resources, 2_000, Number.MAX_SAFE_INTEGER, false, 'new'); // JIT, scripts, slot map
 
   const session = new Session();
@@ -85,7 +89,7 @@ try {
   });
   const perCycle = (us: number) => `${(us / run.cycles).toFixed(2).padStart(6)} µs`;
   console.log(
-    `${lib} on ${kind}, a new name per cycle, 64 in flight: ${Math.round(run.cycles / (run.elapsedMs / 1_000))} cycles/s, ` +
+    `${lib} on ${kind}, a new name per cycle, ${inFlight} in flight: ${Math.round(run.cycles / (run.elapsedMs / 1_000))} cycles/s, ` +
       `client CPU ${((used.user + used.system) / run.cycles).toFixed(1)} µs per cycle (process.cpuUsage)`,
   );
   console.log('client µs per cycle, by part (profiler samples):');
