@@ -18,6 +18,32 @@ import { shaOf } from './script-shas.js';
 
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 
+/**
+ * The keys each script takes, declared to `defineCommand`: with
+ * `enableAutoPipelining` on a Cluster, ioredis groups a defined command by
+ * the slot of its first argument, which without this is the key count, and
+ * then refuses the group ("All keys in the pipeline should belong to the same
+ * slots allocation group"). forceRelease takes a lock's every key, whose
+ * count depends on the mode: it is sent as EVALSHA there (see `defined`).
+ */
+const KEY_COUNTS: Record<ScriptName, number | undefined> = {
+  acquireRead: 3,
+  acquireWrite: 3,
+  release: 3,
+  extend: 3,
+  abandon: 3,
+  inspect: 3,
+  legacyAcquireRead: 6,
+  legacyAcquireWrite: 6,
+  legacyRelease: 6,
+  legacyExtend: 6,
+  legacyAbandon: 6,
+  legacyInspect: 6,
+  fencedSet: 2,
+  fencedGet: 2,
+  forceRelease: undefined,
+};
+
 /** The command each script is defined under on a client: namespaced, so it cannot clash with the user's own. */
 const COMMANDS = Object.fromEntries(Object.keys(LUA_SOURCES).map((name) => [name, `rwlock_${name}`])) as Record<ScriptName, string>;
 
@@ -56,7 +82,13 @@ export class IoredisDriver implements Driver {
   constructor(private readonly client: RedisClient) {
     this.cluster = isCluster(client);
     this.keyPrefix = client.options.keyPrefix ?? '';
-    for (const name of Object.keys(COMMANDS) as ScriptName[]) client.defineCommand(COMMANDS[name], { lua: LUA_SOURCES[name] });
+    for (const name of Object.keys(COMMANDS) as ScriptName[]) {
+      const numberOfKeys = KEY_COUNTS[name];
+      client.defineCommand(
+        COMMANDS[name],
+        numberOfKeys === undefined ? { lua: LUA_SOURCES[name] } : { lua: LUA_SOURCES[name], numberOfKeys },
+      );
+    }
   }
 
   get closed(): boolean {
@@ -89,10 +121,22 @@ export class IoredisDriver implements Driver {
     });
   }
 
-  /** Script `name` as a command defined on the client: ioredis routes it (and follows redirections) itself. */
+  /**
+   * Script `name` (`args` start with the key count) as a command defined on
+   * the client: ioredis routes it (and follows redirections) itself.
+   * forceRelease, whose key count varies (and any call whose count differs
+   * from the one defined), goes as EVALSHA (EVAL on NOSCRIPT), which ioredis
+   * routes by its first key.
+   */
   private defined(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const client = this.client;
-    return ((client as unknown as Record<string, Invoke>)[COMMANDS[name]] as Invoke).apply(client, args as (string | number)[]);
+    const client = this.client as unknown as Record<string, Invoke>;
+    if (KEY_COUNTS[name] !== args[0]) {
+      return client.evalsha!(shaOf(name), ...args).catch((error: unknown) => {
+        if (error instanceof Error && error.message.startsWith('NOSCRIPT')) return client.eval!(LUA_SOURCES[name], ...args);
+        throw error;
+      });
+    }
+    return (client[COMMANDS[name]] as Invoke).apply(client, args.slice(1));
   }
 
   command(args: readonly string[]): Promise<unknown> {

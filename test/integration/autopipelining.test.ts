@@ -1,0 +1,48 @@
+/**
+ * An application's ioredis client with `enableAutoPipelining: true`, a common
+ * production setting. ioredis queues every call of a command method made
+ * with it for a pipeline, one pipeline in flight per connection (or slot
+ * group, on a Cluster). On a Cluster, ioredis groups a queued command by
+ * the slot of its first key, which for a command defined without its key
+ * count was the count itself: a LockClient's first calls, before the
+ * connections of their slots were up, failed with "All keys in the pipeline
+ * should belong to the same slots allocation group".
+ */
+import { expect } from 'chai';
+import type { Cluster, Redis } from 'ioredis';
+import { LockClient } from '../../src/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+
+forEachTopology('an autopipelining ioredis client', (ctx) => {
+  const autopipelined = (): Redis | Cluster =>
+    ctx.kind === 'cluster' ? ctx.client({ enableAutoPipelining: true }) : ctx.client({ enableAutoPipelining: true });
+
+  it("grants a new LockClient's first calls, made at once on locks of every master, read and write", async () => {
+    const failures: string[] = [];
+    let granted = 0;
+    for (const mode of ['read', 'write'] as const) {
+      for (let round = 0; round < 3; round++) {
+        // A new client each round: its first calls go out before the connections of their slots are up.
+        const locks = new LockClient(autopipelined());
+        const outcomes = await Promise.allSettled(
+          Array.from({ length: 32 }, async (_, i) => {
+            const lock = locks.lock(`ap:${mode}:${round}:${i}`);
+            const lease = await (mode === 'read' ? lock.acquireRead() : lock.acquireWrite());
+            await lease.release();
+          }),
+        );
+        await locks.close();
+        for (const outcome of outcomes) {
+          if (outcome.status === 'fulfilled') granted++;
+          else failures.push((outcome.reason as Error).message);
+        }
+      }
+    }
+    expect(failures.slice(0, 3), `${failures.length} of 192 cycles failed`).to.deep.equal([]);
+    expect(granted).to.equal(192);
+    const admin = ctx.kind === 'cluster' ? ctx.cluster.nodes.map((n) => n.client()) : [ctx.server.client()];
+    const keys = (await Promise.all(admin.map((node) => node.keys('*')))).flat();
+    for (const node of admin) node.disconnect();
+    expect(keys, 'nothing left in Redis').to.deep.equal([]);
+  });
+});
