@@ -2,7 +2,8 @@
  * An application's ioredis client with `enableAutoPipelining: true`, a common
  * production setting. ioredis queues every call of a command method made
  * with it for a pipeline, one pipeline in flight per connection (or slot
- * group, on a Cluster). On a Cluster, ioredis groups a queued command by
+ * group, on a Cluster), so the library sends its scripts past that queue (and
+ * batches its own writes). On a Cluster, ioredis groups a queued command by
  * the slot of its first key, which for a command defined without its key
  * count was the count itself: a LockClient's first calls, before the
  * connections of their slots were up, failed with "All keys in the pipeline
@@ -45,4 +46,23 @@ forEachTopology('an autopipelining ioredis client', (ctx) => {
     for (const node of admin) node.disconnect();
     expect(keys, 'nothing left in Redis').to.deep.equal([]);
   });
+
+  // On a Cluster the scripts go to the node connections of their slots, which have no queue of their own.
+  if (ctx.kind === 'standalone')
+    it("sends its scripts past ioredis' autopipeline queue, so they never wait for the pipeline before them", async () => {
+      const redis = autopipelined() as Redis;
+      const locks = new LockClient(redis);
+      try {
+        await (await locks.lock('ap:warm').acquireWrite()).release(); // the server check, and ioredis' Command found
+        const pending = Array.from({ length: 16 }, (_, i) => locks.lock(`ap:q:${i}`).acquireWrite());
+        // Synchronously after the calls: a queued command would wait here for the next tick's pipeline.
+        const queued = redis.autoPipelineQueueSize;
+        const leases = await Promise.all(pending);
+        await Promise.all(leases.map((lease) => lease.release()));
+        expect(queued, 'script calls queued for an autopipeline').to.equal(0);
+        expect(leases).to.have.length(16);
+      } finally {
+        await locks.close();
+      }
+    });
 });
