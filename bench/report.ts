@@ -78,6 +78,7 @@ function renderTopology(r: TopologyResults): string[] {
           'scripts/cycle',
           'sent/cycle',
           'server µs/script',
+          'server µs/cycle',
           'CPU µs/cycle: node + redis',
         ],
         r.uncontended.median.map((c) => [
@@ -94,6 +95,7 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.scriptsPerCycle),
           fmt(c.sentPerCycle),
           fmt(c.serverUsecPerScript, 1),
+          fmt(c.serverUsecPerCycle, 1),
           `${fmt(c.clientCpuUsPerCycle, 1)} + ${fmt(c.serverCpuUsPerCycle, 1)} = ${fmt(c.clientCpuUsPerCycle + c.serverCpuUsPerCycle, 1)}`,
         ]),
       ),

@@ -58,7 +58,11 @@ export interface BenchResults {
   readonly seconds: number;
 }
 
-/** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended: `uncontended.<pattern>.<in flight>.…`). */
+/**
+ * The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended:
+ * `uncontended.<pattern>.<in flight>.…`, cycles/s; with `.serverUsec` after it,
+ * server µs per cycle).
+ */
 export function perRunRatios(run: {
   uncontended?: CycleResult[];
   contended?: ContendedResult[];
@@ -67,8 +71,9 @@ export function perRunRatios(run: {
 }): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   if (run.uncontended) {
-    const at = (lib: string, pattern: string, n: number) =>
-      run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n)?.cyclesPerSec;
+    const find = (lib: string, pattern: string, n: number) =>
+      run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
+    const at = (lib: string, pattern: string, n: number) => find(lib, pattern, n)?.cyclesPerSec;
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
         out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
@@ -78,6 +83,11 @@ export function perRunRatios(run: {
           for (const base of baselines) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
           }
+          // Server µs per cycle against the floor's: how much more of a server's time a cycle takes.
+          out[`uncontended.${pattern}.${n}.${lib}/floor.serverUsec`] = ratio(
+            find(lib, pattern, n)?.serverUsecPerCycle,
+            find('floor', pattern, n)?.serverUsecPerCycle,
+          );
         }
       }
     }

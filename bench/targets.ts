@@ -1,5 +1,5 @@
 /**
- * The targets of issues 6 and 14, evaluated on one topology's results. Ratios are
+ * The targets of issues 6, 14 and 27, evaluated on one topology's results. Ratios are
  * medians of per-run ratios (both sides measured in the same run).
  */
 
@@ -36,6 +36,11 @@ export const RENEWAL_LEASES_PER_CALL = 8;
 export const LONGEST_COMMAND_MS = 1;
 /** How much later a neighbour's p99 GET may answer while leases renew than with none held (issue 27), in ms. */
 export const NEIGHBOUR_P99_EXTRA_MS = 1;
+/**
+ * How many times the floor's server µs an uncontended cycle on a new name may
+ * take, at every concurrency (issue 27, which aims for 2x).
+ */
+export const SERVER_USEC_VS_FLOOR = 2.5;
 /** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
 export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
 
@@ -102,6 +107,35 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
           sem,
           `>= ${semaphoreBound}`,
           atLeast(sem, semaphoreBound),
+        );
+      }
+    }
+    // Issue 27: what a cycle costs the server, in the µs INFO commandstats gives the commands the client sent.
+    const inFlight = [...new Set(r.uncontended.median.map((m) => m.inFlight))].sort((a, b) => a - b);
+    const newAt = (lib: string, n: number) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
+    if (inFlight.some((n) => newAt('floor', n))) {
+      for (const mode of ['write', 'read'] as const) {
+        const lib = `rwlock-${mode}`;
+        const byN = inFlight.map((n) => ({ n, v: ratio(`uncontended.new.${n}.${lib}/floor.serverUsec`) }));
+        const known = byN.filter((b): b is { n: number; v: number } => b.v !== null);
+        const worst = known.length === byN.length && known.length > 0 ? Math.max(...known.map((b) => b.v)) : null;
+        // Results files from before the figure have no serverCommands.
+        const names = (m: { serverCommands?: readonly string[] } | undefined) => m?.serverCommands?.join(' + ') || '?';
+        const floor = newAt('floor', inFlight[0]!);
+        const mine = newAt(lib, inFlight[0]!);
+        const perN = byN.map(({ n, v }) => {
+          const f = newAt('floor', n)?.serverUsecPerCycle;
+          const m = newAt(lib, n)?.serverUsecPerCycle;
+          return `${n}: ${v?.toFixed(2) ?? '?'}x (floor ${f?.toFixed(1) ?? '?'} µs, rwlock ${m?.toFixed(1) ?? '?'} µs)`;
+        });
+        add(
+          `a-${mode}-server-usec`,
+          `uncontended ${mode}: server µs per cycle vs floor, a new name per cycle, worst of ${inFlight.join(', ')} in flight`,
+          worst,
+          `<= ${SERVER_USEC_VS_FLOOR}`,
+          atMost(worst, SERVER_USEC_VS_FLOOR),
+          'x',
+          `${perN.join(', ')}; commands summed: floor ${names(floor)}, rwlock ${names(mine)}; the aim is 2x`,
         );
       }
     }

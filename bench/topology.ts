@@ -151,6 +151,11 @@ export interface CounterDelta {
   readonly redirects: number;
   /** Every command's calls (nested script commands included), summed over masters. */
   readonly commands: Map<string, number>;
+  /**
+   * Every command's µs, summed over masters. A script's calls include the time of
+   * the commands it runs, which Redis also counts under their own names.
+   */
+  readonly usec: Map<string, number>;
 }
 
 export function delta(before: ServerCounters[], after: ServerCounters[]): CounterDelta {
@@ -159,6 +164,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
   let redirects = 0;
   const perMaster: number[] = [];
   const commands = new Map<string, number>();
+  const usec = new Map<string, number>();
   after.forEach((a, i) => {
     const b = before[i]!;
     let mine = 0;
@@ -166,6 +172,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
       const d = v.calls - (b.calls.get(name)?.calls ?? 0);
       const du = v.usec - (b.calls.get(name)?.usec ?? 0);
       if (d !== 0) commands.set(name, (commands.get(name) ?? 0) + d);
+      if (du !== 0) usec.set(name, (usec.get(name) ?? 0) + du);
       if (name === 'eval' || name === 'evalsha') {
         mine += d;
         scriptUsec += du;
@@ -175,7 +182,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
     scriptCalls += mine;
     perMaster.push(mine);
   });
-  return { scriptCalls, scriptUsec, scriptCallsPerMaster: perMaster, redirects, commands };
+  return { scriptCalls, scriptUsec, scriptCallsPerMaster: perMaster, redirects, commands, usec };
 }
 
 /**
