@@ -1,6 +1,6 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
-import { UNCONTENDED_LIBS } from './libs.js';
+import { AUTOPIPELINED_LIBS, type LibName, peerOf, UNCONTENDED_LIBS } from './libs.js';
 import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
@@ -77,16 +77,17 @@ export function perRunRatios(run: {
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
         out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
-        // Every lock against each baseline lock of the same run.
-        const baselines = ['floor', 'semaphore', 'redlock'];
+        // Every lock against each baseline lock of the same run; an autopipelining one against those that autopipeline too.
+        const baselines: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'floor-ap', 'semaphore-ap'];
         for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
-          for (const base of baselines) {
+          const floor = peerOf(lib, 'floor');
+          for (const base of [floor, peerOf(lib, 'semaphore'), ...(AUTOPIPELINED_LIBS.includes(lib) ? [] : ['redlock'])]) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
           }
           // Server µs per cycle against the floor's: how much more of a server's time a cycle takes.
-          out[`uncontended.${pattern}.${n}.${lib}/floor.serverUsec`] = ratio(
+          out[`uncontended.${pattern}.${n}.${lib}/${floor}.serverUsec`] = ratio(
             find(lib, pattern, n)?.serverUsecPerCycle,
-            find('floor', pattern, n)?.serverUsecPerCycle,
+            find(floor, pattern, n)?.serverUsecPerCycle,
           );
         }
       }

@@ -6,6 +6,7 @@
 import type { TopologyResults } from './results.js';
 import type { TopologyKind } from './topology.js';
 import type { ContendedResult } from './workloads/contended.js';
+import type { CycleResult } from './workloads/uncontended.js';
 
 export interface Target {
   readonly id: string;
@@ -52,6 +53,16 @@ export const SERVER_USEC_VS_FLOOR = 2.5;
 /** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
 export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
 
+/** The CPU both sides of an uncontended ratio used per cycle, and the ratio a CPU-bound machine would allow; '' when unknown. */
+function cpuNote(floor: CycleResult | undefined, mine: CycleResult | undefined): string {
+  if (!floor || !mine) return '';
+  const total = (m: CycleResult) => m.clientCpuUsPerCycle + m.serverCpuUsPerCycle;
+  return (
+    `CPU per cycle, client + all Redis processes: floor ${floor.clientCpuUsPerCycle.toFixed(1)} + ${floor.serverCpuUsPerCycle.toFixed(1)} µs, ` +
+    `rwlock ${mine.clientCpuUsPerCycle.toFixed(1)} + ${mine.serverCpuUsPerCycle.toFixed(1)} µs: on a CPU-bound machine at most ${(total(floor) / total(mine)).toFixed(2)}x`
+  );
+}
+
 export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters: number): Target[] {
   const out: Target[] = [];
   const add = (id: string, what: string, value: number | null, bound: string, pass: boolean | null, unit = 'x', note?: string) =>
@@ -67,10 +78,6 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
       for (const n of pattern === 'new' ? inFlight : [top]) {
         const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
         if (!at('floor')) continue;
-        const cpu = (lib: string) => {
-          const m = at(lib);
-          return m ? m.clientCpuUsPerCycle + m.serverCpuUsPerCycle : null;
-        };
         const floorBound = pattern === 'new' ? NEW_NAME_VS_FLOOR : kind === 'cluster' ? 0.9 : 0.95;
         const semaphoreBound =
           pattern === 'new' ? (n === 64 ? NEW_NAME_VS_SEMAPHORE_AT_64 : NEW_NAME_VS_SEMAPHORE) : kind === 'standalone' ? 1.2 : 1.0;
@@ -78,15 +85,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         const id = pattern === 'new' ? `new-${n}` : pattern;
         for (const mode of ['write', 'read'] as const) {
           const v = ratio(`uncontended.${pattern}.${n}.rwlock-${mode}/floor`);
-          const floorCpu = cpu('floor');
-          const mineCpu = cpu(`rwlock-${mode}`);
-          const m = at(`rwlock-${mode}`);
-          const f = at('floor');
-          let note =
-            floorCpu !== null && mineCpu !== null && m && f
-              ? `CPU per cycle, client + all Redis processes: floor ${f.clientCpuUsPerCycle.toFixed(1)} + ${f.serverCpuUsPerCycle.toFixed(1)} µs, ` +
-                `rwlock ${m.clientCpuUsPerCycle.toFixed(1)} + ${m.serverCpuUsPerCycle.toFixed(1)} µs: on a CPU-bound machine at most ${(floorCpu / mineCpu).toFixed(2)}x`
-              : '';
+          let note = cpuNote(at('floor'), at(`rwlock-${mode}`));
           // What does not change with the concurrency, once, at the top one.
           const acquire = us(`redis-rwlock acquire ${mode}`);
           const release = us(`redis-rwlock release ${mode}`);
@@ -122,6 +121,32 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
             atLeast(sem, semaphoreBound),
           );
         }
+      }
+    }
+    // Issue 27: the same bounds for an application client with enableAutoPipelining, against a floor and a Mutex on one too.
+    for (const n of inFlight) {
+      const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
+      if (!at('floor-ap')) continue;
+      const semaphoreBound = n === 64 ? NEW_NAME_VS_SEMAPHORE_AT_64 : NEW_NAME_VS_SEMAPHORE;
+      for (const mode of ['write', 'read'] as const) {
+        const v = ratio(`uncontended.new.${n}.rwlock-${mode}-ap/floor-ap`);
+        add(
+          `a-${mode}-floor-ap-new-${n}`,
+          `uncontended ${mode} cycles/s at ${n} in flight, a new name per cycle, autopipelining, vs floor autopipelining`,
+          v,
+          `>= ${NEW_NAME_VS_FLOOR}`,
+          atLeast(v, NEW_NAME_VS_FLOOR),
+          'x',
+          cpuNote(at('floor-ap'), at(`rwlock-${mode}-ap`)) || undefined,
+        );
+        const sem = ratio(`uncontended.new.${n}.rwlock-${mode}-ap/semaphore-ap`);
+        add(
+          `a-${mode}-semaphore-ap-new-${n}`,
+          `uncontended ${mode} cycles/s at ${n} in flight, a new name per cycle, autopipelining, vs redis-semaphore Mutex autopipelining`,
+          sem,
+          `>= ${semaphoreBound}`,
+          atLeast(sem, semaphoreBound),
+        );
       }
     }
     // Issue 27: what a cycle costs the server, in the µs INFO commandstats gives the commands the client sent.

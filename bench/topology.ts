@@ -13,8 +13,11 @@ export type TopologyKind = 'standalone' | 'cluster';
 
 export interface Topology {
   readonly kind: TopologyKind;
-  /** A new client; every client made here is closed by `stop()`. */
-  client(): RedisClient;
+  /**
+   * A new client; every client made here is closed by `stop()`. With
+   * `autoPipelining`, made with `enableAutoPipelining: true`.
+   */
+  client(options?: ClientOptions): RedisClient;
   /** One admin connection per master (for INFO, SLOWLOG, MEMORY, FLUSHALL). */
   masters(): Promise<Redis[]>;
   /** One admin connection per server process, replicas included (for INFO cpu). */
@@ -28,6 +31,10 @@ export interface Topology {
   redlockNodes(): RedisClient[] | undefined;
   flush(): Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface ClientOptions {
+  readonly autoPipelining?: boolean;
 }
 
 export async function startTopology(kind: TopologyKind): Promise<Topology> {
@@ -56,7 +63,7 @@ function standalone(server: RedisServerHandle, others: readonly RedisServerHandl
   const adminClient = () => (admin ??= server.client());
   return {
     kind: 'standalone',
-    client: () => track(server.client({ maxRetriesPerRequest: 2 })),
+    client: (options = {}) => track(server.client({ maxRetriesPerRequest: 2, enableAutoPipelining: options.autoPipelining ?? false })),
     masters: async () => [adminClient()],
     allNodes: async () => [adminClient()],
     masterFor: async () => adminClient(),
@@ -90,8 +97,8 @@ function cluster(handle: RedisClusterHandle): Topology {
   };
   return {
     kind: 'cluster',
-    client() {
-      const c = handle.client({ redisOptions: { maxRetriesPerRequest: 2 } });
+    client(options = {}) {
+      const c = handle.client({ enableAutoPipelining: options.autoPipelining ?? false, redisOptions: { maxRetriesPerRequest: 2 } });
       clients.add(c);
       forgetOnEnd(clients, c);
       return c;

@@ -1,13 +1,13 @@
 /**
  * (a) Uncontended acquire+release cycles on distinct resources, at 1, 16 and
- * 64 cycles in flight from one process and one connection per library, with
- * a new resource name on every cycle and with each loop's name reused:
- * cycles/s, p50/p99 cycle latency, and the commands each cycle costs (script
- * calls counted by the masters, commands counted as the client writes them,
- * MOVED/ASK redirects, the masters' µs).
+ * 64 cycles in flight from one process and one connection per library (the
+ * `-ap` ones autopipelining), with a new resource name on every cycle and
+ * with each loop's name reused: cycles/s, p50/p99 cycle latency, and the
+ * commands each cycle costs (script calls counted by the masters, commands
+ * counted as the client writes them, MOVED/ASK redirects, the masters' µs).
  */
 import type { BenchConfig, NamePattern } from '../config.js';
-import { type LibName, type LockAdapter, makeAdapter, modeOf, UNCONTENDED_LIBS } from '../libs.js';
+import { AUTOPIPELINED_LIBS, type LibName, type LockAdapter, makeAdapter, modeOf, UNCONTENDED_LIBS } from '../libs.js';
 import { percentile } from '../stats.js';
 import { delta, ready, SentCounter, serverCpuSeconds, snapshot, type Topology } from '../topology.js';
 
@@ -116,7 +116,7 @@ async function enter(
   inFlight: number,
   tag: string,
 ): Promise<Contestant> {
-  const redis = topology.client();
+  const redis = topology.client({ autoPipelining: AUTOPIPELINED_LIBS.includes(lib) });
   const sent = new SentCounter();
   sent.attach(redis);
   await ready(redis);
