@@ -95,11 +95,17 @@ export function perRunRatios(run: {
   }
   if (run.contended) {
     const get = (lib: string, variant: string) => run.contended!.find((m) => m.lib === lib && m.variant === variant);
-    for (const base of ['floor', 'floor-spin', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
+    for (const base of ['floor', 'floor-spin', 'floor-immediate', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
       out[`baton.rwlock-write/${base}`] = ratio(get('rwlock-write', 'baton')?.handoffsPerSec, get(base, 'baton')?.handoffsPerSec);
       out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
       out[`race.rwlock-fair/${base}`] = ratio(get('rwlock-fair', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
     }
+    // Against the faster of the two floors that poll with no sleep, in this run.
+    const polling = ['floor-spin', 'floor-immediate'].map((lib) => get(lib, 'baton')?.handoffsPerSec).filter((v) => v !== undefined);
+    out['baton.rwlock-write/floor-polling'] = ratio(
+      get('rwlock-write', 'baton')?.handoffsPerSec,
+      polling.length > 0 ? Math.max(...polling) : undefined,
+    );
     // redlock mode on three servers against the hash mode on one.
     out['baton.rwlock-redlock/rwlock-write'] = ratio(
       get('rwlock-redlock', 'baton')?.handoffsPerSec,
