@@ -1,6 +1,6 @@
 /**
  * Every count and duration of the benchmark, in one place. `full` is what
- * `npm run bench` runs (about 18 minutes on 2 cores, both topologies);
+ * `npm run bench` runs (about 22 minutes on 2 cores, both topologies);
  * `smoke` is what CI runs (`npm run bench:smoke`): the same code paths with
  * tiny counts, a few seconds in all.
  */

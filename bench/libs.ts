@@ -8,6 +8,10 @@
  * - floor-spin: the same, polling in a tight loop with no sleep (the next
  *   SET NX as soon as the last one answered): the fastest handoff a client
  *   can get, at the price of dozens of commands per grant.
+ * - floor-immediate: the same, polling on `setImmediate` (the next SET NX
+ *   after one turn of the event loop), which lets the process handle other
+ *   replies between tries and hands over faster than floor-spin on a small
+ *   machine. The handoff target is judged against the faster of the two.
  * - semaphore / semaphore-fast: redis-semaphore `Mutex`, default settings
  *   (retryInterval 10 ms) and fastest retry (retryInterval 1 ms).
  * - redlock / redlock-fast: @sesamecare-oss/redlock on the one server (or
@@ -27,6 +31,12 @@
  *   workload: the two client libraries side by side. (Its commands go
  *   through node-redis, so the run's sent-per-cycle count, which counts
  *   ioredis' writes, does not see them; the masters' script counts do.)
+ * - floor-ap / semaphore-ap / rwlock-write-ap / rwlock-read-ap: floor,
+ *   semaphore, rwlock-write and rwlock-read on a client made with
+ *   `enableAutoPipelining: true` (the Cluster's option of that name on a
+ *   Cluster), in the uncontended workload, in the same round-robin as the
+ *   others: an application that autopipelines, against a floor and a Mutex
+ *   that autopipeline too.
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
  *   the code before it; left out without --baseline. rwlock-redlock-base:
@@ -53,6 +63,7 @@ import { isCluster, type RedisClient } from '../src/redis.js';
 export type LibName =
   | 'floor'
   | 'floor-spin'
+  | 'floor-immediate'
   | 'semaphore'
   | 'semaphore-fast'
   | 'redlock'
@@ -66,6 +77,10 @@ export type LibName =
   | 'rwlock-base'
   | 'rwlock-redlock-base'
   | 'rwlock-node-redis'
+  | 'floor-ap'
+  | 'semaphore-ap'
+  | 'rwlock-write-ap'
+  | 'rwlock-read-ap'
   | 'ref-string'
   | 'ref-hash'
   | 'ref-hash-args';
@@ -73,6 +88,7 @@ export type LibName =
 export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'floor',
   'floor-spin',
+  'floor-immediate',
   'semaphore',
   'semaphore-fast',
   'redlock',
@@ -97,11 +113,24 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'ref-string',
   'ref-hash',
   'ref-hash-args',
+  'floor-ap',
+  'semaphore-ap',
+  'rwlock-write-ap',
+  'rwlock-read-ap',
 ];
+
+/** The libraries run on a client with `enableAutoPipelining: true`. */
+export const AUTOPIPELINED_LIBS: readonly LibName[] = ['floor-ap', 'semaphore-ap', 'rwlock-write-ap', 'rwlock-read-ap'];
+
+/** The floor or redis-semaphore a lock is compared with: for an autopipelining one, on an autopipelining client too. */
+export function peerOf(lib: LibName, peer: 'floor' | 'semaphore'): LibName {
+  return AUTOPIPELINED_LIBS.includes(lib) ? `${peer}-ap` : peer;
+}
 
 export const LIB_LABEL: Record<LibName, string> = {
   floor: 'floor (SET NX PX)',
   'floor-spin': 'floor, busy polling (no sleep)',
+  'floor-immediate': 'floor, polling on setImmediate (no sleep)',
   semaphore: 'redis-semaphore Mutex',
   'semaphore-fast': 'redis-semaphore Mutex (retry 1 ms)',
   redlock: 'redlock',
@@ -118,6 +147,10 @@ export const LIB_LABEL: Record<LibName, string> = {
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
+  'floor-ap': 'floor (SET NX PX), autopipelining',
+  'semaphore-ap': 'redis-semaphore Mutex, autopipelining',
+  'rwlock-write-ap': 'redis-rwlock write, autopipelining',
+  'rwlock-read-ap': 'redis-rwlock read, autopipelining',
 };
 
 export interface Held {
@@ -221,9 +254,16 @@ export function makeAdapter(lib: LibName, redis: RedisClient | readonly RedisCli
 function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: number): LockAdapter {
   switch (lib) {
     case 'floor':
-    case 'floor-spin': {
+    case 'floor-ap':
+    case 'floor-spin':
+    case 'floor-immediate': {
       redis.defineCommand('benchFloorRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
-      const pause = lib === 'floor' ? fastRetryMs : 0;
+      const pause =
+        lib === 'floor-spin'
+          ? undefined
+          : lib === 'floor-immediate'
+            ? () => new Promise<void>((resolve) => setImmediate(resolve))
+            : () => sleep(fastRetryMs);
       const client = redis as FloorClient;
       return {
         async acquire(resource, { signal }) {
@@ -236,15 +276,16 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
             }
             signal?.throwIfAborted();
             if (performance.now() > deadline) throw new Error(`floor: timed out waiting for ${key}`);
-            if (pause > 0) await sleep(pause);
+            if (pause) await pause();
           }
         },
         close: async () => undefined,
       };
     }
     case 'semaphore':
+    case 'semaphore-ap':
     case 'semaphore-fast': {
-      const options = lib === 'semaphore' ? {} : { retryInterval: fastRetryMs };
+      const options = lib === 'semaphore-fast' ? { retryInterval: fastRetryMs } : {};
       return {
         async acquire(resource, { signal }) {
           const mutex = new Mutex(redis as Redis, `semaphore:${resource}`, options);
@@ -335,6 +376,8 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
     case 'rwlock-read':
     case 'rwlock-mix':
     case 'rwlock-traced':
+    case 'rwlock-write-ap':
+    case 'rwlock-read-ap':
       return rwlockAdapter(new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {}), lib === 'rwlock-traced');
   }
 }
@@ -370,7 +413,7 @@ function tracingSubscriber(): (on: boolean) => void {
 
 /** The mode a cycle of `lib` takes: the mix draws 10 % writes. */
 export function modeOf(lib: LibName): 'read' | 'write' {
-  if (lib === 'rwlock-read') return 'read';
+  if (lib === 'rwlock-read' || lib === 'rwlock-read-ap') return 'read';
   if (lib === 'rwlock-mix') return Math.random() < 0.9 ? 'read' : 'write';
   return 'write';
 }

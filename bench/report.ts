@@ -1,5 +1,5 @@
 /** The Markdown report of a bench run. */
-import { LIB_LABEL, type LibName } from './libs.js';
+import { LIB_LABEL, type LibName, peerOf } from './libs.js';
 import type { BenchResults, TopologyResults } from './results.js';
 
 function fmt(n: number | null | undefined, digits = 2): string {
@@ -78,6 +78,7 @@ function renderTopology(r: TopologyResults): string[] {
           'scripts/cycle',
           'sent/cycle',
           'server µs/script',
+          'server µs/cycle',
           'CPU µs/cycle: node + redis',
         ],
         r.uncontended.median.map((c) => [
@@ -87,13 +88,15 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.cyclesPerSec),
           fmt(c.p50Ms, 3),
           fmt(c.p99Ms, 3),
-          ...['floor', 'semaphore'].map((base) => {
-            const key = `uncontended.${c.pattern}.${c.inFlight}.${c.lib}/${base}`;
+          ...(['floor', 'semaphore'] as const).map((base) => {
+            // An autopipelining lock against the floor or Mutex that autopipelines too.
+            const key = `uncontended.${c.pattern}.${c.inFlight}.${c.lib}/${peerOf(c.lib, base)}`;
             return key in ratios ? x(ratios[key]) : ''; // only the rows compared with the peers
           }),
           fmt(c.scriptsPerCycle),
           fmt(c.sentPerCycle),
           fmt(c.serverUsecPerScript, 1),
+          fmt(c.serverUsecPerCycle, 1),
           `${fmt(c.clientCpuUsPerCycle, 1)} + ${fmt(c.serverCpuUsPerCycle, 1)} = ${fmt(c.clientCpuUsPerCycle + c.serverCpuUsPerCycle, 1)}`,
         ]),
       ),

@@ -1,6 +1,6 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
-import { UNCONTENDED_LIBS } from './libs.js';
+import { AUTOPIPELINED_LIBS, type LibName, peerOf, UNCONTENDED_LIBS } from './libs.js';
 import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
@@ -58,7 +58,11 @@ export interface BenchResults {
   readonly seconds: number;
 }
 
-/** The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended: `uncontended.<pattern>.<in flight>.…`). */
+/**
+ * The ratios of one run, named `<workload>.<case>.<lib>/<baseline>` (uncontended:
+ * `uncontended.<pattern>.<in flight>.…`, cycles/s; with `.serverUsec` after it,
+ * server µs per cycle).
+ */
 export function perRunRatios(run: {
   uncontended?: CycleResult[];
   contended?: ContendedResult[];
@@ -67,28 +71,41 @@ export function perRunRatios(run: {
 }): Record<string, number | null> {
   const out: Record<string, number | null> = {};
   if (run.uncontended) {
-    const at = (lib: string, pattern: string, n: number) =>
-      run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n)?.cyclesPerSec;
+    const find = (lib: string, pattern: string, n: number) =>
+      run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
+    const at = (lib: string, pattern: string, n: number) => find(lib, pattern, n)?.cyclesPerSec;
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
         out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
-        // Every lock against each baseline lock of the same run.
-        const baselines = ['floor', 'semaphore', 'redlock'];
+        // Every lock against each baseline lock of the same run; an autopipelining one against those that autopipeline too.
+        const baselines: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'floor-ap', 'semaphore-ap'];
         for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
-          for (const base of baselines) {
+          const floor = peerOf(lib, 'floor');
+          for (const base of [floor, peerOf(lib, 'semaphore'), ...(AUTOPIPELINED_LIBS.includes(lib) ? [] : ['redlock'])]) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
           }
+          // Server µs per cycle against the floor's: how much more of a server's time a cycle takes.
+          out[`uncontended.${pattern}.${n}.${lib}/${floor}.serverUsec`] = ratio(
+            find(lib, pattern, n)?.serverUsecPerCycle,
+            find(floor, pattern, n)?.serverUsecPerCycle,
+          );
         }
       }
     }
   }
   if (run.contended) {
     const get = (lib: string, variant: string) => run.contended!.find((m) => m.lib === lib && m.variant === variant);
-    for (const base of ['floor', 'floor-spin', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
+    for (const base of ['floor', 'floor-spin', 'floor-immediate', 'semaphore', 'semaphore-fast', 'redlock', 'redlock-fast']) {
       out[`baton.rwlock-write/${base}`] = ratio(get('rwlock-write', 'baton')?.handoffsPerSec, get(base, 'baton')?.handoffsPerSec);
       out[`race.rwlock-write/${base}`] = ratio(get('rwlock-write', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
       out[`race.rwlock-fair/${base}`] = ratio(get('rwlock-fair', 'race')?.grantsPerSec, get(base, 'race')?.grantsPerSec);
     }
+    // Against the faster of the two floors that poll with no sleep, in this run.
+    const polling = ['floor-spin', 'floor-immediate'].map((lib) => get(lib, 'baton')?.handoffsPerSec).filter((v) => v !== undefined);
+    out['baton.rwlock-write/floor-polling'] = ratio(
+      get('rwlock-write', 'baton')?.handoffsPerSec,
+      polling.length > 0 ? Math.max(...polling) : undefined,
+    );
     // redlock mode on three servers against the hash mode on one.
     out['baton.rwlock-redlock/rwlock-write'] = ratio(
       get('rwlock-redlock', 'baton')?.handoffsPerSec,

@@ -1,11 +1,12 @@
 /**
- * The targets of issues 6 and 14, evaluated on one topology's results. Ratios are
+ * The targets of issues 6, 14 and 27, evaluated on one topology's results. Ratios are
  * medians of per-run ratios (both sides measured in the same run).
  */
 
 import type { TopologyResults } from './results.js';
 import type { TopologyKind } from './topology.js';
 import type { ContendedResult } from './workloads/contended.js';
+import type { CycleResult } from './workloads/uncontended.js';
 
 export interface Target {
   readonly id: string;
@@ -36,8 +37,31 @@ export const RENEWAL_LEASES_PER_CALL = 8;
 export const LONGEST_COMMAND_MS = 1;
 /** How much later a neighbour's p99 GET may answer while leases renew than with none held (issue 27), in ms. */
 export const NEIGHBOUR_P99_EXTRA_MS = 1;
+/**
+ * Uncontended cycles/s on a new name, write and read, at every concurrency
+ * (issue 27): at least this many times the floor's, and redis-semaphore's.
+ */
+export const NEW_NAME_VS_FLOOR = 0.95;
+export const NEW_NAME_VS_SEMAPHORE = 1.1;
+/** At 64 in flight, issue 14's bound vs redis-semaphore stands: it is the higher one. */
+export const NEW_NAME_VS_SEMAPHORE_AT_64 = 1.15;
+/**
+ * How many times the floor's server µs an uncontended cycle on a new name may
+ * take, at every concurrency (issue 27, which aims for 2x).
+ */
+export const SERVER_USEC_VS_FLOOR = 2.5;
 /** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
 export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
+
+/** The CPU both sides of an uncontended ratio used per cycle, and the ratio a CPU-bound machine would allow; '' when unknown. */
+function cpuNote(floor: CycleResult | undefined, mine: CycleResult | undefined): string {
+  if (!floor || !mine) return '';
+  const total = (m: CycleResult) => m.clientCpuUsPerCycle + m.serverCpuUsPerCycle;
+  return (
+    `CPU per cycle, client + all Redis processes: floor ${floor.clientCpuUsPerCycle.toFixed(1)} + ${floor.serverCpuUsPerCycle.toFixed(1)} µs, ` +
+    `rwlock ${mine.clientCpuUsPerCycle.toFixed(1)} + ${mine.serverCpuUsPerCycle.toFixed(1)} µs: on a CPU-bound machine at most ${(total(floor) / total(mine)).toFixed(2)}x`
+  );
+}
 
 export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters: number): Target[] {
   const out: Target[] = [];
@@ -46,62 +70,110 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
   const ratio = (key: string) => r.ratios[key] ?? null;
 
   if (r.uncontended) {
-    const top = Math.max(...r.uncontended.median.map((m) => m.inFlight));
+    const inFlight = [...new Set(r.uncontended.median.map((m) => m.inFlight))].sort((a, b) => a - b);
+    const top = Math.max(...inFlight);
     const us = (what: string) => r.anatomy?.find((a) => a.what.startsWith(what))?.usecPerCall;
     for (const pattern of ['new', 'reused'] as const) {
-      const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === top);
-      if (!at('floor')) continue;
-      const cpu = (lib: string) => {
-        const m = at(lib);
-        return m ? m.clientCpuUsPerCycle + m.serverCpuUsPerCycle : null;
-      };
-      // Issue 14: a new name per cycle is the headline; names reused keep issue 6's bounds vs redis-semaphore.
-      const floorBound = pattern === 'new' || kind === 'cluster' ? 0.9 : 0.95;
-      const semaphoreBound = pattern === 'new' ? 1.15 : kind === 'standalone' ? 1.2 : 1.0;
-      const names = pattern === 'new' ? 'a new name per cycle' : 'names reused';
+      // Issue 27: a new name per cycle, the headline, at every concurrency; names reused keep issue 6's bounds, at the top one.
+      for (const n of pattern === 'new' ? inFlight : [top]) {
+        const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
+        if (!at('floor')) continue;
+        const floorBound = pattern === 'new' ? NEW_NAME_VS_FLOOR : kind === 'cluster' ? 0.9 : 0.95;
+        const semaphoreBound =
+          pattern === 'new' ? (n === 64 ? NEW_NAME_VS_SEMAPHORE_AT_64 : NEW_NAME_VS_SEMAPHORE) : kind === 'standalone' ? 1.2 : 1.0;
+        const names = pattern === 'new' ? 'a new name per cycle' : 'names reused';
+        const id = pattern === 'new' ? `new-${n}` : pattern;
+        for (const mode of ['write', 'read'] as const) {
+          const v = ratio(`uncontended.${pattern}.${n}.rwlock-${mode}/floor`);
+          let note = cpuNote(at('floor'), at(`rwlock-${mode}`));
+          // What does not change with the concurrency, once, at the top one.
+          const acquire = us(`redis-rwlock acquire ${mode}`);
+          const release = us(`redis-rwlock release ${mode}`);
+          const set = us('floor acquire');
+          const del = us('floor release');
+          const commands = us(`reference: the write grant's commands`);
+          if (n === top && acquire !== undefined && release !== undefined && set !== undefined && del !== undefined) {
+            note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
+            if (commands !== undefined && mode === 'write') note += ` (the grant's commands alone, no logic: ${commands.toFixed(1)})`;
+          }
+          const refs = (['ref-string', 'ref-hash', 'ref-hash-args'] as const).map((lib) =>
+            ratio(`uncontended.${pattern}.${n}.${lib}/floor`),
+          );
+          if (n === top && mode === 'write' && refs.every((v) => v !== null)) {
+            const [string, hash, args] = refs.map((v) => v!.toFixed(2));
+            note += `${note ? '; ' : ''}bare scripts, no library: ${string}x on a string key, ${hash}x on the hash, ${args}x with redis-rwlock's keys and arguments`;
+          }
+          add(
+            `a-${mode}-floor-${id}`,
+            `uncontended ${mode} cycles/s at ${n} in flight, ${names}, vs floor`,
+            v,
+            `>= ${floorBound}`,
+            atLeast(v, floorBound),
+            'x',
+            note || undefined,
+          );
+          const sem = ratio(`uncontended.${pattern}.${n}.rwlock-${mode}/semaphore`);
+          add(
+            `a-${mode}-semaphore-${id}`,
+            `uncontended ${mode} cycles/s at ${n} in flight, ${names}, vs redis-semaphore Mutex`,
+            sem,
+            `>= ${semaphoreBound}`,
+            atLeast(sem, semaphoreBound),
+          );
+        }
+      }
+    }
+    // Issue 27: the same bounds for an application client with enableAutoPipelining, against a floor and a Mutex on one too.
+    for (const n of inFlight) {
+      const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
+      if (!at('floor-ap')) continue;
+      const semaphoreBound = n === 64 ? NEW_NAME_VS_SEMAPHORE_AT_64 : NEW_NAME_VS_SEMAPHORE;
       for (const mode of ['write', 'read'] as const) {
-        const v = ratio(`uncontended.${pattern}.${top}.rwlock-${mode}/floor`);
-        const floorCpu = cpu('floor');
-        const mineCpu = cpu(`rwlock-${mode}`);
-        const m = at(`rwlock-${mode}`);
-        const f = at('floor');
-        let note =
-          floorCpu !== null && mineCpu !== null && m && f
-            ? `CPU per cycle, client + all Redis processes: floor ${f.clientCpuUsPerCycle.toFixed(1)} + ${f.serverCpuUsPerCycle.toFixed(1)} µs, ` +
-              `rwlock ${m.clientCpuUsPerCycle.toFixed(1)} + ${m.serverCpuUsPerCycle.toFixed(1)} µs: on a CPU-bound machine at most ${(floorCpu / mineCpu).toFixed(2)}x`
-            : '';
-        const acquire = us(`redis-rwlock acquire ${mode}`);
-        const release = us(`redis-rwlock release ${mode}`);
-        const set = us('floor acquire');
-        const del = us('floor release');
-        const commands = us(`reference: the write grant's commands`);
-        if (acquire !== undefined && release !== undefined && set !== undefined && del !== undefined) {
-          note += `${note ? '; ' : ''}server µs per cycle: floor ${set.toFixed(1)} + ${del.toFixed(1)}, rwlock ${acquire.toFixed(1)} + ${release.toFixed(1)}`;
-          if (commands !== undefined && mode === 'write') note += ` (the grant's commands alone, no logic: ${commands.toFixed(1)})`;
-        }
-        const refs = (['ref-string', 'ref-hash', 'ref-hash-args'] as const).map((lib) =>
-          ratio(`uncontended.${pattern}.${top}.${lib}/floor`),
-        );
-        if (mode === 'write' && refs.every((v) => v !== null)) {
-          const [string, hash, args] = refs.map((v) => v!.toFixed(2));
-          note += `${note ? '; ' : ''}bare scripts, no library: ${string}x on a string key, ${hash}x on the hash, ${args}x with redis-rwlock's keys and arguments`;
-        }
+        const v = ratio(`uncontended.new.${n}.rwlock-${mode}-ap/floor-ap`);
         add(
-          `a-${mode}-floor-${pattern}`,
-          `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs floor`,
+          `a-${mode}-floor-ap-new-${n}`,
+          `uncontended ${mode} cycles/s at ${n} in flight, a new name per cycle, autopipelining, vs floor autopipelining`,
           v,
-          `>= ${floorBound}`,
-          atLeast(v, floorBound),
+          `>= ${NEW_NAME_VS_FLOOR}`,
+          atLeast(v, NEW_NAME_VS_FLOOR),
           'x',
-          note || undefined,
+          cpuNote(at('floor-ap'), at(`rwlock-${mode}-ap`)) || undefined,
         );
-        const sem = ratio(`uncontended.${pattern}.${top}.rwlock-${mode}/semaphore`);
+        const sem = ratio(`uncontended.new.${n}.rwlock-${mode}-ap/semaphore-ap`);
         add(
-          `a-${mode}-semaphore-${pattern}`,
-          `uncontended ${mode} cycles/s at ${top} in flight, ${names}, vs redis-semaphore Mutex`,
+          `a-${mode}-semaphore-ap-new-${n}`,
+          `uncontended ${mode} cycles/s at ${n} in flight, a new name per cycle, autopipelining, vs redis-semaphore Mutex autopipelining`,
           sem,
           `>= ${semaphoreBound}`,
           atLeast(sem, semaphoreBound),
+        );
+      }
+    }
+    // Issue 27: what a cycle costs the server, in the µs INFO commandstats gives the commands the client sent.
+    const newAt = (lib: string, n: number) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
+    if (inFlight.some((n) => newAt('floor', n))) {
+      for (const mode of ['write', 'read'] as const) {
+        const lib = `rwlock-${mode}`;
+        const byN = inFlight.map((n) => ({ n, v: ratio(`uncontended.new.${n}.${lib}/floor.serverUsec`) }));
+        const known = byN.filter((b): b is { n: number; v: number } => b.v !== null);
+        const worst = known.length === byN.length && known.length > 0 ? Math.max(...known.map((b) => b.v)) : null;
+        // Results files from before the figure have no serverCommands.
+        const names = (m: { serverCommands?: readonly string[] } | undefined) => m?.serverCommands?.join(' + ') || '?';
+        const floor = newAt('floor', inFlight[0]!);
+        const mine = newAt(lib, inFlight[0]!);
+        const perN = byN.map(({ n, v }) => {
+          const f = newAt('floor', n)?.serverUsecPerCycle;
+          const m = newAt(lib, n)?.serverUsecPerCycle;
+          return `${n}: ${v?.toFixed(2) ?? '?'}x (floor ${f?.toFixed(1) ?? '?'} µs, rwlock ${m?.toFixed(1) ?? '?'} µs)`;
+        });
+        add(
+          `a-${mode}-server-usec`,
+          `uncontended ${mode}: server µs per cycle vs floor, a new name per cycle, worst of ${inFlight.join(', ')} in flight`,
+          worst,
+          `<= ${SERVER_USEC_VS_FLOOR}`,
+          atMost(worst, SERVER_USEC_VS_FLOOR),
+          'x',
+          `${perN.join(', ')}; commands summed: floor ${names(floor)}, rwlock ${names(mine)}; the aim is 2x`,
         );
       }
     }
@@ -178,18 +250,32 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         note,
       );
     }
-    // Issue 14: a handoff as fast as a client that polls in a tight loop, without its commands.
-    const spin = ratio('baton.rwlock-write/floor-spin');
-    const spinResult = r.contended.median.find((m) => m.lib === 'floor-spin' && m.variant === 'baton');
+    // Issue 14: a handoff as fast as a client that polls with no sleep, without its commands; issue 27: the faster
+    // of a tight loop and a loop on setImmediate, in each run.
+    const polling = ratio('baton.rwlock-write/floor-polling');
+    const { median, runs } = r.contended;
+    const batonOf = (lib: string) => median.find((m) => m.lib === lib && m.variant === 'baton');
+    const floors = (['floor-immediate', 'floor-spin'] as const).filter((lib) => batonOf(lib));
+    const fasterIn = (lib: string) =>
+      runs.filter((run) => {
+        const v = (l: string) => run.find((m) => m.lib === l && m.variant === 'baton')?.handoffsPerSec ?? -1;
+        return floors.every((other) => v(lib) >= v(other));
+      }).length;
+    const perGrant = (m: ContendedResult | undefined) => m?.commandsPerGrant?.toFixed(1) ?? '?';
     add(
-      'b-baton-spin',
-      'baton handoffs/s vs a busy-polling floor (no sleep)',
-      spin,
+      'b-baton-polling',
+      'baton handoffs/s vs the faster floor polling with no sleep (tight loop, or on setImmediate)',
+      polling,
       '>= 0.9',
-      atLeast(spin, 0.9),
+      atLeast(polling, 0.9),
       'x',
-      spinResult
-        ? `busy-polling floor ${spinResult.handoffsPerSec.toFixed(0)}/s at ${spinResult.commandsPerGrant?.toFixed(1) ?? '?'} commands per grant`
+      floors.length > 0
+        ? `${floors
+            .map(
+              (lib) =>
+                `${lib} ${batonOf(lib)!.handoffsPerSec.toFixed(0)}/s at ${perGrant(batonOf(lib))} commands per grant, the faster in ${fasterIn(lib)} of ${runs.length} run(s)`,
+            )
+            .join('; ')}; redis-rwlock ${baton?.handoffsPerSec.toFixed(0) ?? '?'}/s at ${perGrant(baton)} commands per grant`
         : undefined,
     );
     add(

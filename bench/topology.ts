@@ -13,8 +13,11 @@ export type TopologyKind = 'standalone' | 'cluster';
 
 export interface Topology {
   readonly kind: TopologyKind;
-  /** A new client; every client made here is closed by `stop()`. */
-  client(): RedisClient;
+  /**
+   * A new client; every client made here is closed by `stop()`. With
+   * `autoPipelining`, made with `enableAutoPipelining: true`.
+   */
+  client(options?: ClientOptions): RedisClient;
   /** One admin connection per master (for INFO, SLOWLOG, MEMORY, FLUSHALL). */
   masters(): Promise<Redis[]>;
   /** One admin connection per server process, replicas included (for INFO cpu). */
@@ -28,6 +31,10 @@ export interface Topology {
   redlockNodes(): RedisClient[] | undefined;
   flush(): Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface ClientOptions {
+  readonly autoPipelining?: boolean;
 }
 
 export async function startTopology(kind: TopologyKind): Promise<Topology> {
@@ -56,7 +63,7 @@ function standalone(server: RedisServerHandle, others: readonly RedisServerHandl
   const adminClient = () => (admin ??= server.client());
   return {
     kind: 'standalone',
-    client: () => track(server.client({ maxRetriesPerRequest: 2 })),
+    client: (options = {}) => track(server.client({ maxRetriesPerRequest: 2, enableAutoPipelining: options.autoPipelining ?? false })),
     masters: async () => [adminClient()],
     allNodes: async () => [adminClient()],
     masterFor: async () => adminClient(),
@@ -90,8 +97,8 @@ function cluster(handle: RedisClusterHandle): Topology {
   };
   return {
     kind: 'cluster',
-    client() {
-      const c = handle.client({ redisOptions: { maxRetriesPerRequest: 2 } });
+    client(options = {}) {
+      const c = handle.client({ enableAutoPipelining: options.autoPipelining ?? false, redisOptions: { maxRetriesPerRequest: 2 } });
       clients.add(c);
       forgetOnEnd(clients, c);
       return c;
@@ -151,6 +158,11 @@ export interface CounterDelta {
   readonly redirects: number;
   /** Every command's calls (nested script commands included), summed over masters. */
   readonly commands: Map<string, number>;
+  /**
+   * Every command's µs, summed over masters. A script's calls include the time of
+   * the commands it runs, which Redis also counts under their own names.
+   */
+  readonly usec: Map<string, number>;
 }
 
 export function delta(before: ServerCounters[], after: ServerCounters[]): CounterDelta {
@@ -159,6 +171,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
   let redirects = 0;
   const perMaster: number[] = [];
   const commands = new Map<string, number>();
+  const usec = new Map<string, number>();
   after.forEach((a, i) => {
     const b = before[i]!;
     let mine = 0;
@@ -166,6 +179,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
       const d = v.calls - (b.calls.get(name)?.calls ?? 0);
       const du = v.usec - (b.calls.get(name)?.usec ?? 0);
       if (d !== 0) commands.set(name, (commands.get(name) ?? 0) + d);
+      if (du !== 0) usec.set(name, (usec.get(name) ?? 0) + du);
       if (name === 'eval' || name === 'evalsha') {
         mine += d;
         scriptUsec += du;
@@ -175,7 +189,7 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
     scriptCalls += mine;
     perMaster.push(mine);
   });
-  return { scriptCalls, scriptUsec, scriptCallsPerMaster: perMaster, redirects, commands };
+  return { scriptCalls, scriptUsec, scriptCallsPerMaster: perMaster, redirects, commands, usec };
 }
 
 /**

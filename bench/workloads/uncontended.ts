@@ -1,13 +1,13 @@
 /**
  * (a) Uncontended acquire+release cycles on distinct resources, at 1, 16 and
- * 64 cycles in flight from one process and one connection per library, with
- * a new resource name on every cycle and with each loop's name reused:
- * cycles/s, p50/p99 cycle latency, and the commands each cycle costs (script
- * calls counted by the masters, commands counted as the client writes them,
- * MOVED/ASK redirects).
+ * 64 cycles in flight from one process and one connection per library (the
+ * `-ap` ones autopipelining), with a new resource name on every cycle and
+ * with each loop's name reused: cycles/s, p50/p99 cycle latency, and the
+ * commands each cycle costs (script calls counted by the masters, commands
+ * counted as the client writes them, MOVED/ASK redirects, the masters' µs).
  */
 import type { BenchConfig, NamePattern } from '../config.js';
-import { type LibName, type LockAdapter, makeAdapter, modeOf, UNCONTENDED_LIBS } from '../libs.js';
+import { AUTOPIPELINED_LIBS, type LibName, type LockAdapter, makeAdapter, modeOf, UNCONTENDED_LIBS } from '../libs.js';
 import { percentile } from '../stats.js';
 import { delta, ready, SentCounter, serverCpuSeconds, snapshot, type Topology } from '../topology.js';
 
@@ -27,6 +27,17 @@ export interface CycleResult {
   readonly redirects: number;
   /** µs the masters spent per script call. */
   readonly serverUsecPerScript: number | null;
+  /**
+   * µs the masters spent per cycle in the commands this library's client sent
+   * (INFO commandstats of `serverCommands`; the commands a script runs are in
+   * its own µs, and not counted again under their names). Null when the client
+   * sent nothing the bench could see (rwlock-node-redis). INFO (a new
+   * connection's ready check) is left out: the bench's admin connections
+   * send it too.
+   */
+  readonly serverUsecPerCycle: number | null;
+  /** The top-level commands summed into `serverUsecPerCycle`, as Redis names them. */
+  readonly serverCommands: readonly string[];
   /** CPU µs this (client) process used per cycle, user + sys. */
   readonly clientCpuUsPerCycle: number;
   /** CPU µs every Redis process (replicas included) used per cycle, user + sys. */
@@ -90,6 +101,9 @@ interface Contestant {
   serverCpuS: number;
   scriptCalls: number;
   scriptUsec: number;
+  /** µs of the commands the client sent, and their names. */
+  commandUsec: number;
+  readonly commandNames: Set<string>;
   redirects: number;
   sentCount: number;
 }
@@ -102,7 +116,7 @@ async function enter(
   inFlight: number,
   tag: string,
 ): Promise<Contestant> {
-  const redis = topology.client();
+  const redis = topology.client({ autoPipelining: AUTOPIPELINED_LIBS.includes(lib) });
   const sent = new SentCounter();
   sent.attach(redis);
   await ready(redis);
@@ -125,6 +139,8 @@ async function enter(
     serverCpuS: 0,
     scriptCalls: 0,
     scriptUsec: 0,
+    commandUsec: 0,
+    commandNames: new Set(),
     redirects: 0,
     sentCount: 0,
   };
@@ -150,6 +166,14 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant): Pr
   c.clientCpuUs += cpu.user + cpu.system;
   c.scriptCalls += d.scriptCalls;
   c.scriptUsec += d.scriptUsec;
+  for (const name of c.sent.byName.keys()) {
+    // Only what was sent: Redis 7 also counts the commands a script runs under their own names.
+    // Not INFO, which the bench's admin connections send to read these very counters.
+    const redisName = name.toLowerCase();
+    if (redisName === 'info') continue;
+    c.commandNames.add(redisName);
+    c.commandUsec += d.usec.get(redisName) ?? 0;
+  }
   c.redirects += d.redirects;
 }
 
@@ -166,6 +190,8 @@ function result(c: Contestant, inFlight: number): CycleResult {
     sentPerCycle: c.sentCount / c.cycles,
     redirects: c.redirects,
     serverUsecPerScript: c.scriptCalls > 0 ? c.scriptUsec / c.scriptCalls : null,
+    serverUsecPerCycle: c.commandNames.size > 0 ? c.commandUsec / c.cycles : null,
+    serverCommands: [...c.commandNames].sort(),
     clientCpuUsPerCycle: c.clientCpuUs / c.cycles,
     serverCpuUsPerCycle: (c.serverCpuS * 1e6) / c.cycles,
   };
