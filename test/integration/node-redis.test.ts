@@ -4,8 +4,9 @@
  * per client library) do not reach: a LockClient on createClient() and
  * createCluster() results (typed: this file compiles), fenced writes and
  * force-release on them, a client not connected yet or closed, an ACL
- * refusal, and replica acknowledgement (WAIT on the connection of the
- * lock's master).
+ * refusal, replica acknowledgement (WAIT on the connection of the lock's
+ * master), and what each major does with a call made as its connection
+ * resets.
  */
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
@@ -18,6 +19,7 @@ import {
   type LockRedisClient,
   NoPermissionError,
 } from '../../src/index.js';
+import { startFaultProxy } from '../../src/testing/index.js';
 import { forEachTopology, nodeRedisClient, nodeRedisCluster, quit, type TopologyContext } from '../setup/topologies.js';
 import { handOffWrite } from '../support/handoff.js';
 import { totalKeys } from '../support/redis-stats.js';
@@ -109,4 +111,42 @@ forEachTopology('node-redis as the client', { clients: ['node-redis', 'node-redi
     expect(lease.replicasAcked).to.equal(replicas);
     await lease.release();
   });
+
+  // Why the fault suite's network row runs on node-redis 6, not 5 (test/faults/network.test.ts).
+  if (ctx.kind === 'standalone')
+    it("a call made as its connection resets: node-redis 6 sends it on the next connection, node-redis 5 gets another command's reply", async () => {
+      const proxy = await startFaultProxy({ target: { port: ctx.server.port } });
+      const client = nodeRedisClient(ctx.clientKind === 'node-redis6' ? 'node-redis6' : 'node-redis', {
+        socket: { host: proxy.host, port: proxy.port },
+      });
+      client.on('error', () => undefined);
+      const send = (args: string[]) => (client as unknown as { sendCommand(args: string[]): Promise<unknown> }).sendCommand(args);
+      try {
+        await client.connect();
+        // From a timer: node-redis leaves the write to the check phase (setImmediate), and the poll phase in between
+        // reads the reset first. node-redis 5 then writes the call to the dead socket, and counts it as waiting for
+        // the first reply of the next connection: that of its handshake's CLIENT SETINFO.
+        const call = await new Promise<{ reply: Promise<unknown> }>((resolve) =>
+          setTimeout(() => {
+            proxy.reset();
+            resolve({ reply: send(['ECHO', 'mine']) });
+          }),
+        );
+        const outcome = await call.reply.then(
+          (value) => ({ value }),
+          (error: Error) => ({ error: error.message }),
+        );
+        if (ctx.clientKind === 'node-redis6') {
+          expect(outcome).to.deep.equal({ value: 'mine' });
+          expect(await send(['ECHO', 'next'])).to.equal('next');
+        } else {
+          // CLIENT SETINFO's reply: an error before Redis 7.2, OK from 7.2 on.
+          const setinfo = 'error' in outcome ? /SETINFO/.test(outcome.error) : outcome.value === 'OK';
+          expect(setinfo, `the call's outcome: ${JSON.stringify(outcome)}`).to.equal(true);
+        }
+      } finally {
+        client.destroy();
+        await proxy.close();
+      }
+    });
 });
