@@ -7,6 +7,7 @@ import {
   type AcquireRequest,
   ALL_HOLDS,
   type BlockReason,
+  type CallBound,
   type ExtendRequest,
   type HandedGrant,
   type HolderInfo,
@@ -322,9 +323,9 @@ export class RedlockBackend implements LockBackend {
     }
   }
 
-  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+  async inspect(resource: string, keys: LockKeys, bound?: CallBound): Promise<LockInfo> {
     const gathered = await this.gather(
-      (node) => node.inspect(resource, keys),
+      (node) => node.inspect(resource, keys, bound),
       this.options.nodeTimeoutMs,
       () => false,
     );
