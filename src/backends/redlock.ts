@@ -326,8 +326,15 @@ export class RedlockBackend implements LockBackend {
   }
 
   async inspect(resource: string, keys: LockKeys, bound?: CallBound): Promise<LockInfo> {
+    // A lock of many holders takes many calls per node: nodeTimeoutMs bounds each, as in renewal.
     const gathered = await this.gather(
-      (node) => node.inspect(resource, keys, bound),
+      (node, answered) =>
+        node.inspect(resource, keys, (call) =>
+          (bound ? bound(call) : call).then((page) => {
+            answered();
+            return page;
+          }),
+        ),
       this.options.nodeTimeoutMs,
       () => false,
     );
