@@ -1,12 +1,17 @@
 --[[
-  Read one lock's whole state, with the server time it was read at.
+  Read one page of a lock's state, with the server time it was read at: from
+  a cursor, for a budget of server time (lua/includes/inspect-page.lua). A
+  lock that fits the budget is read whole, atomically, in one call.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
+  ARGV[1] cursor     '0' to start, else the cursor the last page replied
+  ARGV[2] budget     in microseconds
 
-  Reply: { nowMs, stateFields (flat HGETALL array), leases (flat owner, deadline array),
-           queue (waiting writers' owner tokens, first come first) }
+  Reply: { nowMs, next cursor ('0': read to the end), stateFields (flat field,
+           value), deadlines (flat owner, deadline, of the holders those
+           fields name), queue (waiting writers' owner tokens, first come first) }
 
   Refused with the error reply 'RWLOCK_LAYOUT <the lock's layout version>
   <this one>' when another layout version wrote the lock (layout-version.lua);
@@ -19,7 +24,8 @@ local queueKey = KEYS[3]
 
 -- @include layout-version
 -- @include state
+-- @include inspect-page
 
 checkLayout()
-local now = serverTime()
-return { now, rcall('HGETALL', stateKey), leaseList(), rcall('ZRANGE', queueKey, 0, -1) }
+local now, cursor, fields, deadlines, queue = inspectPage(ARGV[1], tonumber(ARGV[2]))
+return { now, cursor, fields, deadlines, queue }

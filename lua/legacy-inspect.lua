@@ -1,14 +1,16 @@
 --[[
-  Read one lock's whole state in legacy or bridge mode: the hash state and
-  the two-key layout, with the server time it was read at.
+  Read one page of a lock's state in legacy or bridge mode: the hash state
+  and the two-key layout, with the server time it was read at; from a
+  cursor, for a budget of server time (lua/includes/inspect-page.lua). A
+  lock that fits the budget is read whole, atomically, in one call.
 
   KEYS[1..6] as in lua/legacy-acquire-read.lua
+  ARGV[1..2] cursor and budget, as in lua/inspect.lua
 
-  Reply: { nowMs, stateFields (flat HGETALL array), leases (flat owner, deadline array),
-           queue (waiting writers' owner tokens, first come first),
+  Reply: { nowMs, next cursor, stateFields, deadlines, queue (as in lua/inspect.lua),
            readValue or false, readTtlMs, writeValue or false, writeTtlMs
            (PTTL: -1 without expiry, -2 missing),
-           readers (flat member, deadline array; member '' = old readers) }
+           readers (flat member, deadline; member '' = old readers) }
 ]]
 local rcall = redis.call
 local stateKey = KEYS[1]
@@ -20,17 +22,19 @@ local readersKey = KEYS[6]
 
 -- @include layout-version
 -- @include state
+-- @include inspect-page
 
 checkLayout()
-local now = serverTime()
+local now, cursor, fields, deadlines, queue, readers = inspectPage(ARGV[1], tonumber(ARGV[2]), readersKey)
 return {
   now,
-  rcall('HGETALL', stateKey),
-  leaseList(),
-  rcall('ZRANGE', queueKey, 0, -1),
+  cursor,
+  fields,
+  deadlines,
+  queue,
   rcall('GET', readKey),
   rcall('PTTL', readKey),
   rcall('GET', writeKey),
   rcall('PTTL', writeKey),
-  rcall('ZRANGE', readersKey, 0, -1, 'WITHSCORES'),
+  readers,
 }

@@ -26,10 +26,12 @@ import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { EXTEND_BUDGET_US, EXTEND_MAX_LEASES } from '../src/backends/extend-groups.js';
 import { MIN_REDLOCK_NODES } from '../src/backends/redlock-nodes.js';
+import { INSPECT_BUDGET_US } from '../src/backends/scripted.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
 import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
 import { CLIENT_DEFAULTS, MIN_LEASE_MS } from '../src/options.js';
+import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
@@ -232,6 +234,16 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
     what: 'server time per renewal call (EXTEND_BUDGET_US)',
     pattern: /calls? that (?:each )?stops? after ([\d,]+) µs of server time/g,
     code: () => [EXTEND_BUDGET_US],
+  },
+  {
+    what: 'server time per inspect call (INSPECT_BUDGET_US)',
+    pattern: /each read for at most ([\d,]+) µs of server time/g,
+    code: () => [INSPECT_BUDGET_US],
+  },
+  {
+    what: 'release calls in flight at once (RELEASE_CALLS_IN_FLIGHT)',
+    pattern: /(\d+) (?:release )?calls in flight/g,
+    code: () => [RELEASE_CALLS_IN_FLIGHT],
   },
   { what: 'most leases per renewal call (EXTEND_MAX_LEASES)', pattern: /at most ([\d,]+) leases/g, code: () => [EXTEND_MAX_LEASES] },
   {

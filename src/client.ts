@@ -329,7 +329,11 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     return this.telemetry.snapshot(this.ctx.holdings.leases);
   }
 
-  /** The current state of `resource`'s lock, read atomically. */
+  /**
+   * The current state of `resource`'s lock, read atomically. A lock with more
+   * holders and waiters than one call of bounded server time reads (about a
+   * hundred) is read in several such calls: each entry as its call found it.
+   */
   inspect(resource: string): Promise<LockInfo> {
     return this.lock(resource).inspect();
   }

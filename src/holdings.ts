@@ -14,6 +14,7 @@ import {
   traced,
 } from './observability/channels.js';
 import { duration, MIN_LEASE_MS } from './options.js';
+import { paced, RELEASE_CALLS_IN_FLIGHT } from './paced.js';
 import { redisFailure } from './redis.js';
 
 /**
@@ -290,8 +291,11 @@ export class Holdings implements LeaseHost {
   }
 
   /**
-   * Stops renewing and releases everything still held, best-effort; every
-   * lease is then `released` (or `lost` if Redis no longer had it).
+   * Stops renewing and releases everything still held, best-effort, a few
+   * releases in flight at a time ({@link RELEASE_CALLS_IN_FLIGHT}), so that
+   * other clients' commands go in between; every lease is then `released`
+   * (or `lost` if Redis no longer had it). Settles within `redisTimeoutMs`:
+   * a release not sent by then is not sent (its lease runs out by itself).
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -300,7 +304,14 @@ export class Holdings implements LeaseHost {
     this.renewTimer = undefined;
     clearTimeout(this.deadlineTimer);
     const leases = [...this.byId.values()].flatMap((h) => [...h.leases]);
-    await Promise.allSettled(leases.map((lease) => this.releaseLease(lease)));
+    const until = performance.now() + this.redisTimeoutMs;
+    const releasing = paced(
+      leases,
+      RELEASE_CALLS_IN_FLIGHT,
+      (lease) => this.releaseLease(lease),
+      () => performance.now() < until,
+    );
+    await this.deadlines.within(releasing, this.redisTimeoutMs, 'releasing the leases still held', NO_SUBJECT).catch(() => undefined);
     for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
   }
 

@@ -1,5 +1,6 @@
 import { type LockMode, LockNotHeldError } from './errors.js';
 import type { Lease } from './lease.js';
+import { paced, RELEASE_CALLS_IN_FLIGHT } from './paced.js';
 
 /** One lock of a multi-resource acquisition ({@link LockClient.acquireAll}, {@link LockClient.withLocks}). */
 export interface LockRequest {
@@ -47,28 +48,34 @@ export class LeaseGroup implements AsyncDisposable {
   }
 
   /**
-   * Releases every lease at once (sent in the reverse of the requests'
-   * order, not of the order taken), and waits for all; then
-   * rejects with the first failure if any failed (a lease lost meanwhile:
-   * `LockNotHeldError`). Releasing again does nothing more.
+   * Releases every lease (sent in the reverse of the requests' order, not of
+   * the order taken; {@link RELEASE_CALLS_IN_FLIGHT} in flight at a time, so
+   * that a group of thousands does not hold up the server's other clients),
+   * and waits for all; then rejects with the first failure if any failed (a
+   * lease lost meanwhile: `LockNotHeldError`). Releasing again does nothing more.
    */
   async release(): Promise<void> {
-    const results = await Promise.allSettled([...this.leases].reverse().map((lease) => lease.release()));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    throwFirstFailure(await paced([...this.leases].reverse(), RELEASE_CALLS_IN_FLIGHT, (lease) => lease.release()));
   }
 
-  /** Extends every lease to `leaseMs` (default: each lease's own length); rejects with the first failure. */
+  /**
+   * Extends every lease to `leaseMs` (default: each lease's own length), as
+   * many in flight at a time as `release()`; rejects with the first failure.
+   */
   async extend(leaseMs?: number): Promise<void> {
-    const results = await Promise.allSettled(this.leases.map((lease) => lease.extend(leaseMs)));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    throwFirstFailure(await paced(this.leases, RELEASE_CALLS_IN_FLIGHT, (lease) => lease.extend(leaseMs)));
   }
 
   /** Releases the leases at the end of an `await using` scope. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.release();
   }
+}
+
+/** Throws the first failure among `outcomes`, if any. */
+function throwFirstFailure(outcomes: readonly (PromiseSettledResult<unknown> | undefined)[]): void {
+  const failed = outcomes.find((r): r is PromiseRejectedResult => r?.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /** @internal The first of `leases` that is lost, as the error it was lost with. */

@@ -126,13 +126,15 @@ export class RWLock {
     return this.acquire('write', options, false, undefined).catch(nullIfTimeout);
   }
 
-  /** The lock's current state, read atomically. */
+  /** The lock's current state, read atomically (a lock of many holders in several calls: see `LockClient.inspect`). */
   async inspect(): Promise<LockInfo> {
     const context = { resource: this.resource };
     this.ctx.assertOpen(context);
     try {
-      const inspected = this.ctx.backend.inspect(this.resource, this.keys);
-      return await this.ctx.deadlines.within(inspected, this.ctx.options.redisTimeoutMs, 'inspecting', context);
+      // A lock of many holders takes many calls: each waits up to redisTimeoutMs, not the read as a whole.
+      return await this.ctx.backend.inspect(this.resource, this.keys, (call) =>
+        this.ctx.deadlines.within(call, this.ctx.options.redisTimeoutMs, 'inspecting', context),
+      );
     } catch (error) {
       throw redisFailure(`inspecting the lock on "${this.resource}"`, error, context);
     }

@@ -92,7 +92,10 @@ export interface RedlockOptions {
    * How long one node may take to answer before it counts as failed, in ms.
    * Grants, releases and renewals finish as soon as a majority decided; a
    * refused acquire waits for every node up to this long, so that it gives
-   * back what it took before it returns. Default 500.
+   * back what it took before it returns. A renewal of many leases, or an
+   * inspect of a lock of many holders, takes many calls per node: this
+   * bounds the wait for each, not the whole.
+   * Default 500.
    */
   nodeTimeoutMs?: number;
 }

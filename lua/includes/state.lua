@@ -280,18 +280,6 @@ local function spilledDeadlineOf(owner, renewing)
   return deadlineOf(owner)
 end
 
--- Every live owner and its deadline (flat owner, deadline array), the sole
--- holder kept in the hash alone included; for inspect, which writes nothing.
-local function leaseList()
-  local leases = rcall('ZRANGE', leasesKey, 0, -1, 'WITHSCORES')
-  local o = rcall('HGET', stateKey, 'o')
-  if o then
-    leases[#leases + 1] = o
-    leases[#leases + 1] = tostring(rcall('PEXPIRETIME', stateKey))
-  end
-  return leases
-end
-
 -- Record a grant of hold `holdId` of `mode` to `owner` until now + leaseMs
 -- (never shortening a longer deadline it already has) and return the reply:
 -- the bare fence when the lease runs exactly leaseMs, else { 1, fence,

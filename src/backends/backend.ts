@@ -163,6 +163,9 @@ export interface LegacyInfo {
   }[];
 }
 
+/** Bounds one call's wait for Redis: its outcome, or a rejection once the bound passes. */
+export type CallBound = <T>(call: Promise<T>) => Promise<T>;
+
 /**
  * One storage layout. The lock, waiting and renewal logic above it is the same
  * for every mode; a backend only says how one operation runs on Redis.
@@ -190,7 +193,11 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    * hold of the owner. Repeating it changes nothing more.
    */
   abandon(keys: K, owner: string, drop?: string): Promise<void>;
-  inspect(resource: string, keys: K): Promise<LockInfo>;
+  /**
+   * Reads the lock, in as many calls as its size takes (each of bounded server
+   * time, lua/includes/inspect-page.lua); `bound` bounds each call's wait for Redis.
+   */
+  inspect(resource: string, keys: K, bound?: CallBound): Promise<LockInfo>;
   /**
    * Whether a release hands a freed lock to the longest-waiting writer, on
    * the channel of that writer's client (`handedChannel` in

@@ -37,6 +37,30 @@ export interface ExtendRound {
 }
 
 /**
+ * `round` for one node of several (`redlock` mode): its calls counted, and
+ * cancelled, with the round's; `answered()` runs each time one of them is
+ * answered, so that the node's wait can be bounded per call, not as a whole.
+ */
+export function reportingRound(round: ExtendRound | undefined, answered: () => void): ExtendRound {
+  return {
+    get calls() {
+      return round?.calls ?? 0;
+    },
+    set calls(n) {
+      if (round) round.calls = n;
+    },
+    get cancelled() {
+      return round?.cancelled;
+    },
+    bound: (call) =>
+      (round?.bound ? round.bound(call) : call).then((reply) => {
+        answered();
+        return reply;
+      }),
+  };
+}
+
+/**
  * Renews leases with one sequence of calls per group of requests (a node, or a
  * slot), so that a group that fails (its node unreachable, its slot moving) does not
  * stop the renewal of every other lease: its entries stay NaN, "not known

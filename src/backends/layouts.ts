@@ -2,7 +2,7 @@ import type { LockKeys } from '../keys/keys.js';
 import { lockKeys } from '../keys/keys.js';
 import { type LegacyKeyPair, type LegacyLockKeys, legacyLockKeys, resolveLegacyPair } from '../keys/legacy.js';
 import type { LegacyInfo, LockInfo } from './backend.js';
-import { describeState, pairs } from './replies.js';
+import { describeState, mergePages, pairs } from './replies.js';
 import type { HashKeys, LayoutKeys, LegacyKeys, OperationScript, ScriptReply } from './scripts.js';
 
 /**
@@ -32,7 +32,8 @@ export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = Layout
   readonly extendGroups: 'node' | 'slot';
   /** Whether a release hands a freed lock to the longest-waiting writer (lua/includes/release-body.lua, HANDS_OVER). */
   readonly handsOver: boolean;
-  describe(resource: string, keys: K, reply: ScriptReply<I>): LockInfo;
+  /** The lock's state from the pages its inspect script replied (lua/includes/inspect-page.lua), in order. */
+  describe(resource: string, keys: K, pages: readonly ScriptReply<I>[]): LockInfo;
 }
 
 type InspectScript = 'inspect' | 'legacyInspect';
@@ -63,8 +64,10 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
     } satisfies LayoutScripts<HashKeys, 'inspect'>,
     extendGroups: 'node',
     handsOver: true,
-    describe: (resource, keys, [now, fields, leases, queue]) =>
-      describeState(resource, keys.state, now, pairs(fields), pairs(leases), queue),
+    describe: (resource, keys, pages) => {
+      const { now, fields, deadlines, queue } = mergePages(pages);
+      return describeState(resource, keys.state, now, fields, deadlines, queue);
+    },
   };
 }
 
@@ -112,10 +115,20 @@ export function legacyLayout(
   };
 }
 
-function describeLegacyLock(resource: string, k: LegacyLockKeys, reply: ScriptReply<'legacyInspect'>): LockInfo {
-  const [now, fields, leases, queue, readValue, readTtl, writeValue, writeTtl, readers] = reply;
-  const info = describeState(resource, k.state, now, pairs(fields), pairs(leases), queue);
-  const legacy = describeLegacy(k, now, readValue, readTtl, writeValue, writeTtl, readers);
+function describeLegacyLock(resource: string, k: LegacyLockKeys, pages: readonly ScriptReply<'legacyInspect'>[]): LockInfo {
+  const { now, fields, deadlines, queue } = mergePages(pages);
+  const info = describeState(resource, k.state, now, fields, deadlines, queue);
+  // The legacy keys as the last page read them (with the clock it gives), the readers of every page.
+  const [, , , , , readValue, readTtl, writeValue, writeTtl] = pages[pages.length - 1]!;
+  const legacy = describeLegacy(
+    k,
+    now,
+    readValue,
+    readTtl,
+    writeValue,
+    writeTtl,
+    pages.flatMap((page) => page[9]),
+  );
   const writeHeld = info.writer !== null || legacy.write.value !== null;
   const readHeld = info.readers.length > 0 || legacy.read.value !== null;
   return { ...info, mode: writeHeld ? 'write' : readHeld ? 'read' : 'free', legacy };

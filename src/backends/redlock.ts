@@ -7,6 +7,7 @@ import {
   type AcquireRequest,
   ALL_HOLDS,
   type BlockReason,
+  type CallBound,
   type ExtendRequest,
   type HandedGrant,
   type HolderInfo,
@@ -17,7 +18,7 @@ import {
   type LockInfo,
   type WaiterInfo,
 } from './backend.js';
-import type { ExtendRound } from './extend-groups.js';
+import { type ExtendRound, reportingRound } from './extend-groups.js';
 import { addressOf } from './redlock-nodes.js';
 
 /** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
@@ -269,8 +270,10 @@ export class RedlockBackend implements LockBackend {
       const open = s.filter((x) => x.status !== 'ok' || Number.isNaN(x.value[k])).length;
       return held >= q ? 'held' : held + open < q ? 'lost' : 'open';
     };
+    // Many leases take many calls per node (each of bounded server time, extend-groups.ts): the
+    // wait ends when no node answered one for nodeTimeoutMs, not after nodeTimeoutMs in all.
     const gathered = await this.gather(
-      (node) => node.extend(requests, round),
+      (node, answered) => node.extend(requests, reportingRound(round, answered)),
       this.options.nodeTimeoutMs,
       (s) => requests.every((_, k) => verdict(s, k) !== 'open'),
     );
@@ -322,9 +325,16 @@ export class RedlockBackend implements LockBackend {
     }
   }
 
-  async inspect(resource: string, keys: LockKeys): Promise<LockInfo> {
+  async inspect(resource: string, keys: LockKeys, bound?: CallBound): Promise<LockInfo> {
+    // A lock of many holders takes many calls per node: nodeTimeoutMs bounds each, as in renewal.
     const gathered = await this.gather(
-      (node) => node.inspect(resource, keys),
+      (node, answered) =>
+        node.inspect(resource, keys, (call) =>
+          (bound ? bound(call) : call).then((page) => {
+            answered();
+            return page;
+          }),
+        ),
       this.options.nodeTimeoutMs,
       () => false,
     );
@@ -351,26 +361,22 @@ export class RedlockBackend implements LockBackend {
   /**
    * Runs `op` on every node at once and resolves when `enough` says a
    * majority decided, when every node answered, or after `timeoutMs`,
-   * whichever comes first. `late` holds the promises of the nodes still
-   * pending then, for clean-up when they answer; `timedOutMs` is the timeout
-   * when it was the timeout that ended the wait.
+   * whichever comes first; an operation of many calls per node calls
+   * `answered` as each call is answered, which starts `timeoutMs` over.
+   * `late` holds the promises of the nodes still pending then, for clean-up
+   * when they answer; `timedOutMs` is the timeout when it was the timeout
+   * that ended the wait.
    */
   private gather<T>(
-    op: (node: NodeBackend) => Promise<T>,
+    op: (node: NodeBackend, answered: () => void) => Promise<T>,
     timeoutMs: number,
     enough: (settled: readonly Settled<T>[]) => boolean,
   ): Promise<Gathered<T>> {
     const settled: Settled<T>[] = this.nodes.map(() => ({ status: 'pending' }));
-    const promises = this.nodes.map((node) => {
-      try {
-        return op(node);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    });
     return new Promise((resolve) => {
       let done = false;
       let timer: NodeJS.Timeout | undefined;
+      let promises: Promise<T>[] = [];
       const finish = (timedOut: boolean) => {
         if (done) return;
         done = true;
@@ -382,7 +388,21 @@ export class RedlockBackend implements LockBackend {
           timedOutMs: timedOut ? timeoutMs : undefined,
         });
       };
-      timer = setTimeout(() => finish(true), timeoutMs);
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => finish(true), timeoutMs);
+      };
+      arm();
+      const answered = () => {
+        if (!done) arm();
+      };
+      promises = this.nodes.map((node) => {
+        try {
+          return op(node, answered);
+        } catch (error) {
+          return Promise.reject(error);
+        }
+      });
       promises.forEach((p, i) =>
         p
           .then(

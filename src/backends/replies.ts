@@ -1,7 +1,7 @@
 import { LayoutVersionError } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
 import type { AcquireOutcome, BlockReason, HolderInfo, LockInfo } from './backend.js';
-import type { AcquireReply } from './scripts.js';
+import type { AcquireReply, InspectReply, LegacyInspectReply } from './scripts.js';
 
 /**
  * Decoding the scripts' replies, shared by the hash and the legacy/bridge
@@ -49,6 +49,29 @@ export function pairs(flat: string[]): Map<string, string> {
   const map = new Map<string, string>();
   for (let i = 0; i < flat.length; i += 2) map.set(flat[i]!, flat[i + 1]!);
   return map;
+}
+
+/**
+ * The pages of one inspect (lua/includes/inspect-page.lua) as one state: the
+ * hash fields and holders' deadlines of every page (an entry read twice, its
+ * later reading), the queue in order without repeats, and the server's clock
+ * at the last page, which every deadline is counted against.
+ */
+export function mergePages(pages: readonly (InspectReply | LegacyInspectReply)[]): {
+  now: number;
+  fields: Map<string, string>;
+  deadlines: Map<string, string>;
+  queue: string[];
+} {
+  const fields = new Map<string, string>();
+  const deadlines = new Map<string, string>();
+  const queue = new Set<string>();
+  for (const [, , pageFields, pageDeadlines, pageQueue] of pages) {
+    for (const [field, value] of pairs(pageFields)) fields.set(field, value);
+    for (const [owner, deadline] of pairs(pageDeadlines)) deadlines.set(owner, deadline);
+    for (const owner of pageQueue) queue.add(owner);
+  }
+  return { now: pages[pages.length - 1]![0], fields, deadlines, queue: [...queue] };
 }
 
 /** A {@link LockInfo} from the raw hash fields and owner deadlines; expired owners are left out. */

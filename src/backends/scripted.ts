@@ -4,6 +4,7 @@ import type { LockKeys } from '../keys/keys.js';
 import {
   type AcquireOutcome,
   type AcquireRequest,
+  type CallBound,
   type ExtendRequest,
   type HandedGrant,
   handedGrant,
@@ -16,7 +17,17 @@ import { type ExtendRound, extendByGroup, extendInChunks } from './extend-groups
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
-import { type AcquireReply, runScript } from './scripts.js';
+import { type AcquireReply, runScript, type ScriptReply } from './scripts.js';
+
+/**
+ * Server time one inspect call reads for at most, in µs, and one step of 32
+ * entries more (lua/includes/inspect-page.lua): it replies with a cursor,
+ * and the next call reads on from there. A lock of up to about a hundred
+ * holders and waiters is read in one call, atomically. (Read whole, a lock
+ * of 10,000 readers took one call of 17-26 ms, while Redis served no other
+ * client; in pages, ~310 calls of ~170 µs.)
+ */
+export const INSPECT_BUDGET_US = 100;
 
 /**
  * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
@@ -105,11 +116,20 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     });
   }
 
-  async inspect(resource: string, keys: K): Promise<LockInfo> {
-    const reply = await runScript(this.client, this.layout.scripts.inspect, this.layout.names(keys), []).catch((error: unknown) => {
-      throw layoutRefusal(error, keys, resource);
-    });
-    return this.layout.describe(resource, keys, reply);
+  /** Reads the lock in calls of at most {@link INSPECT_BUDGET_US} of server time each, one after the other. */
+  async inspect(resource: string, keys: K, bound?: CallBound): Promise<LockInfo> {
+    const { scripts, names } = this.layout;
+    const pages: ScriptReply<typeof scripts.inspect>[] = [];
+    let cursor = '0';
+    do {
+      const call = runScript(this.client, scripts.inspect, names(keys), [cursor, INSPECT_BUDGET_US]);
+      const page = await (bound ? bound(call) : call).catch((error: unknown) => {
+        throw layoutRefusal(error, keys, resource);
+      });
+      pages.push(page);
+      cursor = page[1];
+    } while (cursor !== '0');
+    return this.layout.describe(resource, keys, pages);
   }
 
   takeHanded(

@@ -22,8 +22,8 @@ type Channels = readonly string[];
  * [0, retry after, reason], with the queue heartbeat deadline of a writer that queued.
  */
 export type AcquireReply = number | [number, number, (number | string)?, number?, string?];
-/** The hash-mode inspect script's reply (lua/inspect.lua). */
-export type InspectReply = [nowMs: number, fields: string[], leases: string[], queue: string[]];
+/** The hash-mode inspect script's reply (lua/inspect.lua): one page of the lock's state. */
+export type InspectReply = [nowMs: number, cursor: string, fields: string[], deadlines: string[], queue: string[]];
 /** The legacy/bridge inspect script's reply: the hash-mode one, then the old keys (lua/legacy-inspect.lua). */
 export type LegacyInspectReply = [
   ...InspectReply,
@@ -33,6 +33,9 @@ export type LegacyInspectReply = [
   writeTtl: number,
   readers: string[],
 ];
+
+/** An inspect script's arguments: where to read from (`'0'`: the start), and its budget of server time. */
+type InspectArgs = readonly [cursor: string, budgetUs: number];
 
 /** The arguments and reply of each lock operation, whatever the layout: the layouts' scripts differ only in their KEYS and channels. */
 interface LockOperations {
@@ -60,13 +63,13 @@ interface ScriptTable {
   release: [HashKeys, ...LockOperations['release']];
   extend: [HashKeys, ...LockOperations['extend']];
   abandon: [HashKeys, ...LockOperations['abandon']];
-  inspect: [HashKeys, args: readonly [], reply: InspectReply];
+  inspect: [HashKeys, args: InspectArgs, reply: InspectReply];
   legacyAcquireRead: [LegacyKeys, ...LockOperations['acquireRead']];
   legacyAcquireWrite: [LegacyKeys, ...LockOperations['acquireWrite']];
   legacyRelease: [LegacyKeys, ...LockOperations['release']];
   legacyExtend: [LegacyKeys, ...LockOperations['extend']];
   legacyAbandon: [LegacyKeys, ...LockOperations['abandon']];
-  legacyInspect: [LegacyKeys, args: readonly [], reply: LegacyInspectReply];
+  legacyInspect: [LegacyKeys, args: InspectArgs, reply: LegacyInspectReply];
   fencedSet: [
     keys: readonly [key: string, fenceKey: string],
     args: readonly [value: string, fence: number, ttlMs: number],

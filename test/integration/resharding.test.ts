@@ -7,7 +7,8 @@
  * resharding"); then RedisUnavailableError.
  */
 import { expect } from 'chai';
-import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
+import { INSPECT_BUDGET_US } from '../../src/backends/scripted.js';
+import { type InspectReply, MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
 import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
@@ -110,7 +111,11 @@ forEachTopology('a lock whose slot moved to another master', { clients: NODE_RED
       const moved = await movedReplies(redis);
       // The driver itself, without the library's retries while a slot migrates: it follows the MOVED.
       const { state, leases, queue } = lock.keys;
-      const [, fields] = (await driverFor(client)!.script('inspect', [3, state, leases, queue], lock.keys)) as [number, string[]];
+      const [, , fields] = (await driverFor(client)!.script(
+        'inspect',
+        [3, state, leases, queue, '0', INSPECT_BUDGET_US],
+        lock.keys,
+      )) as InspectReply;
       expect(fields).to.deep.equal([]);
       expect(await movedReplies(redis), 'MOVED replies to the first call').to.be.above(moved);
       const after = await movedReplies(redis);

@@ -17,7 +17,9 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { EXTEND_BUDGET_US } from '../../src/backends/extend-groups.js';
-import { describeState, pairs, parseAcquireReply } from '../../src/backends/replies.js';
+import { hashLayout } from '../../src/backends/layouts.js';
+import { parseAcquireReply } from '../../src/backends/replies.js';
+import { ScriptedBackend } from '../../src/backends/scripted.js';
 import { runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
@@ -406,8 +408,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
 }
 
 async function inspect(redis: RedisClient, keys: LockKeys) {
-  const [now, fields, leases, queue] = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue], []);
-  const info = describeState('sm', keys.state, now, pairs(fields), pairs(leases), queue);
+  const info = await new ScriptedBackend(driverFor(redis), hashLayout('sm')).inspect('sm', keys);
   return {
     writer: info.writer && { owner: info.writer.owner, holds: info.writer.holds },
     readers: info.readers.map((r) => ({ owner: r.owner, holds: r.holds })).sort((a, b) => a.owner.localeCompare(b.owner)),

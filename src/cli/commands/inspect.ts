@@ -7,7 +7,9 @@ export const inspect: CliCommand = {
   name: 'inspect',
   summary: "one lock's state: mode, holders, leases, waiting writers, fence",
   usage: 'redis-rwlock inspect <resource> [--mode hash|legacy|bridge] [--prefix p] [--json]',
-  help: `Reads one lock's whole state atomically, as LockClient.inspect() does: its
+  help: `Reads one lock's whole state as LockClient.inspect() does (atomically, unless
+it has more than about a hundred holders and waiters; then in several calls
+of bounded server time): its
 mode (free, read or write), the writer and the readers with their hold counts
 and lease left, the writer new readers queue behind, the writers' queue, and
 the last fence handed out. In legacy and bridge mode it also shows the two

@@ -53,9 +53,9 @@ pipe, a file) it prints each refresh as a header line and a table, and quits
 on SIGINT or SIGTERM. With --json it prints one JSON document per refresh,
 one per line. -n stops it after that many refreshes.
 
-Each refresh SCANs every master and reads each lock atomically (one script
-call per lock): on a busy server with many locks, keep the interval at a
-second or more.
+Each refresh SCANs every master and reads each lock as inspect does (one
+script call per lock, more for a lock of many holders): on a busy server with
+many locks, keep the interval at a second or more.
 
 Options:
   --prefix <p>          key prefix of the LockClients (default ${CLIENT_DEFAULTS.prefix})

@@ -1,0 +1,78 @@
+--[[
+  One page of a lock's state, for inspect: the lock may have thousands of
+  readers or waiting writers, and Redis runs nothing else while a script
+  runs, so one call reads from a cursor for a budget of server time (read
+  with TIME after each step of INSPECT_STEP entries) and replies with the
+  cursor to go on from. A lock that fits the budget is read in one call.
+
+  The cursor walks the state hash (HSCAN), then the writers' queue (by rank),
+  then, when `readersKey` is given (legacy and bridge mode), the two-key
+  layout's readers (by rank): 'h<HSCAN cursor>', 'q<rank>', 'r<rank>';
+  '0' starts, and a reply of '0' says the lock was read to its end. An entry
+  that stays through the walk is read at least once, possibly twice.
+
+  Reply parts: nowMs, the next cursor, hash fields (flat field, value), the
+  deadline of each holder named by the fields read (flat owner, deadline:
+  `w`, `u`, `o` and `r:<owner>`; the sole holder kept in the hash alone has
+  the hash's expiry), waiting writers' owner tokens in queue order, and the
+  two-key layout's readers (flat member, deadline).
+]]
+-- @needs rcall stateKey leasesKey queueKey state
+
+-- Entries one step reads: the budget is checked after each step, so a call
+-- runs for at most its budget and one step (30-100 us).
+local INSPECT_STEP = 32
+
+local function inspectPage(cursor, budgetUs, readersKey)
+  local now, startUs = serverTime()
+  local stopUs = startUs + budgetUs
+  local sole = rcall('HGET', stateKey, 'o')
+  local fields, deadlines, queue, readers, seen = {}, {}, {}, {}, {}
+  if cursor == '0' then cursor = 'h0' end
+  local function deadline(owner)
+    if seen[owner] then return end
+    seen[owner] = true
+    local d = rcall('ZSCORE', leasesKey, owner)
+    if not d and owner == sole then d = tostring(rcall('PEXPIRETIME', stateKey)) end
+    if d then
+      deadlines[#deadlines + 1] = owner
+      deadlines[#deadlines + 1] = d
+    end
+  end
+  -- One step from `cursor`; returns the cursor after it.
+  local function step(at)
+    local phase, n = string.sub(at, 1, 1), string.sub(at, 2)
+    if phase == 'h' then
+      local scanned = rcall('HSCAN', stateKey, n, 'COUNT', INSPECT_STEP)
+      local flat = scanned[2]
+      for i = 1, #flat, 2 do
+        local field, value = flat[i], flat[i + 1]
+        fields[#fields + 1] = field
+        fields[#fields + 1] = value
+        if field == 'w' or field == 'u' or field == 'o' then
+          deadline(value)
+        elseif string.sub(field, 1, 2) == 'r:' then
+          deadline(string.sub(field, 3))
+        end
+      end
+      if scanned[1] ~= '0' then return 'h' .. scanned[1] end
+      return 'q0'
+    end
+    local from = tonumber(n)
+    if phase == 'q' then
+      local page = rcall('ZRANGE', queueKey, from, from + INSPECT_STEP - 1)
+      for _, owner in ipairs(page) do queue[#queue + 1] = owner end
+      if #page == INSPECT_STEP then return 'q' .. (from + INSPECT_STEP) end
+      if readersKey then return 'r0' end
+      return '0'
+    end
+    local page = rcall('ZRANGE', readersKey, from, from + INSPECT_STEP - 1, 'WITHSCORES')
+    for _, entry in ipairs(page) do readers[#readers + 1] = entry end
+    if #page == 2 * INSPECT_STEP then return 'r' .. (from + INSPECT_STEP) end
+    return '0'
+  end
+  repeat
+    cursor = step(cursor)
+  until cursor == '0' or select(2, serverTime()) >= stopUs
+  return now, cursor, fields, deadlines, queue, readers
+end
