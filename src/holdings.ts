@@ -58,7 +58,7 @@ export interface HoldingsObserver {
 /**
  * The leases one client holds: it tracks their deadlines, renews the
  * auto-renewed ones in batches (per Redis node per period, per slot in legacy
- * and bridge mode on a Cluster; in calls of at most 200 µs of server time each,
+ * and bridge mode on a Cluster; in calls of at most 250 µs of server time each,
  * src/backends/extend-groups.ts), and turns a missed deadline or a failed renewal
  * into a loud loss: every affected lease's signal aborts.
  */

@@ -10,7 +10,6 @@
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import { EXTEND_MAX_LEASES, type ExtendRound } from '../../src/backends/extend-groups.js';
 import { hashLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
@@ -20,18 +19,8 @@ import { driverFor } from '../../src/clients/index.js';
 import { LockClient, lockKeys, type RenewTraceContext, TRACING_CHANNELS } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
-import { masters } from '../support/redis-stats.js';
+import { commandCalls, masters } from '../support/redis-stats.js';
 import { restoreSlowlog, runControl, slowAllowed, slowCommands, watchSlowlog } from '../support/slowlog.js';
-
-/** Calls of `commands` so far on every master (INFO commandstats). */
-async function calls(nodes: readonly Redis[], commands: readonly string[]): Promise<number> {
-  let total = 0;
-  for (const node of nodes) {
-    const info = await node.info('commandstats');
-    for (const command of commands) total += Number(new RegExp(`^cmdstat_${command}:calls=(\\d+)`, 'm').exec(info)?.[1] ?? 0);
-  }
-  return total;
-}
 
 forEachTopology('renewal batches', (ctx) => {
   it(`renews many leases of one node in calls of at most ${EXTEND_MAX_LEASES}, each lease once`, async () => {
@@ -91,7 +80,7 @@ forEachTopology('renewal batches', (ctx) => {
         await Promise.all(Array.from({ length: Math.min(100, LEASES - i) }, (_, k) => locks.lock(`held:${i + k}`).acquireWrite()));
       }
       await watchSlowlog(nodes);
-      const libraryCallsBefore = await calls(nodes, ['evalsha', 'scan']);
+      const libraryCallsBefore = await commandCalls(redis, ['evalsha', 'scan']);
       const from = rounds.length;
       // The control runs on every master while a round runs.
       control = runControl(nodes, () => renewing);
@@ -107,7 +96,7 @@ forEachTopology('renewal batches', (ctx) => {
         20_000,
       );
       await control.stop();
-      const libraryCalls = (await calls(nodes, ['evalsha', 'scan'])) - libraryCallsBefore;
+      const libraryCalls = (await commandCalls(redis, ['evalsha', 'scan'])) - libraryCallsBefore;
       const slow = await slowCommands(nodes);
 
       const full = rounds.slice(from).filter((r) => r.holdings >= LEASES - 1);
