@@ -49,7 +49,7 @@ export class LeaseGroup implements AsyncDisposable {
 
   /**
    * Releases every lease (sent in the reverse of the requests' order, not of
-   * the order taken; {@link RELEASE_CALLS_IN_FLIGHT} in flight at a time, so
+   * the order taken; 16 releases in flight at a time, so
    * that a group of thousands does not hold up the server's other clients),
    * and waits for all; then rejects with the first failure if any failed (a
    * lease lost meanwhile: `LockNotHeldError`). Releasing again does nothing more.
