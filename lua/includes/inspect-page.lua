@@ -2,8 +2,10 @@
   One page of a lock's state, for inspect: the lock may have thousands of
   readers or waiting writers, and Redis runs nothing else while a script
   runs, so one call reads from a cursor for a budget of server time (read
-  with TIME after each step of INSPECT_STEP entries) and replies with the
-  cursor to go on from. A lock that fits the budget is read in one call.
+  with TIME after each step that read a full INSPECT_STEP entries) and
+  replies with the cursor to go on from. A lock that fits the budget is read
+  in one call, and so is one whose every part fits a step, whatever the
+  clock.
 
   The cursor walks the state hash (HSCAN), then the writers' queue (by rank),
   then, when `readersKey` is given (legacy and bridge mode), the two-key
@@ -55,24 +57,28 @@ local function inspectPage(cursor, budgetUs, readersKey)
           deadline(string.sub(field, 3))
         end
       end
-      if scanned[1] ~= '0' then return 'h' .. scanned[1] end
-      return 'q0'
+      if scanned[1] ~= '0' then return 'h' .. scanned[1], true end
+      return 'q0', false
     end
     local from = tonumber(n)
     if phase == 'q' then
       local page = rcall('ZRANGE', queueKey, from, from + INSPECT_STEP - 1)
       for _, owner in ipairs(page) do queue[#queue + 1] = owner end
-      if #page == INSPECT_STEP then return 'q' .. (from + INSPECT_STEP) end
-      if readersKey then return 'r0' end
-      return '0'
+      if #page == INSPECT_STEP then return 'q' .. (from + INSPECT_STEP), true end
+      if readersKey then return 'r0', false end
+      return '0', false
     end
     local page = rcall('ZRANGE', readersKey, from, from + INSPECT_STEP - 1, 'WITHSCORES')
     for _, entry in ipairs(page) do readers[#readers + 1] = entry end
-    if #page == 2 * INSPECT_STEP then return 'r' .. (from + INSPECT_STEP) end
-    return '0'
+    if #page == 2 * INSPECT_STEP then return 'r' .. (from + INSPECT_STEP), true end
+    return '0', false
   end
+  -- The budget ends a call only after a full step: a part read to its end in fewer
+  -- entries than a step leaves little to read, so a lock whose every part fits a
+  -- step is read in one call, whatever the clock (a slow or loaded server too).
+  local full
   repeat
-    cursor = step(cursor)
-  until cursor == '0' or select(2, serverTime()) >= stopUs
+    cursor, full = step(cursor)
+  until cursor == '0' or (full and select(2, serverTime()) >= stopUs)
   return now, cursor, fields, deadlines, queue, readers
 end

@@ -9,9 +9,11 @@
  * too.
  */
 import { expect } from 'chai';
+import { runScript } from '../../src/backends/scripts.js';
 import { ioredisCli } from '../../src/cli/cli-redis.js';
 import { look } from '../../src/cli/commands/top.js';
-import { type Lease, LockClient } from '../../src/index.js';
+import { driverFor } from '../../src/clients/index.js';
+import { type Lease, LockClient, lockKeys } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
 import { commandCalls, masters } from '../support/redis-stats.js';
@@ -30,6 +32,22 @@ async function readers(locks: LockClient, resource: string, count: number): Prom
 }
 
 forEachTopology('inspect in pages', (ctx) => {
+  it('reads a lock whose every part fits one step in one call, even with no time left (a slow or loaded server)', async () => {
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    try {
+      const leases = await readers(locks, 'few', 5);
+      const keys = lockKeys('rwlock', 'few');
+      // A budget of 0 µs: the clock says stop after every step, as on a server that was descheduled.
+      const page = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue], ['0', 0], keys);
+      expect(page[1], 'the cursor after one call').to.equal('0');
+      expect(page[2].filter((_, i) => i % 2 === 0 && page[2][i]!.startsWith('r:'))).to.have.length(5);
+      await Promise.all(leases.map((lease) => lease.release()));
+    } finally {
+      await locks.close();
+    }
+  });
+
   it('reads a lock of 10,000 readers with no library command over 1 ms on any master', async function () {
     this.timeout(60_000);
     const READERS = 10_000;
