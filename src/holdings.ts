@@ -453,7 +453,6 @@ export class Holdings implements LeaseHost {
     if (this.byId.get(holding.id) !== holding) return;
     const leases = [...holding.leases];
     for (const lease of leases) this.remove(holding, lease);
-    if (byClock) for (const lease of leases) this.giveBack(holding, lease);
     const error = new LockLostError(`lost the lock on "${holding.resource}": ${why}`, {
       resource: holding.resource,
       mode: leases.some((l) => l.mode === 'write') ? 'write' : 'read',
@@ -462,7 +461,13 @@ export class Holdings implements LeaseHost {
     for (const lease of leases) {
       lease.markLost(error);
     }
-    this.onLost({ error, leases });
+    try {
+      this.onLost({ error, leases });
+    } finally {
+      // Only once the holder was told (its signals aborted, the `lost` listeners run, even one
+      // that threw): a hold given back lets another owner in at once, before the server's deadline.
+      if (byClock) for (const lease of leases) this.giveBack(holding, lease);
+    }
   }
 
   /** Drops `lease`'s hold in Redis, in the background; a failure is reported (the hold expires by itself). */

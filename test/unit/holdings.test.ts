@@ -16,6 +16,7 @@ describe('Holdings (renewal timing and loss)', () => {
   let released: string[];
   let losses: LossEvent[];
   let holdings: Holdings;
+  let onAbandon: () => void;
 
   const backend: LockBackend = {
     keysFor: (resource) => lockKeys('p', resource),
@@ -28,7 +29,7 @@ describe('Holdings (renewal timing and loss)', () => {
       extendCalls.push([...requests]);
       return extendReply(requests);
     },
-    abandon: async () => undefined,
+    abandon: async () => onAbandon(),
     inspect: () => Promise.reject(new Error('unused')),
     handsOver: true,
     takeHanded: () => undefined,
@@ -40,6 +41,7 @@ describe('Holdings (renewal timing and loss)', () => {
     extendReply = (r) => r.map((x) => x.leaseMs);
     released = [];
     losses = [];
+    onAbandon = () => undefined;
     holdings = new Holdings(backend, 3000, (e) => losses.push(e), new Deadlines(), 1000);
   });
   afterEach(() => clock.restore());
@@ -90,6 +92,38 @@ describe('Holdings (renewal timing and loss)', () => {
       (e) => expect(e).to.be.instanceOf(LockNotHeldError),
     );
     expect(released).to.deep.equal([]); // nothing sent for a lease known to be lost
+  });
+
+  it('gives a lease that ran out back to Redis only after its holder was told', async () => {
+    // Given back first, another process could be granted the lock at once while this holder's
+    // signal still said held: the history check of the fault suite once saw such an overlap.
+    const lease = grant('r', 'o', false, 500);
+    const seenAtGiveBack: [boolean, number][] = [];
+    onAbandon = () => void seenAtGiveBack.push([lease.signal.aborted, losses.length]);
+    await clock.tickAsync(499);
+    expect(seenAtGiveBack).to.deep.equal([[true, 1]]);
+  });
+
+  it("gives a lease that ran out back even when a 'lost' listener throws", async () => {
+    holdings = new Holdings(
+      backend,
+      3000,
+      () => {
+        throw new Error('a lost listener that throws');
+      },
+      new Deadlines(),
+      1000,
+    );
+    const lease = grant('r', 'o', false, 500);
+    let givenBack = 0;
+    onAbandon = () => void givenBack++;
+    const thrown = await clock.tickAsync(499).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect((thrown as Error | undefined)?.message).to.equal('a lost listener that throws');
+    expect(lease.signal.aborted).to.equal(true);
+    expect(givenBack).to.equal(1);
   });
 
   it('aborts the signal when renewal finds the lock gone', async () => {
