@@ -105,6 +105,23 @@ describe('history checker', () => {
     expect(live.violations.map((v) => v.kind)).to.include('overlap');
   });
 
+  it("counts a fixed lease in the server's whole ms: granted at n.x ms, over from ms n + leaseMs", () => {
+    // As in a run of the workload below: a reader granted at server time 1000.615 ms with a 100 ms
+    // lease, told 1 ms late that it ran out (a busy event loop), and a writer granted at 1100.061 ms:
+    // the lease was over from 1100 ms on the server.
+    const history = (writerFence: number): HistoryEvent[] => [
+      { t: 'grant', id: 'r:1', process: 'r', resource: 'm', mode: 'read', owner: 'r', fence: 1_000_615, requestedAt: 999, grantedAt: 1001 },
+      { t: 'lost', id: 'r:1', at: 1101, reason: 'ran out' },
+      { t: 'release-sent', id: 'r:1', at: 1150 },
+      ...writes([['w:1', writerFence, 1100, 1200, 0]], 'm'),
+    ];
+    const over = checkHistory(buildHistory(history(1_100_061)), { fixedLeaseMs: 100 });
+    expect(over.violations).to.deep.equal([]);
+    expect(over.expiredHolder).to.have.length(1);
+    const live = checkHistory(buildHistory(history(1_099_999)), { fixedLeaseMs: 100 });
+    expect(live.violations.map((v) => v.kind)).to.deep.equal(['overlap']);
+  });
+
   it('lists an overlap in a failover window separately when a loss was reported, and as a violation when not', () => {
     const base: HistoryEvent[] = [
       ...writes([

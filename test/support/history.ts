@@ -36,7 +36,11 @@
  * holds while leases are live, and the holder's signal aborts as soon as its
  * process runs again. With a fixed lease the checker can show this from the
  * fences (the server's time at each grant) and lists such overlaps as
- * `expired-holder`, apart from violations.
+ * `expired-holder`, apart from violations. The server counts a lease in
+ * whole ms: granted at n.x ms for L ms, it is over from ms n + L (the holder
+ * counts it lost at its send time + L - 1 ms, never later; a busy event loop
+ * may tell it later still), so a lease's end on the server is the fence's
+ * whole ms plus L, not the fence plus L.
  *
  * ## Faults
  * A test declares the windows in which it injected a fault. An overlap during
@@ -341,14 +345,16 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
           `[${b.start}, ${b.end}] (fence ${b.h.fence}) by ${Math.min(a.end, b.end) - b.start} ms`;
         const failover = inFault(b.start, (f) => f.stateLoss === true);
         // Fences are the server's clock in us at the grant (fence = max(last + 1, now)), and a fixed
-        // lease ends leaseMs after its grant: the later grant came after the earlier lease had run out.
+        // lease is over from the grant's whole ms plus leaseMs (see "Stalled holders"): the later
+        // grant came after the earlier lease had run out.
         const [first, second] = a.h.fence < b.h.fence ? [a.h, b.h] : [b.h, a.h];
         const told = first.lostAt !== undefined || first.release === 'LockNotHeldError';
-        if (options.fixedLeaseMs !== undefined && told && second.fence / 1000 >= first.fence / 1000 + options.fixedLeaseMs) {
+        const leaseOver = options.fixedLeaseMs === undefined ? Infinity : Math.floor(first.fence / 1000) + options.fixedLeaseMs;
+        if (told && second.fence / 1000 >= leaseOver) {
           expiredHolder.push({
             kind: 'expired-holder',
             resource,
-            detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - first.fence / 1000 - options.fixedLeaseMs).toFixed(1)} ms before ${second.id} was granted`,
+            detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - leaseOver).toFixed(1)} ms before ${second.id} was granted`,
           });
         } else if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
           failoverWindow.push({
