@@ -7,6 +7,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { LockRedisClient } from '../clients/index.js';
+import { Deadlines } from '../deadlines.js';
 import type { ConnectionAuth } from './connect.js';
 
 /** A command's arguments, its name first. */
@@ -25,9 +26,19 @@ export interface CliRedis {
   command(args: CommandArgs): Promise<unknown>;
   /** The server itself, or every master of the Cluster. */
   masters(): Promise<NodeRunner[]>;
+  /**
+   * `call`'s outcome, or an error naming `what` once it waited the target's
+   * `timeoutMs` for Redis. `command` and `masters` bound their calls with it
+   * already; a command bounds with it what it runs through the library's
+   * backend.
+   */
+  bounded<T>(call: Promise<T>, what: string): Promise<T>;
   /** Closes the connection(s) at once. */
   disconnect(): void;
 }
+
+/** A client of either library as opened, before {@link withBounds} bounds its calls. */
+export type UnboundedCli = Omit<CliRedis, 'bounded'>;
 
 export type ClientLibrary = 'ioredis' | 'node-redis';
 
@@ -80,16 +91,38 @@ function isNotFound(error: unknown): boolean {
   return code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND';
 }
 
-/** A connected client of the loaded library, for `target`; rejects (after closing it) if it cannot connect. */
+/**
+ * A connected client of the loaded library, for `target`, whose every call
+ * waits at most `target.timeoutMs` for its answer (node-redis has no command
+ * timeout of its own, and a server that stops answering must not hang the
+ * CLI); rejects (after closing it) if it cannot connect.
+ */
 export async function openClient(loaded: Loaded, target: ConnectTarget): Promise<CliRedis> {
-  return loaded.library === 'ioredis' ? openIoredis(loaded.module, target) : openNodeRedis(loaded.module, target);
+  const cli = await (loaded.library === 'ioredis' ? openIoredis(loaded.module, target) : openNodeRedis(loaded.module, target));
+  return withBounds(cli, target.timeoutMs);
 }
 
-async function openIoredis(ioredis: IoredisModule, target: ConnectTarget): Promise<CliRedis> {
+/** `cli`, its calls bounded by `timeoutMs` each (see {@link CliRedis.bounded}). */
+export function withBounds(cli: UnboundedCli, timeoutMs: number): CliRedis {
+  const deadlines = new Deadlines();
+  const bounded = <T>(call: Promise<T>, what: string) =>
+    deadlines.race(call, performance.now() + timeoutMs, { late: () => new Error(`${what}: no answer within ${timeoutMs / 1000} s`) });
+  const runBounded =
+    (run: NodeRunner): NodeRunner =>
+    (args) =>
+      bounded(run(args), args[0]);
+  return {
+    ...cli,
+    command: runBounded((args) => cli.command(args)),
+    masters: async () => (await bounded(cli.masters(), 'finding the masters')).map(runBounded),
+    bounded,
+  };
+}
+
+async function openIoredis(ioredis: IoredisModule, target: ConnectTarget): Promise<UnboundedCli> {
   const common = {
     lazyConnect: true,
     connectTimeout: target.timeoutMs,
-    commandTimeout: target.timeoutMs,
     maxRetriesPerRequest: 1,
     retryStrategy: () => null,
     ...(target.username !== undefined ? { username: target.username } : {}),
@@ -117,7 +150,7 @@ async function openIoredis(ioredis: IoredisModule, target: ConnectTarget): Promi
 }
 
 /** The CLI's view of an ioredis client (a server or a Cluster). */
-export function ioredisCli(client: Redis | Cluster): CliRedis {
+export function ioredisCli(client: Redis | Cluster): UnboundedCli {
   const run = (node: Redis | Cluster) => (args: CommandArgs) => node.call(args[0], ...args.slice(1)) as Promise<unknown>;
   return {
     client,
@@ -146,7 +179,7 @@ interface NodeRedisConnection {
   sendCommand(...args: unknown[]): Promise<unknown>;
 }
 
-async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Promise<CliRedis> {
+async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Promise<UnboundedCli> {
   const tls = target.tls;
   const socket = {
     connectTimeout: target.timeoutMs,
@@ -158,7 +191,7 @@ async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Pro
     ...(target.password !== undefined ? { password: target.password } : {}),
   };
   const text = (args: CommandArgs) => args.map(String);
-  let cli: CliRedis;
+  let cli: UnboundedCli;
   let client: NodeRedisConnection;
   if (target.cluster) {
     const cluster = redis.createCluster({
@@ -201,7 +234,7 @@ async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Pro
  * error the client emitted meanwhile if it says more.
  */
 async function connecting(
-  cli: CliRedis,
+  cli: UnboundedCli,
   connect: Promise<unknown>,
   emitter: { on(event: 'error', listener: (error: Error) => void): unknown },
   timeoutMs: number,

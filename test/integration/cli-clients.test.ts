@@ -9,10 +9,12 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { ClientLibrary } from '../../src/cli/cli-redis.js';
 import { EXIT } from '../../src/cli/command.js';
+import { CONNECT_TIMEOUT_MS } from '../../src/cli/connect.js';
 import { LockClient } from '../../src/index.js';
-import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
+import { type FaultProxy, type RedisServerHandle, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
 import { forEachTopology, sharedCluster } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
+import { eventually } from '../support/eventually.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/index.ts', import.meta.url));
 
@@ -110,4 +112,47 @@ describe('CLI given a Redis Cluster node with --redis', function () {
     const run = await cli(['list', '--redis', 'redis://127.0.0.1:1'], 'valkey');
     expect(run.stderr).to.equal('redis-rwlock list: REDIS_RWLOCK_CLIENT: "valkey" is not a client library; use ioredis or node-redis\n');
   });
+});
+
+describe('CLI on a server that stops answering after it connected', function () {
+  this.timeout(60_000);
+  let server: RedisServerHandle;
+  let proxy: FaultProxy;
+  before(async () => {
+    server = await startRedisServer();
+  });
+  after(() => server.stop());
+  beforeEach(async () => {
+    proxy = await startFaultProxy({ target: { port: server.port } });
+  });
+  afterEach(() => proxy.close());
+
+  for (const library of ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]) {
+    it(`${library}: top gives up ${CONNECT_TIMEOUT_MS / 1000} s into a refresh that gets no answer, and exits 1`, async () => {
+      const child = spawn(
+        process.execPath,
+        [bundled(CLI), 'top', '--json', '--interval-ms', '50', '--redis', `redis://127.0.0.1:${proxy.port}`],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+          env: { ...process.env, REDIS_RWLOCK_CLIENT: library },
+        },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      try {
+        await eventually('a first refresh', () => stdout.includes('\n'), 20_000);
+        proxy.stall();
+        const stalledAt = performance.now();
+        const code = await exited;
+        expect(performance.now() - stalledAt).to.be.at.least(CONNECT_TIMEOUT_MS - 100);
+        expect(code).to.equal(EXIT.FAILED);
+        expect(stderr).to.match(new RegExp(`^redis-rwlock top: .*no answer within ${CONNECT_TIMEOUT_MS / 1000} s`));
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
+  }
 });

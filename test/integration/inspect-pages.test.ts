@@ -10,7 +10,7 @@
  */
 import { expect } from 'chai';
 import { runScript } from '../../src/backends/scripts.js';
-import { ioredisCli } from '../../src/cli/cli-redis.js';
+import { ioredisCli, withBounds } from '../../src/cli/cli-redis.js';
 import { look } from '../../src/cli/commands/top.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, lockKeys } from '../../src/index.js';
@@ -64,7 +64,7 @@ forEachTopology('inspect in pages', (ctx) => {
       control = runControl(nodes.filter((_, i) => sizes[i]! > 0));
       const infos = [];
       for (let i = 0; i < 5; i++) infos.push(await locks.inspect('crowd'));
-      const snapshot = await look(ioredisCli(redis), 'rwlock', 10);
+      const snapshot = await look(withBounds(ioredisCli(redis), 5_000), 'rwlock', 10);
       await control.stop();
       const libraryCalls = (await commandCalls(redis, ['evalsha', 'scan'])) - before;
       const slow = await slowCommands(nodes);

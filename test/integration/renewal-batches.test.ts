@@ -13,7 +13,7 @@ import { expect } from 'chai';
 import { EXTEND_MAX_LEASES, type ExtendRound } from '../../src/backends/extend-groups.js';
 import { hashLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
-import { ioredisCli } from '../../src/cli/cli-redis.js';
+import { ioredisCli, withBounds } from '../../src/cli/cli-redis.js';
 import { scanKeys } from '../../src/cli/scan.js';
 import { driverFor } from '../../src/clients/index.js';
 import { LockClient, lockKeys, type RenewTraceContext, TRACING_CHANNELS } from '../../src/index.js';
@@ -88,7 +88,7 @@ forEachTopology('renewal batches', (ctx) => {
       const info = await locks.inspect('held:7');
       expect(info.writer?.owner).to.be.a('string');
       expect((await locks.forceRelease('held:8')).deleted).to.have.length.above(0);
-      expect(await scanKeys(ioredisCli(redis), 'rwlock:*', 'hash')).to.have.length(LEASES - 1);
+      expect(await scanKeys(withBounds(ioredisCli(redis), 5_000), 'rwlock:*', 'hash')).to.have.length(LEASES - 1);
       // A round that started after the reset, and ended: two ends from now.
       await eventually(
         'two renewal rounds of every lease',

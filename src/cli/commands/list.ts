@@ -48,7 +48,11 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const found = await findLocks(redis, prefix);
     const locks: ListedLock[] = [];
     for (const f of found.slice(0, limit)) {
-      locks.push({ layout: f.layout, resource: f.resource, info: await backend.inspect(f.resource, f.keys) });
+      locks.push({
+        layout: f.layout,
+        resource: f.resource,
+        info: await redis.bounded(backend.inspect(f.resource, f.keys), `inspect "${f.resource}"`),
+      });
     }
     const omitted = Math.max(0, found.length - limit);
     if (ctx.json) {

@@ -113,7 +113,8 @@ export async function look(redis: CliRedis, prefix: string, limit: number): Prom
   const chosen = found.slice(0, limit);
   for (let i = 0; i < chosen.length; i += INSPECT_BATCH) {
     const batch = chosen.slice(i, i + INSPECT_BATCH);
-    read.push(...(await Promise.all(batch.map(async (f) => topLock(f, await backend.inspect(f.resource, f.keys))))));
+    const infos = batch.map((f) => redis.bounded(backend.inspect(f.resource, f.keys), `inspect "${f.resource}"`));
+    read.push(...(await Promise.all(infos)).map((info, j) => topLock(batch[j]!, info)));
   }
   return { time: new Date().toISOString(), prefix, locks: read.sort(byContention), omitted: found.length - chosen.length };
 }
