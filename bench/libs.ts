@@ -190,13 +190,12 @@ const REF_SCRIPTS = {
   hash: {
     grant: `if redis.call('EXISTS', KEYS[1], KEYS[2]) == 0 then
   local t = redis.call('TIME')
-  redis.call('HSET', KEYS[1], 'f', t[1] .. string.sub('00000' .. t[2], -6), 'o', ARGV[1], 'w', 1)
+  redis.call('HSET', KEYS[1], 'f', t[1] .. string.sub('00000' .. t[2], -6), 'o', ARGV[1], 'v', '2')
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return t[1] * 1000000 + t[2]
 end
 return 0`,
-    release: `local h = redis.call('HMGET', KEYS[1], 'o', 'w')
-if h[1] == ARGV[1] then redis.call('DEL', KEYS[1]) return 0 end
+    release: `if redis.call('HGET', KEYS[1], 'o') == ARGV[1] then redis.call('DEL', KEYS[1]) return 0 end
 return -1`,
   },
   string: {

@@ -4,12 +4,9 @@
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
-  ARGV[1] owner      owner token
-  ARGV[2] leaseMs    lease length in ms
+  ARGV[1] leaseMs    lease length in ms
+  ARGV[2] holder     'r <holdId> <owner>', as in lua/acquire-write.lua
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
-  ARGV[4] holdId     names this acquire: a repeated call with the same id (a
-                     resend after a lost reply) returns the first grant again
-                     and changes nothing
 
   Reply: fence                            granted for exactly leaseMs (an integer:
                                           the common reply is the cheapest to decode)
@@ -26,15 +23,13 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
-local owner = ARGV[1]
-local holdId = ARGV[4]
 
-local FRESH_WRITE = false
 -- @include layout-version
 -- @include fresh-grant
 
+local holdId, owner = string.match(ARGV[2], '^r (%S+) (.*)$')
 local queueKey = KEYS[3]
-local leaseMs = tonumber(ARGV[2])
+local leaseMs = tonumber(ARGV[1])
 local honourIntent = ARGV[3] == '1'
 -- @include state
 -- @include no-peers

@@ -5,8 +5,13 @@
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
-  ARGV[1] owner      owner token
-  ARGV[2] leaseMs    lease length in ms
+  ARGV[1] leaseMs    lease length in ms
+  ARGV[2] holder     'w <holdId> <owner>': the owner token, last (it may hold
+                     spaces), and the hold id, which names this acquire: a
+                     repeated call with the same id (a resend after a lost
+                     reply) returns the first grant again and changes nothing.
+                     A free lock keeps this string as its sole holder (see
+                     fresh-grant.lua)
   ARGV[3] waitBeatMs a refused caller waits and re-tries within this many ms:
                      it queues (new readers and writers then go behind it) and
                      drops out of the queue if it stops re-trying; 0 for a try
@@ -19,10 +24,7 @@
                      waiters. Then 'h' if a release that frees the lock may
                      hand it to this writer while it queues (handOver in
                      release-body.lua)
-  ARGV[5] holdId     names this acquire: a repeated call with the same id (a
-                     resend after a lost reply) returns the first grant again
-                     and changes nothing
-  ARGV[6] place      optional: the writer's place in the queue (us), which
+  ARGV[5] place      optional: the writer's place in the queue (us), which
                      replaces the one it had. In redlock mode the same on every
                      node (the median of the places the nodes gave its first
                      queued try, by their own clocks: no client's clock), so
@@ -51,19 +53,18 @@
 local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
-local owner = ARGV[1]
-local holdId = ARGV[5]
 
-local FRESH_WRITE = true
 -- @include layout-version
 -- @include fresh-grant
 
+local holdId, owner = string.match(ARGV[2], '^w (%S+) (.*)$')
+
 local queueKey = KEYS[3]
-local leaseMs = tonumber(ARGV[2])
+local leaseMs = tonumber(ARGV[1])
 local waitBeatMs = tonumber(ARGV[3])
 local fair = string.sub(ARGV[4], 1, 1) == '1'
 local acceptsHandOver = string.sub(ARGV[4], 2) == 'h'
-local place = tonumber(ARGV[6])
+local place = tonumber(ARGV[5])
 -- @include state
 -- @include no-peers
 -- @include acquire-write-body

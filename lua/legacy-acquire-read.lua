@@ -11,10 +11,9 @@
   KEYS[4] readKey     the old processes' read key
   KEYS[5] writeKey    the old processes' write key
   KEYS[6] readersKey  everybody known to hold readKey -> deadline
-  ARGV[1] owner       owner token
-  ARGV[2] leaseMs     lease length in ms
+  ARGV[1] leaseMs     lease length in ms
+  ARGV[2] holder      'r <holdId> <owner>', as in lua/acquire-read.lua
   ARGV[3] honourIntent  '1': queue behind a waiting writer (writer preference)
-  ARGV[4] holdId      as in lua/acquire-read.lua
 
   Reply: as lua/acquire-read.lua; 'write' also when an old process (or a
          library writer of the other mode) holds writeKey, retryAfterMs = its TTL.
@@ -26,10 +25,9 @@ local queueKey = KEYS[3]
 local readKey = KEYS[4]
 local writeKey = KEYS[5]
 local readersKey = KEYS[6]
-local owner = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
+local holdId, owner = string.match(ARGV[2], '^r (%S+) (.*)$')
+local leaseMs = tonumber(ARGV[1])
 local honourIntent = ARGV[3] == '1'
-local holdId = ARGV[4]
 local peerChannel = ''
 
 -- @include layout-version

@@ -12,11 +12,10 @@
   KEYS[4] readKey     the old processes' read key
   KEYS[5] writeKey    the old processes' write key
   KEYS[6] readersKey  everybody known to hold readKey -> deadline
-  ARGV[1] owner       owner token
-  ARGV[2] leaseMs     lease length in ms
+  ARGV[1] leaseMs     lease length in ms
+  ARGV[2] holder      'w <holdId> <owner>', as in lua/acquire-write.lua
   ARGV[3] waitBeatMs  as in lua/acquire-write.lua
   ARGV[4] queueing    as in lua/acquire-write.lua (this layout never hands over)
-  ARGV[5] holdId      as in lua/acquire-write.lua
 
   Reply: as lua/acquire-write.lua; 'write' also when an old process holds
          writeKey, 'read' also when old processes (or library readers of the
@@ -29,12 +28,11 @@ local queueKey = KEYS[3]
 local readKey = KEYS[4]
 local writeKey = KEYS[5]
 local readersKey = KEYS[6]
-local owner = ARGV[1]
-local leaseMs = tonumber(ARGV[2])
+local holdId, owner = string.match(ARGV[2], '^w (%S+) (.*)$')
+local leaseMs = tonumber(ARGV[1])
 local waitBeatMs = tonumber(ARGV[3])
 local fair = string.sub(ARGV[4], 1, 1) == '1'
 local acceptsHandOver = false
-local holdId = ARGV[5]
 local place = nil -- never in redlock mode
 local peerChannel = ''
 

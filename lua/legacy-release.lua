@@ -11,10 +11,8 @@
   KEYS[4] readKey     the old processes' read key
   KEYS[5] writeKey    the old processes' write key
   KEYS[6] readersKey  everybody known to hold readKey -> deadline
-  ARGV[1] owner       owner token
-  ARGV[2] mode        'read' or 'write'
-  ARGV[3] peerChannel the other mode's wake-up channel (same slot), or ''
-  ARGV[4] holdId      as in lua/release.lua
+  ARGV[1] holder      as in lua/release.lua
+  ARGV[2] peerChannel the other mode's wake-up channel (same slot), or ''
 
   Wakes waiters on the lock's channel, named as stateKey, and on peerChannel.
 
@@ -27,11 +25,10 @@ local queueKey = KEYS[3]
 local readKey = KEYS[4]
 local writeKey = KEYS[5]
 local readersKey = KEYS[6]
-local owner = ARGV[1]
-local mode = ARGV[2]
+local m, holdId, owner = string.match(ARGV[1], '^(%a) (%S+) (.*)$')
+local mode = m == 'w' and 'write' or 'read'
 local channel = stateKey
-local peerChannel = ARGV[3]
-local holdId = ARGV[4]
+local peerChannel = ARGV[2]
 
 -- @include layout-version
 -- @include state

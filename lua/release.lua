@@ -7,9 +7,9 @@
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set
   KEYS[3] queueKey   the lock's waiting writers, in arrival order
-  ARGV[1] owner      owner token
-  ARGV[2] mode       'read' or 'write'
-  ARGV[3] holdId     the id of the acquire whose hold this releases
+  ARGV[1] holder     '<w|r> <holdId> <owner>': the mode ('w' write, 'r'
+                     read), the id of the acquire whose hold this releases,
+                     and the owner token, last (as the acquire sent it)
 
   Wakes waiters on the lock's channel, named as stateKey; the message is the
   mode, or 'mode:<token>' naming the one waiting writer that may get in next
@@ -33,24 +33,21 @@ local rcall = redis.call
 local stateKey = KEYS[1]
 local leasesKey = KEYS[2]
 local queueKey = KEYS[3]
-local owner = ARGV[1]
-local mode = ARGV[2]
-local holdId = ARGV[3]
 -- Not an argument: one fewer to send and parse on every release.
 local channel = stateKey
 
 -- The sole holder of a fresh lock (kept in the hash alone, see fresh-grant.lua)
 -- releasing its one hold, before anything else is defined: nobody else has
 -- touched the lock since the grant (that would have moved the holder into
--- leasesKey), so nobody waits for it, and the whole state goes.
--- (A fresh lock has exactly one hold, and the field of its mode holds its id alone.)
-local freshField = 'wc'
-if mode ~= 'write' then freshField = 'r:' .. owner end
-local held = rcall('HMGET', stateKey, 'o', freshField)
-if held[1] == owner and held[2] == holdId then
+-- leasesKey), so nobody waits for it, and the whole state goes. `o` is the
+-- string the acquire sent, and this release sends the same one.
+if rcall('HGET', stateKey, 'o') == ARGV[1] then
   rcall('DEL', stateKey)
   return 0
 end
+
+local m, holdId, owner = string.match(ARGV[1], '^(%a) (%S+) (.*)$')
+local mode = m == 'w' and 'write' or 'read'
 
 -- @include layout-version
 -- @include state

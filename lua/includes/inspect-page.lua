@@ -15,8 +15,8 @@
 
   Reply parts: nowMs, the next cursor, hash fields (flat field, value), the
   deadline of each holder named by the fields read (flat owner, deadline:
-  `w`, `u`, `o` and `r:<owner>`; the sole holder kept in the hash alone has
-  the hash's expiry), waiting writers' owner tokens in queue order, and the
+  `w`, `u`, `r:<owner>` and the owner in `o`; the sole holder kept in the
+  hash alone has the hash's expiry), waiting writers' owner tokens in queue order, and the
   two-key layout's readers (flat member, deadline).
 ]]
 -- @needs rcall stateKey leasesKey queueKey state
@@ -28,7 +28,8 @@ local INSPECT_STEP = 32
 local function inspectPage(cursor, budgetUs, readersKey)
   local now, startUs = serverTime()
   local stopUs = startUs + budgetUs
-  local sole = rcall('HGET', stateKey, 'o')
+  -- The owner of the sole holder kept in the hash alone, if any ('<w|r> <holdId> <owner>').
+  local sole = string.match(rcall('HGET', stateKey, 'o') or '', '^%a %S+ (.*)$')
   local fields, deadlines, queue, readers, seen = {}, {}, {}, {}, {}
   if cursor == '0' then cursor = 'h0' end
   local function deadline(owner)
@@ -51,8 +52,10 @@ local function inspectPage(cursor, budgetUs, readersKey)
         local field, value = flat[i], flat[i + 1]
         fields[#fields + 1] = field
         fields[#fields + 1] = value
-        if field == 'w' or field == 'u' or field == 'o' then
+        if field == 'w' or field == 'u' then
           deadline(value)
+        elseif field == 'o' and sole then
+          deadline(sole)
         elseif string.sub(field, 1, 2) == 'r:' then
           deadline(string.sub(field, 3))
         end

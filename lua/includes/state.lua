@@ -17,10 +17,11 @@
                       fa     when the lock was last freed of every holder (server us)
                       sk     how often the longest-waiting writer was passed over since it became first
                       v      the layout version that wrote the hash (layout-version.lua); none: 1
-                      o      the sole holder of a fresh lock, kept in the hash alone: the
-                             hash's expiry is its deadline, leasesKey does not exist, and
-                             its hold list is its hold id alone (the fence is `f`); see
-                             fresh-grant.lua; spill() moves it to the usual layout
+                      o      the sole holder of a fresh lock, kept in the hash alone, as
+                             '<w|r> <holdId> <owner>': the hash's expiry is its deadline,
+                             leasesKey does not exist, no other field names it, and its
+                             fence is `f`; see fresh-grant.lua; spill() moves it to the
+                             usual layout
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
     queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
   Apart from the sole holder in `o`, an owner holds something exactly while
@@ -233,35 +234,52 @@ local function refuseLayout(version)
   error({ err = 'RWLOCK_LAYOUT ' .. version .. ' ' .. LAYOUT_VERSION })
 end
 
+-- The layout version that wrote the hash, from its fields `v`, `f` and `qx`,
+-- or nil when there is no hash: one without `v` was written by layout 1
+-- (layout-version.lua), and every hash has `v` (this layout writes it), `f`
+-- (any grant) or `qx` (any waiter).
+local function layoutOf(v, f, qx)
+  if v then return v end
+  if f or qx then return '1' end
+  return nil
+end
+
 -- For inspect, which reads the lock but no spill.
 local function checkLayout()
-  local version = rcall('HGET', stateKey, 'v')
-  if version and version ~= LAYOUT_VERSION then refuseLayout(version) end
+  local held = rcall('HMGET', stateKey, 'v', 'f', 'qx')
+  local layout = layoutOf(held[1], held[2], held[3])
+  if layout and layout ~= LAYOUT_VERSION then refuseLayout(layout) end
 end
 
 -- Every path but the fresh grant and its release starts here (the hash-mode
 -- scripts run those before any of this is defined): a lock of another layout
 -- version is refused (its `v` comes with the fields spill reads anyway: no
--- command more), and a sole holder
--- kept in the hash alone moves into leasesKey, with the hash's expiry as its
--- deadline, and its hold list gets the fence in front, so the code below sees
--- one layout. (While `o` is set, nothing else has touched the lock since the
+-- command more), and a sole holder kept in the hash alone moves into
+-- leasesKey, with the hash's expiry as its deadline, and its holds into the
+-- field of its mode, with the fence in front, so the code below sees one
+-- layout. (While `o` is set, nothing else has touched the lock since the
 -- grant, so the hash expires exactly at that holder's deadline, and `f` is
 -- its fence.) Renewing, another layout's lock is not refused but reported:
 -- false, and nothing written (one such lock must not fail a whole batch).
 local function spill(renewing)
-  local held = rcall('HMGET', stateKey, 'o', 'w', 'f', 'v')
-  if held[4] and held[4] ~= LAYOUT_VERSION then
+  local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
+  local layout = layoutOf(held[3], held[2], held[4])
+  if layout and layout ~= LAYOUT_VERSION then
     if renewing then return false end
-    refuseLayout(held[4])
+    refuseLayout(layout)
   end
-  local o = held[1]
-  if not o then return true end
+  local sole = held[1]
+  if not sole then return true end
+  local m, holdId, o = string.match(sole, '^(%a) (%S+) (.*)$')
   local deadline = rcall('PEXPIRETIME', stateKey)
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
-  local field = holdField(held[2] == o and 'write' or 'read', o)
-  rcall('HSET', stateKey, field, held[3] .. ' ' .. rcall('HGET', stateKey, field))
+  local holds = held[2] .. ' ' .. holdId
+  if m == 'w' then
+    rcall('HSET', stateKey, 'w', o, 'wc', holds)
+  else
+    rcall('HSET', stateKey, 'r:' .. o, holds)
+  end
   rcall('HDEL', stateKey, 'o')
   return true
 end

@@ -74,6 +74,9 @@ export function mergePages(pages: readonly (InspectReply | LegacyInspectReply)[]
   return { now: pages[pages.length - 1]![0], fields, deadlines, queue: [...queue] };
 }
 
+/** The sole holder field `o`: its mode's letter, then (after the hold id) its owner. */
+const SOLE_HOLDER = /^([wr]) \S+ (.*)$/s;
+
 /** A {@link LockInfo} from the raw hash fields and owner deadlines; expired owners are left out. */
 export function describeState(
   resource: string,
@@ -84,12 +87,15 @@ export function describeState(
   queue: readonly string[],
 ): LockInfo {
   const ttl = (owner: string) => Number(deadlines.get(owner) ?? 0) - now;
-  const writerOwner = fields.get('w');
+  // A fresh lock's sole holder sits in `o` alone, as '<w|r> <holdId> <owner>' (lua/includes/fresh-grant.lua).
+  const sole = SOLE_HOLDER.exec(fields.get('o') ?? '');
+  const writerOwner = sole?.[1] === 'w' ? sole[2]! : fields.get('w');
   const writer: HolderInfo | null =
     writerOwner !== undefined && ttl(writerOwner) > 0
-      ? { owner: writerOwner, holds: holdCount(fields.get('wc')), ttlMs: ttl(writerOwner) }
+      ? { owner: writerOwner, holds: sole ? 1 : holdCount(fields.get('wc')), ttlMs: ttl(writerOwner) }
       : null;
   const readers: HolderInfo[] = [];
+  if (sole?.[1] === 'r' && ttl(sole[2]!) > 0) readers.push({ owner: sole[2]!, holds: 1, ttlMs: ttl(sole[2]!) });
   for (const [field, holds] of fields) {
     if (!field.startsWith('r:')) continue;
     const owner = field.slice(2);

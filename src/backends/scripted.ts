@@ -17,7 +17,7 @@ import { type ExtendRound, extendByGroup, extendInChunks } from './extend-groups
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
-import { type AcquireReply, runScript, type ScriptReply } from './scripts.js';
+import { type AcquireReply, holderArg, runScript, type ScriptReply } from './scripts.js';
 
 /**
  * Server time one inspect call reads for at most, in µs, and one step of 32
@@ -57,14 +57,20 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     let reply: AcquireReply;
     try {
       reply = await (r.mode === 'read'
-        ? runScript(this.client, scripts.acquireRead, names(keys), [r.owner, r.leaseMs, r.honourIntent ? '1' : '0', r.holdId], keys)
+        ? runScript(
+            this.client,
+            scripts.acquireRead,
+            names(keys),
+            [r.leaseMs, holderArg('read', r.holdId, r.owner), r.honourIntent ? '1' : '0'],
+            keys,
+          )
         : runScript(
             this.client,
             scripts.acquireWrite,
             names(keys),
             r.queuePlaceUs === undefined
-              ? [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId]
-              : [r.owner, r.leaseMs, r.waitBeatMs, r.fair ? '1h' : '0h', r.holdId, r.queuePlaceUs],
+              ? [r.leaseMs, holderArg('write', r.holdId, r.owner), r.waitBeatMs, r.fair ? '1h' : '0h']
+              : [r.leaseMs, holderArg('write', r.holdId, r.owner), r.waitBeatMs, r.fair ? '1h' : '0h', r.queuePlaceUs],
             keys,
           ));
     } catch (error) {
@@ -77,7 +83,9 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   async release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
     const { scripts, names, peerChannels } = this.layout;
     try {
-      return (await runScript(this.client, scripts.release, names(keys), [owner, mode, ...peerChannels(keys), holdId], keys)) >= 0;
+      return (
+        (await runScript(this.client, scripts.release, names(keys), [holderArg(mode, holdId, owner), ...peerChannels(keys)], keys)) >= 0
+      );
     } catch (error) {
       throw layoutRefusal(error, keys);
     }

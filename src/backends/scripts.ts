@@ -37,16 +37,27 @@ export type LegacyInspectReply = [
 /** An inspect script's arguments: where to read from (`'0'`: the start), and its budget of server time. */
 type InspectArgs = readonly [cursor: string, budgetUs: number];
 
+/**
+ * A hold as the scripts name it, '<w|r> <holdId> <owner>' (see {@link holderArg}): a free
+ * lock keeps this string as its sole holder, and its release compares it whole.
+ */
+export type HolderArg = string;
+
+/** The script argument naming one hold of `owner` in `mode`: its mode's letter, the acquire's hold id, and the owner, last (it may hold spaces). */
+export function holderArg(mode: LockMode, holdId: string, owner: string): HolderArg {
+  return `${mode === 'write' ? 'w' : 'r'} ${holdId} ${owner}`;
+}
+
 /** The arguments and reply of each lock operation, whatever the layout: the layouts' scripts differ only in their KEYS and channels. */
 interface LockOperations {
-  acquireRead: [args: readonly [owner: string, leaseMs: number, honourIntent: Flag, holdId: string], reply: AcquireReply];
+  acquireRead: [args: readonly [leaseMs: number, holder: HolderArg, honourIntent: Flag], reply: AcquireReply];
   acquireWrite: [
     args:
-      | readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string]
-      | readonly [owner: string, leaseMs: number, waitBeatMs: number, queueing: Queueing, holdId: string, placeUs: number],
+      | readonly [leaseMs: number, holder: HolderArg, waitBeatMs: number, queueing: Queueing]
+      | readonly [leaseMs: number, holder: HolderArg, waitBeatMs: number, queueing: Queueing, placeUs: number],
     reply: AcquireReply,
   ];
-  release: [args: readonly [owner: string, mode: LockMode, ...channels: Channels, holdId: string], reply: number];
+  release: [args: readonly [holder: HolderArg, ...channels: Channels], reply: number];
   /** ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call). */
   extend: [args: readonly (string | number)[], reply: number[]];
   abandon: [args: readonly [owner: string, drop: string, ...channels: Channels], reply: number];

@@ -1,9 +1,10 @@
 /**
  * Rolling upgrades: a lock's state carries its layout version (the hash's
- * `v`, lua/includes/layout-version.lua). Today's library shares a lock with
- * the build from before the version existed (its scripts, from commit
- * 168a3c6, run as an old process would), both ways, and refuses a lock of
- * another version, in every layout and operation, before it writes anything.
+ * `v`, lua/includes/layout-version.lua). Today's library refuses a lock of
+ * another version, in every layout and operation, before it writes
+ * anything: the build from before the version existed (layout 1, its
+ * scripts from commit 168a3c6, run as an old process would) as well as a
+ * later one.
  */
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -17,8 +18,7 @@ import { LAYOUT_VERSION } from '../../src/lua/scripts.generated.js';
 import type { RedisClient } from '../../src/redis.js';
 import { type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
-import { eventually } from '../support/eventually.js';
-import { BeforeVersionProcess } from '../support/layout-before-version.js';
+import { OldBuildProcess } from '../support/earlier-layouts.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
 
 const PREFIX = 'rwlock';
@@ -31,48 +31,62 @@ forEachTopology('layout version', (ctx) => {
   });
 
   describe('next to the build before the layout version', () => {
-    it('shares a lock both ways: each refuses what the other holds, and a release of either lets the other in', async () => {
+    it('refuses its lock as layout 1 in every operation, writing nothing; a release of the old build frees it', async () => {
       const redis = ctx.client();
       locks = new LockClient(redis, { recheckMs: 50 });
       const R = 'shared:1';
       const keys = lockKeys(PREFIX, R);
-      const old = new BeforeVersionProcess(redis, 'old-process');
+      const old = new OldBuildProcess(redis, 'old-process', 'layout-before-version');
 
-      // The old build's fresh grant writes no version: today's library reads the lock as its own layout.
+      // The old build's fresh grant writes no version: layout 1 wrote it.
       expect(await old.acquireWrite(keys, 'old.1')).to.be.a('number');
       expect(await redis.hget(keys.state, 'v')).to.equal(null);
-      expect(await locks.lock(R).tryAcquireRead()).to.equal(null);
-      expect(await locks.lock(R).tryAcquireWrite()).to.equal(null);
-      expect((await locks.inspect(R)).writer?.owner).to.equal('old-process');
-      expect(await old.extend(keys)).to.be.greaterThan(0);
+      await expectRefusedAsLayoutOne(redis, locks, R, keys);
       expect(await old.release(keys, 'write', 'old.1')).to.equal(0);
-
-      // Today's grant writes the version; the old build ignores it and still refuses and shares.
+      expect(await redis.exists(keys.state, keys.leases, keys.queue)).to.equal(0);
+      // Free again, the lock is the next grant's: today's.
       const write = await locks.lock(R).acquireWrite();
       expect(await redis.hget(keys.state, 'v')).to.equal(String(LAYOUT_VERSION));
-      const refused = await old.acquireRead(keys, 'old.2');
-      expect(refused).to.be.an('array').with.property('2', 'write');
       await write.release();
+    });
+  });
 
-      // Readers of both builds share it; a grant of today's on the old build's lock writes the version there.
-      expect(await old.acquireRead(keys, 'old.3')).to.be.a('number');
-      expect(await redis.hget(keys.state, 'v')).to.equal(null);
-      const read = await locks.lock(R).acquireRead();
-      expect(await redis.hget(keys.state, 'v')).to.equal(String(LAYOUT_VERSION));
-      expect((await locks.inspect(R)).readers.map((r) => r.owner)).to.have.members(['old-process', read.token]);
-      expect(await old.acquireWrite(keys, 'old.4'))
-        .to.be.an('array')
-        .with.property('2', 'read');
+  describe('next to a build of layout 1', () => {
+    it('each refuses the lock the other holds, in every operation, writing nothing', async () => {
+      const redis = ctx.client();
+      locks = new LockClient(redis, { recheckMs: 50 });
+      const old = new OldBuildProcess(redis, 'layout-1-process', 'layout-1');
 
-      // A writer of today's waits; the old build's release, freeing the lock, lets it in.
-      const waiting = locks.lock(R).acquireWrite({ waitMs: 10_000 });
-      await eventually('the writer queued', async () => (await locks.inspect(R)).queue.length === 1);
-      await read.release();
-      expect(await old.release(keys, 'read', 'old.3')).to.equal(0);
-      const handed = await waiting;
-      expect((await locks.inspect(R)).writer?.owner).to.equal(handed.token);
-      await handed.release();
-      expect(await redis.exists(keys.state, keys.leases, keys.queue)).to.equal(0);
+      // Layout 1 meets a lock of this layout: refused by its acquire and release, lost to its renewal.
+      const R = 'layout-1:a';
+      const keys = lockKeys(PREFIX, R);
+      const held = await locks.lock(R).acquireWrite({ leaseMs: 30_000 });
+      const before = await snapshot(redis, keys);
+      for (const [name, call] of [
+        ['its read acquire', () => old.acquireRead(keys, 'l1.1')],
+        ['its write try', () => old.acquireWrite(keys, 'l1.2')],
+        ['its waiting write acquire', () => old.acquireWrite(keys, 'l1.3', 2_000)],
+        ['its release', () => old.release(keys, 'write', 'l1.0')],
+      ] as const) {
+        const error = await (call() as Promise<unknown>).then(
+          () => expect.fail(`${name} was not refused`),
+          (e: unknown) => e as Error,
+        );
+        expect(error.message, name).to.match(new RegExp(`^RWLOCK_LAYOUT ${LAYOUT_VERSION} 1\\b`));
+        expect(await snapshot(redis, keys), `${name} wrote nothing`).to.deep.equal(before);
+      }
+      expect(await old.extend(keys), 'its renewal').to.equal(0);
+      expect(await snapshot(redis, keys), 'its renewal wrote nothing').to.deep.equal(before);
+      await held.release();
+
+      // This layout meets a lock of layout 1.
+      const S = 'layout-1:b';
+      const oldKeys = lockKeys(PREFIX, S);
+      expect(await old.acquireWrite(oldKeys, 'l1.4')).to.be.a('number');
+      expect(await redis.hget(oldKeys.state, 'v')).to.equal('1');
+      await expectRefusedAsLayoutOne(redis, locks, S, oldKeys);
+      expect(await old.release(oldKeys, 'write', 'l1.4')).to.equal(0);
+      expect(await redis.exists(oldKeys.state, oldKeys.leases, oldKeys.queue)).to.equal(0);
     });
   });
 
@@ -166,6 +180,24 @@ forEachTopology('layout version', (ctx) => {
     });
   });
 });
+
+/** Today's read and write tries and inspect refuse a lock of layout 1 with a LayoutVersionError, writing nothing. */
+async function expectRefusedAsLayoutOne(redis: RedisClient, locks: LockClient, resource: string, keys: LockKeys): Promise<void> {
+  const before = await snapshot(redis, keys);
+  for (const [name, attempt] of [
+    ['a read try', () => locks.lock(resource).tryAcquireRead()],
+    ['a write try', () => locks.lock(resource).tryAcquireWrite()],
+    ['inspect', () => locks.inspect(resource)],
+  ] as const) {
+    const error = await (attempt() as Promise<unknown>).then(
+      () => expect.fail(`${name} was not refused`),
+      (e: unknown) => e,
+    );
+    expect(error, name).to.be.instanceOf(LayoutVersionError);
+    expect(error, name).to.include({ lockLayout: 1, libraryLayout: LAYOUT_VERSION });
+    expect(await snapshot(redis, keys), `${name} wrote nothing`).to.deep.equal(before);
+  }
+}
 
 /**
  * A lock as a process of layout FUTURE would leave it: a holder, a waiting

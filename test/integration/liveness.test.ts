@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
-import { runScript } from '../../src/backends/scripts.js';
+import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
@@ -312,7 +312,12 @@ forEachTopology('liveness', { clients: ONE_NODE_REDIS }, (ctx) => {
     const holder = await locks.lock('dead-waiter').acquireWrite();
     const keys = locks.lock('dead-waiter').keys;
     // A waiter that queues once (heartbeat 300 ms) and is never heard from again.
-    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 1000, 300, '1h', 'ghost-hold']);
+    await runScript(
+      driverFor(redis),
+      'acquireWrite',
+      [keys.state, keys.leases, keys.queue],
+      [1000, holderArg('write', 'ghost-hold', 'ghost'), 300, '1h'],
+    );
     expect((await locks.inspect('dead-waiter')).queue.map((w) => w.owner)).to.deep.equal(['ghost']);
     const next = (await open({ fair: true })).lock('dead-waiter').acquireWrite({ owner: 'alive', waitMs: 5_000 });
     await sleep(50);
@@ -328,7 +333,12 @@ forEachTopology('liveness', { clients: ONE_NODE_REDIS }, (ctx) => {
     const holder = await locks.lock('handed-ghost').acquireWrite();
     const keys = locks.lock('handed-ghost').keys;
     // A writer that queues once (heartbeat 400 ms, lease 60 s) and is never heard from again.
-    await runScript(driverFor(redis), 'acquireWrite', [keys.state, keys.leases, keys.queue], ['ghost', 60_000, 400, '0h', 'ghost-hold']);
+    await runScript(
+      driverFor(redis),
+      'acquireWrite',
+      [keys.state, keys.leases, keys.queue],
+      [60_000, holderArg('write', 'ghost-hold', 'ghost'), 400, '0h'],
+    );
     await holder.release();
     const handed = await locks.inspect('handed-ghost');
     expect(handed.writer?.owner).to.equal('ghost');

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { runScript } from '../../src/backends/scripts.js';
+import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
@@ -370,10 +370,10 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const writers = ['A', 'B', 'C'];
       const placeOf = (w: string) => 1_000_000 + writers.indexOf(w);
       for (const [i, a] of admin.entries()) {
-        await runScript(driverFor(a), 'acquireWrite', [...keys], ['holder', 60_000, 0, '0h', 'holder.0']);
+        await runScript(driverFor(a), 'acquireWrite', [...keys], [60_000, holderArg('write', 'holder.0', 'holder'), 0, '0h']);
         for (let k = 0; k < writers.length; k++) {
           const w = writers[(i + k) % writers.length]!;
-          await runScript(driverFor(a), 'acquireWrite', [...keys], [w, 60_000, 60_000, '0h', `${w}.0`, placeOf(w)]);
+          await runScript(driverFor(a), 'acquireWrite', [...keys], [60_000, holderArg('write', `${w}.0`, w), 60_000, '0h', placeOf(w)]);
         }
       }
       for (const a of admin) expect(await a.zrange(keys[2], '0', '-1')).to.deep.equal(writers);

@@ -8,7 +8,7 @@
  * grant, so the write cannot reach it.
  */
 import { expect } from 'chai';
-import { runScript } from '../../src/backends/scripts.js';
+import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { LockClient, type LockClientOptions, RedisUnavailableError, ReplicaAckError } from '../../src/index.js';
 import { withAdminConnection } from '../../src/testing/admin.js';
@@ -108,8 +108,11 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI))
       const master = await cluster.masterForKey(lock.keys.state);
       const { promoted } = await cluster.killMaster(master.port);
 
-      const onPromoted = await withAdminConnection(promoted.port, (conn) => conn.hget(lock.keys.state, 'w'));
-      expect(onPromoted).to.equal(lease.token);
+      // A free lock's sole holder: '<w|r> <holdId> <owner>' in `o` (lua/includes/fresh-grant.lua).
+      const onPromoted = await withAdminConnection(promoted.port, (conn) => conn.hget(lock.keys.state, 'o'));
+      expect(onPromoted)
+        .to.match(/^w \S+ /)
+        .and.to.satisfy((sole: string) => sole.endsWith(` ${lease.token}`));
       const other = await open();
       expect(await other.lock('invoice:7').tryAcquireWrite()).to.equal(null);
       expect((await other.inspect('invoice:7')).writer?.owner).to.equal(lease.token);
@@ -224,7 +227,8 @@ for (const clientKind of selectedClients(ALL_CLIENTS))
       const driver = driverFor(redis)!;
       const locks = new LockClient(redis);
       const { state, leases, queue } = locks.lock('confirm').keys;
-      const acquire = () => runScript(driver, 'acquireWrite', [state, leases, queue], ['w', 10_000, 1_000, '0h', 'c.1']);
+      const acquire = () =>
+        runScript(driver, 'acquireWrite', [state, leases, queue], [10_000, holderArg('write', 'c.1', 'w'), 1_000, '0h']);
       const first = await acquire();
       await acquire(); // the fresh grant's hold moves to the usual layout (a write of its own)
       const before = await changes();

@@ -20,7 +20,7 @@ import { EXTEND_BUDGET_US } from '../../src/backends/extend-groups.js';
 import { hashLayout } from '../../src/backends/layouts.js';
 import { parseAcquireReply } from '../../src/backends/replies.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
-import { runScript } from '../../src/backends/scripts.js';
+import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
@@ -363,13 +363,16 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
     case 'write': {
       const reply =
         s.op === 'read'
-          ? await runScript(driverFor(redis), 'acquireRead', names, [s.owner, LEASE_MS, config.writerPreference ? '1' : '0', s.id])
-          : await runScript(driverFor(redis), 'acquireWrite', names, [
-              s.owner,
+          ? await runScript(driverFor(redis), 'acquireRead', names, [
               LEASE_MS,
+              holderArg('read', s.id, s.owner),
+              config.writerPreference ? '1' : '0',
+            ])
+          : await runScript(driverFor(redis), 'acquireWrite', names, [
+              LEASE_MS,
+              holderArg('write', s.id, s.owner),
               s.wait ? BEAT_MS : 0,
               `${config.fair ? '1' : '0'}${config.handOver ? 'h' : ''}`,
-              s.id,
             ]);
       const outcome = parseAcquireReply(reply, LEASE_MS);
       if (!outcome.granted) return { reply: `refused:${outcome.reason}` };
@@ -377,7 +380,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: 'granted', fence: outcome.fence };
     }
     case 'release': {
-      const left = await runScript(driverFor(redis), 'release', names, [s.owner, s.mode, s.id]);
+      const left = await runScript(driverFor(redis), 'release', names, [holderArg(s.mode, s.id, s.owner)]);
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
@@ -386,24 +389,20 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
     }
     case 'abandon':
       return { reply: await runScript(driverFor(redis), 'abandon', names, [s.owner, s.drop]) };
-    case 'expire':
+    case 'expire': {
       // The owner's deadline passes while its stale fields stay (they are pruned lazily, as the model's zombies).
       // A sole holder kept in the hash alone (o) is first moved into the leases zset, as any other script would.
-      if ((await redis.hget(keys.state, 'o')) === s.owner) {
+      const [sole, fence] = await redis.hmget(keys.state, 'o', 'f');
+      const [m, holdId, soleOwner] = /^([wr]) (\S+) (.*)$/.exec(sole ?? '')?.slice(1) ?? [];
+      if (soleOwner === s.owner) {
         const at = await redis.pexpiretime(keys.state);
-        const [writer, fence] = await redis.hmget(keys.state, 'w', 'f');
-        const field = writer === s.owner ? 'wc' : `r:${s.owner}`;
-        const holds = `${fence} ${await redis.hget(keys.state, field)}`;
-        await redis
-          .multi()
-          .zadd(keys.leases, at, s.owner)
-          .pexpireat(keys.leases, at)
-          .hset(keys.state, field, holds)
-          .hdel(keys.state, 'o')
-          .exec();
+        const holds = `${fence} ${holdId}`;
+        const fields: Record<string, string> = m === 'w' ? { w: s.owner, wc: holds } : { [`r:${s.owner}`]: holds };
+        await redis.multi().zadd(keys.leases, at, s.owner).pexpireat(keys.leases, at).hset(keys.state, fields).hdel(keys.state, 'o').exec();
       }
       await redis.zadd(keys.leases, 'XX', 1, s.owner);
       return { reply: null };
+    }
   }
 }
 
