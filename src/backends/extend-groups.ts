@@ -1,5 +1,5 @@
 import type { LockKeys } from '../keys/keys.js';
-import type { ExtendRequest } from './backend.js';
+import type { CallBound, ExtendRequest } from './backend.js';
 
 /**
  * Server time one extend call runs for at most, in µs, before it stops and
@@ -31,15 +31,27 @@ export interface ExtendRound {
   /** Script calls made so far, every node together (the `redis-rwlock:renew` channel reports them). */
   calls: number;
   /** Bounds each call's wait for Redis: a round of many calls has no bound as a whole. */
-  readonly bound?: (call: Promise<number[]>) => Promise<number[]>;
+  readonly bound?: CallBound;
   /** Set when the client closes: the calls not sent yet are not sent (their leases stay NaN). */
   cancelled?: boolean;
 }
 
 /**
+ * `bound` (or no bound), and `answered()` run each time a call it bounds is
+ * answered: in `redlock` mode, one node's many calls (renewal, inspect)
+ * restart the wait for that node's next one, so that it is bounded per call.
+ */
+export function reportingBound(bound: CallBound | undefined, answered: () => void): CallBound {
+  return <T>(call: Promise<T>) =>
+    (bound ? bound(call) : call).then((reply) => {
+      answered();
+      return reply;
+    });
+}
+
+/**
  * `round` for one node of several (`redlock` mode): its calls counted, and
- * cancelled, with the round's; `answered()` runs each time one of them is
- * answered, so that the node's wait can be bounded per call, not as a whole.
+ * cancelled, with the round's, each call bounded as {@link reportingBound} says.
  */
 export function reportingRound(round: ExtendRound | undefined, answered: () => void): ExtendRound {
   return {
@@ -52,11 +64,7 @@ export function reportingRound(round: ExtendRound | undefined, answered: () => v
     get cancelled() {
       return round?.cancelled;
     },
-    bound: (call) =>
-      (round?.bound ? round.bound(call) : call).then((reply) => {
-        answered();
-        return reply;
-      }),
+    bound: reportingBound(round?.bound, answered),
   };
 }
 

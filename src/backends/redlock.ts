@@ -18,7 +18,7 @@ import {
   type LockInfo,
   type WaiterInfo,
 } from './backend.js';
-import { type ExtendRound, reportingRound } from './extend-groups.js';
+import { type ExtendRound, reportingBound, reportingRound } from './extend-groups.js';
 import { addressOf } from './redlock-nodes.js';
 
 /** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
@@ -328,13 +328,7 @@ export class RedlockBackend implements LockBackend {
   async inspect(resource: string, keys: LockKeys, bound?: CallBound): Promise<LockInfo> {
     // A lock of many holders takes many calls per node: nodeTimeoutMs bounds each, as in renewal.
     const gathered = await this.gather(
-      (node, answered) =>
-        node.inspect(resource, keys, (call) =>
-          (bound ? bound(call) : call).then((page) => {
-            answered();
-            return page;
-          }),
-        ),
+      (node, answered) => node.inspect(resource, keys, reportingBound(bound, answered)),
       this.options.nodeTimeoutMs,
       () => false,
     );
