@@ -1,7 +1,8 @@
 /**
  * A loopback TCP proxy that puts network faults between a Redis client and
  * its server, for tests: drop a connection right after the server replied to
- * one command (so the client resends it), stall both directions, add delay,
+ * one command (so the client resends it), hold one command's reply back (so
+ * it lands late), stall both directions, add delay,
  * reset every connection, refuse new ones. It reads just enough RESP to know
  * where each command and each reply ends.
  *
@@ -36,7 +37,7 @@ export interface FaultProxyOptions {
   port?: number;
 }
 
-/** Which command's reply {@link FaultProxy.dropAfterReply} drops. */
+/** Which command's reply {@link FaultProxy.dropAfterReply} drops, or {@link FaultProxy.stallAtReply} holds back. */
 export interface DropMatch {
   /**
    * The command's name, any case (e.g. `evalsha`). Default: any command but
@@ -77,6 +78,14 @@ export interface FaultProxy {
    * network drops a reply. Resolves once that happened.
    */
   dropAfterReply(match?: DropMatch): Promise<void>;
+  /**
+   * The next command that matches is forwarded and run by the server; at its
+   * reply the proxy stalls, as by {@link stall}, so that reply and everything
+   * after it are held back until {@link resume}: a reply that lands late, as
+   * behind a stalled network. Resolves once that reply is held. A drop and a
+   * stall are not armed at once.
+   */
+  stallAtReply(match?: DropMatch): Promise<void>;
   /** Stops forwarding in both directions, on open and new connections, until {@link resume}. */
   stall(): void;
   /** Forwards again what {@link stall} held back. */
@@ -159,6 +168,8 @@ function commandParts(buf: Buffer): string[] {
 
 interface Armed {
   readonly match: DropMatch;
+  /** What happens at the matching reply: dropped with the connection, or held back by a stall. */
+  readonly action: 'drop' | 'stall';
   readonly done: () => void;
   taken: boolean;
 }
@@ -178,9 +189,9 @@ class Link {
   private fromServer = Buffer.alloc(0);
   private sent = 0;
   private replied = 0;
-  /** Index of the command whose reply is to be dropped, and the drop it matched. */
-  private dropAt: number | undefined;
-  private dropArmed: Armed | undefined;
+  /** Index of the command whose reply is to be dropped or held back, and the fault it matched. */
+  private armedAt: number | undefined;
+  private armedHere: Armed | undefined;
   private held: { toServer: Buffer[]; toClient: Buffer[] } = { toServer: [], toClient: [] };
   private chain = { toServer: Promise.resolve(), toClient: Promise.resolve() };
   closed = false;
@@ -231,11 +242,11 @@ class Link {
       // (Un)subscribing is answered by RESP3 pushes, not replies: neither counted nor dropped.
       if (PUBSUB.test(name)) continue;
       const armed = this.faults.armed;
-      if (armed && !armed.taken && this.dropAt === undefined && matches(armed.match, name, parts)) {
+      if (armed && !armed.taken && this.armedAt === undefined && matches(armed.match, name, parts)) {
         armed.taken = true;
         this.faults.armed = undefined;
-        this.dropAt = this.sent;
-        this.dropArmed = armed;
+        this.armedAt = this.sent;
+        this.armedHere = armed;
       }
       this.sent++;
     }
@@ -249,14 +260,18 @@ class Link {
     let pos = 0;
     for (let len: number; (len = respLength(this.fromServer, pos)) > 0; pos += len) {
       const push = this.fromServer[pos] === 0x3e; // '>': a RESP3 push answers no command
-      if (!push && this.dropAt !== undefined && this.replied === this.dropAt) {
-        const armed = this.dropArmed!;
-        this.dropAt = undefined;
-        this.dropArmed = undefined;
+      if (!push && this.armedAt !== undefined && this.replied === this.armedAt) {
+        const armed = this.armedHere!;
+        this.armedAt = undefined;
+        this.armedHere = undefined;
         const reply = this.fromServer.subarray(pos, pos + len).toString('latin1');
         if (armed.match.reply !== undefined && !reply.startsWith(armed.match.reply)) {
           armed.taken = false; // not the reply asked for: wait for the next match
           this.faults.armed ??= armed;
+        } else if (armed.action === 'stall') {
+          // From this reply on, send() holds everything back until resume().
+          this.faults.stalled = true;
+          armed.done();
         } else {
           // The server ran the command and replied: pass on what came before, drop the rest.
           if (pos > 0) this.send('toClient', this.fromServer.subarray(0, pos));
@@ -339,7 +354,11 @@ class FaultProxyImpl implements FaultProxy {
   }
 
   dropAfterReply(match: DropMatch = {}): Promise<void> {
-    return armDrop(this.faults, match);
+    return arm(this.faults, match, 'drop');
+  }
+
+  stallAtReply(match: DropMatch = {}): Promise<void> {
+    return arm(this.faults, match, 'stall');
   }
 
   stall(): void {
@@ -375,10 +394,10 @@ class FaultProxyImpl implements FaultProxy {
   }
 }
 
-function armDrop(faults: Faults, match: DropMatch): Promise<void> {
-  if (faults.armed && !faults.armed.taken) throw new Error('fault proxy: a drop is already armed; await it first');
+function arm(faults: Faults, match: DropMatch, action: Armed['action']): Promise<void> {
+  if (faults.armed && !faults.armed.taken) throw new Error(`fault proxy: a ${faults.armed.action} is already armed; await it first`);
   return new Promise((resolve) => {
-    faults.armed = { match, done: resolve, taken: false };
+    faults.armed = { match, action, done: resolve, taken: false };
   });
 }
 
@@ -438,7 +457,8 @@ export async function proxyCluster(cluster: RedisClusterHandle): Promise<Cluster
         commands,
       };
     },
-    dropAfterReply: (match = {}) => armDrop(faults, match),
+    dropAfterReply: (match = {}) => arm(faults, match, 'drop'),
+    stallAtReply: (match = {}) => arm(faults, match, 'stall'),
     stall: () => proxies.forEach((p) => p.stall()),
     resume: () => proxies.forEach((p) => p.resume()),
     delay: (ms) => proxies.forEach((p) => p.delay(ms)),
