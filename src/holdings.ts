@@ -549,6 +549,16 @@ function localDeadline(sentAt: number, remainingMs: number): number {
   return sentAt + remainingMs - CLOCK_RESOLUTION_MS;
 }
 
+/**
+ * True when a grant of `remainingMs` by a call sent at `sentAt` has already
+ * run out on this client's clock as its reply arrives (the reply was held up
+ * past the lease): Redis may have let another owner in since, so it is no
+ * lease. Counted as the deadline timer counts (`checkDeadlines`).
+ */
+export function ranOutOnArrival(sentAt: number, remainingMs: number): boolean {
+  return localDeadline(sentAt, remainingMs) <= performance.now() + CLOCK_RESOLUTION_MS;
+}
+
 function holdingId(keys: LockKeys, owner: string): string {
   return `${keys.state}\u0000${owner}`;
 }

@@ -15,7 +15,7 @@ import {
   type RWLockErrorContext,
   UpgradeConflictError,
 } from './errors.js';
-import type { Holdings } from './holdings.js';
+import { type Holdings, ranOutOnArrival } from './holdings.js';
 import { type LockKeys, validateResource } from './keys/keys.js';
 import type { Lease } from './lease.js';
 import { type AcquireOutcomeName, type AcquireTraceContext, acquireChannel, traced } from './observability/channels.js';
@@ -221,6 +221,8 @@ export class RWLock {
     const writer = mode === 'write' ? owner : undefined;
     let watch = waitMs > 0 ? ctx.wakeups.watchIfSubscribed(keys.channel, writer) : undefined;
     let leftIntent = false;
+    /** A grant came back after its lease ran out: Redis may still keep that hold for a moment. */
+    let lateGrant = false;
     let attempts = 0;
     let queued: Queued | undefined;
     ctx.cleanups.acquireStarted();
@@ -235,6 +237,13 @@ export class RWLock {
         attempts++;
         const sentAt = performance.now();
         const outcome = await this.attempt(request, context, bound);
+        if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs)) {
+          // Its reply was held up past the lease: another owner may hold the lock by now. Try
+          // again at once: Redis grants afresh, refuses, or (the hold still there) tells how long
+          // it has left, counted from this new try.
+          lateGrant = true;
+          continue;
+        }
         if (outcome.granted) {
           const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
           ctx.telemetry.granted(lease, performance.now() - started);
@@ -276,13 +285,15 @@ export class RWLock {
       ctx.telemetry.refused(error, waitMs > 0);
       // A writer that gives up leaves the queue, so nobody waits behind it for nothing
       // (best-effort within the bound; its place lapses by itself after waitBeatMs anyway),
-      // and gives back the hold a release may have handed it meanwhile (named by its id).
+      // and gives back the hold a release may have handed it meanwhile (named by its id);
+      // so does an acquire whose grant came back too late, if Redis still keeps it.
       // An aborted or late acquire returns at once and leaves in the background.
-      if (leftIntent && !ctx.redisClosed()) {
+      if ((leftIntent || lateGrant) && !ctx.redisClosed()) {
+        const what = leftIntent
+          ? `leaving the writers' queue of "${resource}" (its place lapses by itself)`
+          : `giving back the ${mode} lock on "${resource}" whose grant came back after its lease (it expires by itself)`;
         const leaving = ctx.backend.abandon(keys, owner, request.holdId).catch((failure: unknown) => {
-          ctx.telemetry.backgroundError(
-            redisFailure(`leaving the writers' queue of "${resource}" (its place lapses by itself)`, failure, context),
-          );
+          ctx.telemetry.backgroundError(redisFailure(what, failure, context));
         });
         ctx.cleanups.track(leaving);
         await bound.race(leaving).catch(() => undefined);
