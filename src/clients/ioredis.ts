@@ -83,6 +83,8 @@ export class IoredisDriver implements Driver {
 
   /** ioredis' `Command`, once loaded, if `client` was made by that same copy of ioredis (see `send`). */
   private Command: CommandClass | undefined;
+  /** Until ioredis is loaded (a dynamic import: it is an optional peer), that import. */
+  private loading: Promise<void> | undefined;
 
   constructor(private readonly client: RedisClient) {
     this.cluster = isCluster(client);
@@ -94,12 +96,16 @@ export class IoredisDriver implements Driver {
         numberOfKeys === undefined ? { lua: LUA_SOURCES[name] } : { lua: LUA_SOURCES[name], numberOfKeys },
       );
     }
-    // ioredis is an optional peer: looked up here, not imported by this module.
-    import('ioredis').then(
+    // ioredis is an optional peer: looked up here, not imported by this module. (Its class cannot
+    // be read from the client: ioredis mixes EventEmitter in, whose `constructor` replaces Redis.)
+    this.loading = import('ioredis').then(
       (ioredis) => {
         if (client instanceof ioredis.Redis || client instanceof ioredis.Cluster) this.Command = ioredis.Command as unknown as CommandClass;
+        this.loading = undefined;
       },
-      () => undefined,
+      () => {
+        this.loading = undefined;
+      },
     );
   }
 
@@ -126,10 +132,15 @@ export class IoredisDriver implements Driver {
    * queues a command method's call for a pipeline, and runs one such pipeline
    * at a time per connection, so each batch waits for the one before it
    * (0.45x the floor at 64 in flight); `coalesceWrites` batches our writes
-   * without that wait. Until ioredis is loaded, and for a client of another
-   * copy of it or of a fork, the method is used.
+   * without that wait. For a client of another copy of ioredis, or of a
+   * fork, the method is used. A call made before ioredis is loaded waits for
+   * it (the first calls of a new client): a loaded machine took longer to
+   * resolve the import than a warm-up cycle, and the calls went to the queue.
    */
   private send(connection: Redis, name: ScriptName, args: readonly (string | number)[], asEval: boolean): Promise<unknown> {
+    if (this.loading !== undefined && connection.options.enableAutoPipelining) {
+      return this.loading.then(() => this.send(connection, name, args, asEval));
+    }
     const evaluate = asEval || !this.sent.has(name);
     if (evaluate) this.sent.add(name);
     const first = evaluate ? LUA_SOURCES[name] : shaOf(name);

@@ -11,6 +11,9 @@
  */
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
+import sinon from 'sinon';
+import { holderArg } from '../../src/backends/scripts.js';
+import { IoredisDriver } from '../../src/clients/ioredis.js';
 import { LockClient } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 
@@ -63,6 +66,26 @@ forEachTopology('an autopipelining ioredis client', (ctx) => {
         expect(leases).to.have.length(16);
       } finally {
         await locks.close();
+      }
+    });
+
+  // The test above once failed in CI: the driver found ioredis' Command through a dynamic import,
+  // which a loaded machine (tsx's loader thread) resolved only after the warm-up cycle.
+  if (ctx.kind === 'standalone')
+    it("sends a new client's very first script call past the autopipeline queue too", async () => {
+      const redis = autopipelined() as Redis;
+      try {
+        const driver = new IoredisDriver(redis);
+        const args = [3, 'ap:first', 'rwlock#leases:ap:first', 'rwlock#queue:ap:first', 30_000, holderArg('write', 'x.0', 'me'), 0, '0'];
+        // Watched, not replaced: the methods queue for an autopipeline; sendCommand does not.
+        const methods = [sinon.spy(redis, 'eval'), sinon.spy(redis, 'evalsha')];
+        // In the tick the driver was made in, before its lookup of ioredis' Command resolved.
+        const granted = driver.script('acquireWrite', args);
+        expect(await granted).to.be.a('number');
+        const calls = methods.map((m) => m.callCount);
+        expect(calls, 'calls of eval, evalsha').to.deep.equal([0, 0]);
+      } finally {
+        redis.disconnect();
       }
     });
 });
