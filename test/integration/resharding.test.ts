@@ -11,11 +11,12 @@ import { INSPECT_BUDGET_US } from '../../src/backends/scripted.js';
 import { type InspectReply, MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
+import type { RedisClusterNode } from '../../src/testing/index.js';
 import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
-import { beginMigration, endMigration, migrateKeys } from '../support/reshard.js';
+import { beginMigration, endMigration, migrateKeys, moveEmptySlot } from '../support/reshard.js';
 
 /** ioredis' own TRYAGAIN retries inside one call, at most: maxRedirections (16) x retryDelayOnTryAgain (100 ms). */
 const IOREDIS_TRYAGAIN_MS = 16 * 100;
@@ -105,8 +106,7 @@ forEachTopology('a lock whose slot moved to another master', { clients: NODE_RED
     const source = await cluster.masterForSlot(lock.keys.slot);
     const target = all.find((m) => m.port !== source.port)!;
     await (await lock.acquireWrite()).release(); // the client now sends this slot's scripts to the source
-    await beginMigration(lock.keys.slot, source, target, all);
-    await endMigration(lock.keys.slot, source, target, all); // no keys to move: the lock is free
+    await moveEmptySlot(lock.keys.slot, source, target, all); // no keys to move: the lock is free
     try {
       const moved = await movedReplies(redis);
       // The driver itself, without the library's retries while a slot migrates: it follows the MOVED.
@@ -125,8 +125,41 @@ forEachTopology('a lock whose slot moved to another master', { clients: NODE_RED
       await (await lock.acquireRead()).release();
       expect(await movedReplies(redis), 'MOVED replies once the client followed the slot').to.equal(after);
     } finally {
-      await endMigration(lock.keys.slot, target, source, all); // give the slot back: the Cluster is shared
+      await moveEmptySlot(lock.keys.slot, target, source, all); // give the slot back: the Cluster is shared
       await locks.close();
     }
+  });
+});
+
+forEachTopology('moving an empty slot between masters (the tests above share the Cluster)', (ctx) => {
+  if (ctx.kind !== 'cluster') return;
+
+  /** What `node` says its config epoch is (CLUSTER INFO). */
+  const epochOf = async (node: RedisClusterNode) => {
+    const admin = node.client();
+    try {
+      return Number(/^cluster_my_epoch:(\d+)/m.exec(String(await admin.call('CLUSTER', 'INFO')))?.[1]);
+    } finally {
+      admin.disconnect();
+    }
+  };
+
+  // Giving a slot back with SETSLOT NODE alone left the old owner below the new one's epoch: replicas,
+  // which learn the slot map by gossip, kept the higher epoch's claim, and the nodes disagreed for good.
+  it('there and back: the owner holds the highest config epoch again, and every node agrees', async function () {
+    this.timeout(60_000);
+    const cluster = ctx.cluster;
+    const all = await cluster.masters();
+    const slot = 4242;
+    const source = await cluster.masterForSlot(slot);
+    const target = all.find((m) => m.port !== source.port)!;
+    await moveEmptySlot(slot, source, target, all);
+    await moveEmptySlot(slot, target, source, all);
+    const epochs = await Promise.all(all.map(epochOf));
+    const own = epochs[all.indexOf(all.find((m) => m.port === source.port)!)]!;
+    expect(own, `the owner's epoch among ${epochs.join(', ')}`).to.equal(Math.max(...epochs));
+    expect(epochs.filter((e) => e === own)).to.have.length(1);
+    expect((await cluster.masterForSlot(slot)).port).to.equal(source.port);
+    await cluster.waitForClusterOk({ timeoutMs: 20_000 });
   });
 });
