@@ -40,7 +40,7 @@
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
  *   the code before it; left out without --baseline. rwlock-redlock-base:
- *   the same for rwlock-redlock.
+ *   the same for rwlock-redlock, rwlock-base-ap for rwlock-write-ap.
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
  *   cycle, no library code at all. Two bare scripts that run just the
  *   commands of redis-rwlock's fresh grant and release, on a string key set
@@ -75,6 +75,7 @@ export type LibName =
   | 'rwlock-mix'
   | 'rwlock-traced'
   | 'rwlock-base'
+  | 'rwlock-base-ap'
   | 'rwlock-redlock-base'
   | 'rwlock-node-redis'
   | 'floor-ap'
@@ -117,10 +118,11 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'semaphore-ap',
   'rwlock-write-ap',
   'rwlock-read-ap',
+  'rwlock-base-ap',
 ];
 
 /** The libraries run on a client with `enableAutoPipelining: true`. */
-export const AUTOPIPELINED_LIBS: readonly LibName[] = ['floor-ap', 'semaphore-ap', 'rwlock-write-ap', 'rwlock-read-ap'];
+export const AUTOPIPELINED_LIBS: readonly LibName[] = ['floor-ap', 'semaphore-ap', 'rwlock-write-ap', 'rwlock-read-ap', 'rwlock-base-ap'];
 
 /** The floor or redis-semaphore a lock is compared with: for an autopipelining one, on an autopipelining client too. */
 export function peerOf(lib: LibName, peer: 'floor' | 'semaphore'): LibName {
@@ -142,6 +144,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
   'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
+  'rwlock-base-ap': 'redis-rwlock write, the baseline checkout (--baseline), autopipelining',
   'rwlock-redlock-base': "redis-rwlock write, mode 'redlock', the baseline checkout",
   'rwlock-node-redis': 'redis-rwlock write, on node-redis 5',
   'ref-string': 'reference: bare grant + release scripts, string key',
@@ -234,7 +237,7 @@ export const hasBaseline = (): boolean => Baseline !== undefined;
 export const baselineLockClient = (): typeof LockClient | undefined => Baseline;
 
 /** The libraries of the baseline checkout, run only with --baseline. */
-export const BASELINE_LIBS: readonly LibName[] = ['rwlock-base', 'rwlock-redlock-base'];
+export const BASELINE_LIBS: readonly LibName[] = ['rwlock-base', 'rwlock-base-ap', 'rwlock-redlock-base'];
 
 /** The libraries that run in `redlock` mode, on one client per server. */
 export const REDLOCK_LIBS: readonly LibName[] = ['rwlock-redlock', 'rwlock-redlock-base'];
@@ -338,8 +341,9 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
         close: async () => undefined,
       };
     }
-    case 'rwlock-base': {
-      if (!Baseline) throw new Error('rwlock-base needs --baseline <checkout>');
+    case 'rwlock-base':
+    case 'rwlock-base-ap': {
+      if (!Baseline) throw new Error(`${lib} needs --baseline <checkout>`);
       const locks = new Baseline(redis);
       return {
         async acquire(resource, { signal }) {

@@ -77,6 +77,10 @@ export function perRunRatios(run: {
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
         out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
+        out[`uncontended.${pattern}.${n}.rwlock-write-ap/rwlock-base-ap`] = ratio(
+          at('rwlock-write-ap', pattern, n),
+          at('rwlock-base-ap', pattern, n),
+        );
         // Every lock against each baseline lock of the same run; an autopipelining one against those that autopipeline too.
         const baselines: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'floor-ap', 'semaphore-ap'];
         for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
