@@ -16,7 +16,7 @@ import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
-import { beginMigration, endMigration, migrateKeys, moveEmptySlot } from '../support/reshard.js';
+import { beginMigration, clusterInfo, endMigration, migrateKeys, moveEmptySlot } from '../support/reshard.js';
 
 /** ioredis' own TRYAGAIN retries inside one call, at most: maxRedirections (16) x retryDelayOnTryAgain (100 ms). */
 const IOREDIS_TRYAGAIN_MS = 16 * 100;
@@ -134,11 +134,11 @@ forEachTopology('a lock whose slot moved to another master', { clients: NODE_RED
 forEachTopology('moving an empty slot between masters (the tests above share the Cluster)', (ctx) => {
   if (ctx.kind !== 'cluster') return;
 
-  /** What `node` says its config epoch is (CLUSTER INFO). */
+  /** What `node` says its config epoch is. */
   const epochOf = async (node: RedisClusterNode) => {
     const admin = node.client();
     try {
-      return Number(/^cluster_my_epoch:(\d+)/m.exec(String(await admin.call('CLUSTER', 'INFO')))?.[1]);
+      return await clusterInfo(admin, 'cluster_my_epoch');
     } finally {
       admin.disconnect();
     }

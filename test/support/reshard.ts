@@ -51,6 +51,30 @@ export async function migrateKeys(source: RedisClusterNode, target: RedisCluster
   }
 }
 
+/** A node's `CLUSTER INFO` field, such as `cluster_my_epoch`. */
+export async function clusterInfo(conn: Redis, field: string): Promise<number> {
+  const info = String(await conn.call('CLUSTER', 'INFO'));
+  return Number(new RegExp(`^${field}:(\\d+)`, 'm').exec(info)?.[1]);
+}
+
+/**
+ * Waits until `node` has heard every master's config epoch. Ending an import
+ * bumps the importer's epoch to one above the highest it knows of; before
+ * that news arrived by gossip, two moves in a row gave two masters the same
+ * epoch, the collision moved the wrong one up, and the replicas kept the
+ * slot at the higher epoch's node for good (CI's shared Cluster, once).
+ */
+async function epochsHeard(node: number, admin: { conns: Map<number, Redis> }): Promise<void> {
+  const deadline = performance.now() + 20_000;
+  for (;;) {
+    const epochs = await Promise.all([...admin.conns.values()].map((conn) => clusterInfo(conn, 'cluster_my_epoch')));
+    const heard = await clusterInfo(admin.conns.get(node)!, 'cluster_current_epoch');
+    if (heard >= Math.max(...epochs)) return;
+    if (performance.now() > deadline) throw new Error(`node ${node} heard of epoch ${heard} only, below ${Math.max(...epochs)}`);
+    await sleep(50);
+  }
+}
+
 /** SETSLOT NODE on the target, the source and every other master: the slot is the target's. */
 export async function endMigration(
   slot: number,
@@ -61,6 +85,7 @@ export async function endMigration(
   const admin = await slotAdmin(all);
   try {
     const targetId = await admin.idOf(target.port);
+    await epochsHeard(target.port, admin);
     await admin.conns.get(target.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
     await admin.conns.get(source.port)!.call('CLUSTER', 'SETSLOT', slot, 'NODE', targetId);
     for (const [port, conn] of admin.conns)
@@ -73,7 +98,8 @@ export async function endMigration(
 /**
  * Moves an empty slot from `source` to `target`: begin, then end, with no
  * keys to MIGRATE. Never end without beginning: the target bumps its config
- * epoch only when it ends an import, and without that bump the replicas,
+ * epoch only when it ends an import (above every epoch it heard of, which
+ * {@link endMigration} waits for), and without that bump the replicas,
  * which learn the slot map by gossip, keep the owner of the higher epoch;
  * the nodes then disagreed for good (giving a slot back that way failed
  * CI's shared Cluster for every later test).
