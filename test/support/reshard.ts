@@ -6,6 +6,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { parseInfo } from '../../src/testing/admin.js';
 import type { RedisClusterNode } from '../../src/testing/index.js';
 
 /** Connections to `nodes`, by port, and their node ids; disconnect them when done. */
@@ -53,8 +54,7 @@ export async function migrateKeys(source: RedisClusterNode, target: RedisCluster
 
 /** A node's `CLUSTER INFO` field, such as `cluster_my_epoch`. */
 export async function clusterInfo(conn: Redis, field: string): Promise<number> {
-  const info = String(await conn.call('CLUSTER', 'INFO'));
-  return Number(new RegExp(`^${field}:(\\d+)`, 'm').exec(info)?.[1]);
+  return Number(parseInfo(String(await conn.call('CLUSTER', 'INFO'))).get(field));
 }
 
 /**
