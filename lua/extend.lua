@@ -10,6 +10,8 @@
   it runs: the call stops once it has run for its budget (its server time,
   read with TIME after each lease) and replies for the locks it reached; the
   caller sends the rest in another call. It always reaches the first lock.
+  A sole holder kept in the hash alone (fresh-grant.lua) stays there: its
+  renewal moves the hash's expiry, which is its deadline, and nothing else.
 
   KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
   ARGV[1]      the budget in microseconds
@@ -35,9 +37,21 @@ for k = 1, locks do
   local at = 5 * (k - 1) + 1
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
   local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
-  -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
-  local mine = spilledDeadlineOf(owner, true)
-  if mine and mine > now then
+  local mine = deadlineOf(owner)
+  if not mine then
+    -- Not in leasesKey: a sole holder kept in the hash alone, or lost. Inline,
+    -- its deadline is the hash's expiry, so its renewal is one PEXPIRE and it
+    -- stays inline (no sorted set; its release stays the two-command one).
+    -- Another owner inline, or a lock of another layout version: this lease
+    -- is lost, and nothing is written.
+    local sole = rcall('HMGET', stateKey, 'o', 'v')
+    if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
+      rcall('PEXPIRE', stateKey, ARGV[at + 5])
+      results[k] = leaseMs
+    else
+      results[k] = 0
+    end
+  elseif mine > now then
     local deadline = int(now + leaseMs)
     rcall('ZADD', leasesKey, deadline, owner)
     -- The keys must live at least until the new deadline, and never need to
@@ -47,10 +61,8 @@ for k = 1, locks do
     rcall('PEXPIREAT', queueKey, deadline, 'GT')
     results[k] = leaseMs
   else
-    if mine then
-      removeOwner(owner)
-      refreshExpiry(now)
-    end
+    removeOwner(owner)
+    refreshExpiry(now)
     results[k] = 0
   end
   if k < locks and select(2, serverTime()) >= stopUs then break end

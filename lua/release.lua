@@ -39,7 +39,8 @@ local channel = stateKey
 -- The sole holder of a fresh lock (kept in the hash alone, see fresh-grant.lua)
 -- releasing its one hold, before anything else is defined: nobody else has
 -- touched the lock since the grant (that would have moved the holder into
--- leasesKey), so nobody waits for it, and the whole state goes. `o` is the
+-- leasesKey; its own renewals keep it inline), so nobody waits for it, and
+-- the whole state goes. `o` is the
 -- string the acquire sent, and this release sends the same one.
 if rcall('HGET', stateKey, 'o') == ARGV[1] then
   rcall('DEL', stateKey)

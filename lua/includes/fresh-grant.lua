@@ -7,8 +7,9 @@
   common case compares one field). The hash's expiry is the holder's
   deadline, so no leases zset is written, and the holding's fence is the
   lock's, `f`; while nobody else touches the lock its release only compares
-  `o` and deletes the hash (release.lua), and any other script first moves
-  the holder into the usual layout (spill in state.lua).
+  `o` and deletes the hash (release.lua), its renewal only moves the hash's
+  expiry (extend.lua), and any other script first moves the holder into the
+  usual layout (spill in state.lua).
   Expects: rcall, stateKey, leasesKey, LAYOUT_VERSION (which it writes in
   `v`, in the same HSET), and the lease in ms as sent, in ARGV[1]: passed on
   as the string it came as, since a Lua number given to redis.call is

@@ -20,8 +20,8 @@
                       o      the sole holder of a fresh lock, kept in the hash alone, as
                              '<w|r> <holdId> <owner>': the hash's expiry is its deadline,
                              leasesKey does not exist, no other field names it, and its
-                             fence is `f`; see fresh-grant.lua; spill() moves it to the
-                             usual layout
+                             fence is `f`; see fresh-grant.lua; its renewal moves the
+                             hash's expiry (extend.lua), spill() moves it to the usual layout
     leasesKey (zset)  member = owner token, score = its lease deadline (server ms)
     queueKey  (zset)  waiting writers: member = owner token, score = arrival (server us)
   Apart from the sole holder in `o`, an owner holds something exactly while
@@ -257,9 +257,9 @@ end
 -- command more), and a sole holder kept in the hash alone moves into
 -- leasesKey, with the hash's expiry as its deadline, and its holds into the
 -- field of its mode, with the fence in front, so the code below sees one
--- layout. (While `o` is set, nothing else has touched the lock since the
--- grant, so the hash expires exactly at that holder's deadline, and `f` is
--- its fence.) Renewing, another layout's lock is not refused but reported:
+-- layout. (While `o` is set, nothing but the holder's own renewals has
+-- touched the lock since the grant, and those keep the hash's expiry at its
+-- deadline, so the hash expires exactly then, and `f` is its fence.) Renewing, another layout's lock is not refused but reported:
 -- false, and nothing written (one such lock must not fail a whole batch).
 local function spill(renewing)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')

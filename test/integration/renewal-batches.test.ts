@@ -55,6 +55,30 @@ forEachTopology('renewal batches', (ctx) => {
     }
   });
 
+  it('renews a sole holder kept in the hash alone without moving it: one key, its expiry the new deadline', async () => {
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    try {
+      for (const mode of ['read', 'write'] as const) {
+        const lock = locks.lock(`inline-renewal-${mode}`);
+        const lease = mode === 'read' ? await lock.acquireRead({ leaseMs: 5_000 }) : await lock.acquireWrite({ leaseMs: 5_000 });
+        const keys = lockKeys('rwlock', lease.resource);
+        const holder = await redis.hget(keys.state, 'o');
+        expect(holder, 'a fresh grant keeps its holder inline').to.be.a('string');
+        await lease.extend(60_000);
+        // Only the hash: no sorted set of leases, the holder as it was, and the hash lives as long as the lease.
+        expect(await redis.exists(keys.state, keys.leases, keys.queue), `${mode}: keys of the lock`).to.equal(1);
+        expect(await redis.hget(keys.state, 'o'), `${mode}: the holder, inline`).to.equal(holder);
+        expect(await redis.pttl(keys.state), `${mode}: the hash's expiry`).to.be.within(59_000, 60_000);
+        expect((await lock.inspect()).fence, `${mode}: the fence`).to.equal(lease.fence);
+        await lease.release();
+        expect(await redis.exists(keys.state, keys.leases, keys.queue), `${mode}: keys after the release`).to.equal(0);
+      }
+    } finally {
+      await locks.close();
+    }
+  });
+
   it('holds 10,000 auto-renewed leases with no library command over 1 ms on any master', async function () {
     this.timeout(60_000);
     const LEASES = 10_000;
