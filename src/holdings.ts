@@ -342,11 +342,28 @@ export class Holdings implements LeaseHost {
       }
       if (trace) trace.holdings += due.length;
       if (due.length === 0) return;
+      let renewed = 0;
+      /** Leases whose result a call has already reported (`answered`). */
+      const settled = new Uint8Array(due.length);
+      const settle = (i: number, left: number, sentAt: number) => {
+        settled[i] = 1;
+        const holding = due[i]!;
+        if (this.byId.get(holding.id) !== holding) return; // released meanwhile
+        if (left > 0) {
+          this.setDeadline(holding, localDeadline(sentAt, left));
+          renewed++;
+        } else {
+          this.lose(holding, 'renewal found it no longer held');
+          if (trace) trace.lost++;
+        }
+      };
       let results: number[];
-      // Many leases take many calls: each waits up to redisTimeoutMs, not the round as a whole.
+      // Many leases take many calls: each waits up to redisTimeoutMs, not the round as a whole,
+      // and each call's leases take their new deadlines as it is answered.
       const round: ExtendRound = (this.round = {
         calls: 0,
         bound: (call) => this.deadlines.within(call, this.redisTimeoutMs, 'renewing leases', NO_SUBJECT),
+        answered: (indexes, replies, sentAt) => indexes.forEach((i, k) => settle(i, replies[k]!, sentAt)),
       });
       try {
         results = await this.backend.extend(
@@ -355,37 +372,32 @@ export class Holdings implements LeaseHost {
         );
       } catch (error) {
         // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
+        const failed = due.filter((_, i) => settled[i] === 0);
         if (this.observer) {
-          const failure = redisFailure(`renewing ${due.length} lease holding(s)`, error, {});
+          const failure = redisFailure(`renewing ${failed.length} lease holding(s)`, error, {});
           this.observer.renewalFailed(
             failure,
-            due.length,
-            due.flatMap((h) => h.leases),
+            failed.length,
+            failed.flatMap((h) => h.leases),
           );
         }
         if (trace) {
           trace.calls = round.calls;
-          trace.unreached += due.length;
+          trace.renewed = renewed;
+          trace.unreached += failed.length;
           trace.error = error;
           renewChannel.error.publish(trace); // the round itself resolves: a timer runs it
         }
         return;
       }
-      let renewed = 0;
       let unreached: Holding[] | undefined;
       due.forEach((holding, i) => {
-        if (this.byId.get(holding.id) !== holding) return; // released meanwhile
+        if (settled[i] === 1 || this.byId.get(holding.id) !== holding) return; // taken as its call was answered, or released meanwhile
         if (Number.isNaN(results[i])) {
           (unreached ??= []).push(holding);
           return; // its node could not be asked: next period, or the deadline decides
         }
-        if (results[i]! > 0) {
-          this.setDeadline(holding, localDeadline(now, results[i]!));
-          renewed++;
-        } else {
-          this.lose(holding, 'renewal found it no longer held');
-          if (trace) trace.lost++;
-        }
+        settle(i, results[i]!, now); // redlock mode: a majority of nodes decided, as the round ends
       });
       this.observer?.renewed(renewed);
       if (unreached && this.observer) {

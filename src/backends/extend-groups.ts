@@ -34,6 +34,15 @@ export interface ExtendRound {
   readonly bound?: CallBound;
   /** Set when the client closes: the calls not sent yet are not sent (their leases stay NaN). */
   cancelled?: boolean;
+  /**
+   * Told of each call's results as it is answered: the indexes (into the
+   * round's requests) of the leases it reached, their results, and when the
+   * call was sent. A round of many leases takes many calls, so a lease
+   * renewed by an early one gets its new deadline then, not at the round's
+   * end, which may come after its old one. Not passed on to the nodes of
+   * `redlock` mode, where one node's result decides nothing.
+   */
+  readonly answered?: (indexes: readonly number[], results: readonly number[], sentAt: number) => void;
 }
 
 /**
@@ -124,6 +133,7 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
       const args: (string | number)[] = [EXTEND_BUDGET_US];
       for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
       let reply: number[];
+      const sentAt = performance.now();
       try {
         const call = run(names(requests[chunk[0]!]!.keys), args);
         reply = await (round?.bound ? round.bound(call) : call);
@@ -134,6 +144,7 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
         throw error;
       }
       reply.forEach((left, k) => (results[chunk[k]!] = left));
+      round?.answered?.(chunk.slice(0, reply.length), reply, sentAt);
       if (reply.length < chunk.length) {
         unreached.unshift(...chunk.slice(reply.length));
         size = Math.max(1, reply.length);

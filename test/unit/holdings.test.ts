@@ -197,6 +197,27 @@ describe('Holdings (renewal timing and loss)', () => {
     finish();
   });
 
+  it('takes each lease’s new deadline as its call is answered, not at the end of a long round', async () => {
+    // A round of many leases is many calls: one that ends after the old deadlines must not
+    // lose the leases its first calls renewed long before.
+    const early = grant('early', 'o1');
+    const late = grant('late', 'o2');
+    backend.extend = (requests, round) => {
+      extendCalls.push([...requests]);
+      const sentAt = performance.now();
+      setTimeout(() => round?.answered?.([0], [3000], sentAt), 100);
+      return new Promise((resolve) => setTimeout(() => resolve(requests.map((r) => r.leaseMs)), 2_500));
+    };
+    await clock.tickAsync(1000); // the round starts
+    await clock.tickAsync(2100); // past both old deadlines (3000 ms after the grant), before the round ends
+    expect(early.held, 'renewed by the first call, at 1100 ms').to.equal(true);
+    expect(late.signal.aborted, 'its call answered only at 3500 ms').to.equal(true);
+    expect(losses.map((l) => l.leases.map((x) => x.resource))).to.deep.equal([['late']]);
+    await clock.tickAsync(500); // the round ends: the late lease stays lost, the early one held
+    expect(early.held).to.equal(true);
+    expect(losses).to.have.length(1);
+  });
+
   it('bounds each call of a round by redisTimeoutMs, and cancels the rest of the round on close()', async () => {
     grant('r', 'o');
     let round: ExtendRound | undefined;
