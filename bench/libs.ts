@@ -48,6 +48,12 @@
  *   the keys and arguments redis-rwlock sends (ref-hash-args). Each step from
  *   the floor prices one thing: a script per operation, the hash, the
  *   arguments; from ref-hash-args to rwlock-write, the library's client work.
+ * - ref-set-time / ref-multi: a fenced grant with no script, as a user would
+ *   write it: `SET NX PX` and `TIME` for the fence in one pipeline
+ *   (ref-set-time: not atomic, a force-release between the two could give a
+ *   later holder the smaller fence), or in `MULTI`/`EXEC` (ref-multi); the
+ *   floor's release script. They price a lock layout whose free lock is
+ *   granted by native commands.
  */
 import { randomUUID } from 'node:crypto';
 import { tracingChannel } from 'node:diagnostics_channel';
@@ -84,7 +90,9 @@ export type LibName =
   | 'rwlock-read-ap'
   | 'ref-string'
   | 'ref-hash'
-  | 'ref-hash-args';
+  | 'ref-hash-args'
+  | 'ref-set-time'
+  | 'ref-multi';
 
 export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'floor',
@@ -114,6 +122,8 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'ref-string',
   'ref-hash',
   'ref-hash-args',
+  'ref-set-time',
+  'ref-multi',
   'floor-ap',
   'semaphore-ap',
   'rwlock-write-ap',
@@ -150,6 +160,8 @@ export const LIB_LABEL: Record<LibName, string> = {
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
+  'ref-set-time': 'reference: SET NX PX + TIME in one pipeline, no script',
+  'ref-multi': 'reference: SET NX PX + TIME in MULTI/EXEC, no script',
   'floor-ap': 'floor (SET NX PX), autopipelining',
   'semaphore-ap': 'redis-semaphore Mutex, autopipelining',
   'rwlock-write-ap': 'redis-rwlock write, autopipelining',
@@ -337,6 +349,22 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
                 ? await client[release]!(key, `${key}:leases`, `${key}:queue`, owner, 'write', `${key}:wake`)
                 : await client[release]!(key, owner)),
           };
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'ref-set-time':
+    case 'ref-multi': {
+      redis.defineCommand('benchFloorRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+      const floor = redis as FloorClient;
+      return {
+        async acquire(resource) {
+          const key = `${lib}:{${resource}}`;
+          const owner = randomUUID();
+          const batch = lib === 'ref-multi' ? redis.multi() : redis.pipeline();
+          const replies = await batch.set(key, owner, 'PX', LOCK_TTL_MS, 'NX').time().exec();
+          if (replies?.[0]?.[1] !== 'OK') throw new Error(`${lib}: ${key} is taken`);
+          return { release: async () => void (await floor.benchFloorRelease(key, owner)) };
         },
         close: async () => undefined,
       };

@@ -103,6 +103,11 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
             const [string, hash, args] = refs.map((v) => v!.toFixed(2));
             note += `${note ? '; ' : ''}bare scripts, no library: ${string}x on a string key, ${hash}x on the hash, ${args}x with redis-rwlock's keys and arguments`;
           }
+          const natives = (['ref-set-time', 'ref-multi'] as const).map((lib) => ratio(`uncontended.${pattern}.${n}.${lib}/floor`));
+          if (mode === 'write' && natives.every((v) => v !== null)) {
+            const [setTime, multi] = natives.map((v) => v!.toFixed(2));
+            note += `${note ? '; ' : ''}a fenced grant with no script: ${setTime}x (SET NX PX + TIME, pipelined), ${multi}x (in MULTI)`;
+          }
           add(
             `a-${mode}-floor-${id}`,
             `uncontended ${mode} cycles/s at ${n} in flight, ${names}, vs floor`,
