@@ -78,6 +78,16 @@ export class Holdings implements LeaseHost {
   /** The renewal round in progress: close() cancels what it has not sent yet. */
   private round: ExtendRound | undefined;
   private closed = false;
+  /**
+   * Give-backs of leases that ran out here, not sent yet, and how many loops
+   * send them: at most {@link RELEASE_CALLS_IN_FLIGHT} calls at once, as
+   * close() releases, so that a stall that loses thousands of leases does
+   * not queue thousands of calls ahead of the renewals and every other
+   * command on the connection. After close(), none goes out past its bound.
+   */
+  private readonly giveBacks: (() => Promise<void>)[] = [];
+  private giveBackLoops = 0;
+  private giveBacksUntil = Infinity;
   /** Leases held, for stats. */
   private leaseCount = 0;
 
@@ -300,6 +310,7 @@ export class Holdings implements LeaseHost {
   async close(): Promise<void> {
     this.closed = true;
     if (this.round) this.round.cancelled = true;
+    this.giveBacksUntil = performance.now() + this.redisTimeoutMs;
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
     clearTimeout(this.deadlineTimer);
@@ -482,19 +493,41 @@ export class Holdings implements LeaseHost {
     }
   }
 
-  /** Drops `lease`'s hold in Redis, in the background; a failure is reported (the hold expires by itself). */
+  /**
+   * Drops `lease`'s hold in Redis, in the background (the first ones at once,
+   * the rest as those are answered: see `giveBacks`); a failure is reported
+   * (the hold expires by itself).
+   */
   private giveBack(holding: Holding, lease: Lease): void {
-    const givingBack = this.backend.abandon(holding.keys, lease.token, lease.holdId).catch((error: unknown) => {
-      const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-      this.observer?.backgroundError(
-        redisFailure(
-          `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
-          error,
-          context,
-        ),
-      );
-    });
-    this.cleanups.track(givingBack);
+    this.giveBacks.push(() =>
+      this.backend.abandon(holding.keys, lease.token, lease.holdId).then(
+        () => undefined,
+        (error: unknown) => {
+          const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+          this.observer?.backgroundError(
+            redisFailure(
+              `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+              error,
+              context,
+            ),
+          );
+        },
+      ),
+    );
+    if (this.giveBackLoops < RELEASE_CALLS_IN_FLIGHT) {
+      this.giveBackLoops++;
+      this.cleanups.track(this.sendGiveBacks());
+    }
+  }
+
+  /** Sends the queued give-backs one after another until none is left (or close()'s bound passed). */
+  private async sendGiveBacks(): Promise<void> {
+    try {
+      while (this.giveBacks.length > 0 && performance.now() < this.giveBacksUntil) await this.giveBacks.shift()!();
+      if (performance.now() >= this.giveBacksUntil) this.giveBacks.length = 0; // closed: those expire by themselves
+    } finally {
+      this.giveBackLoops--;
+    }
   }
 
   /** Stops counting `lease` among the auto-renewed ones (once). */

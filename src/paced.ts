@@ -1,6 +1,6 @@
 /**
  * Release calls in flight at once when many go out together (`close()`, a
- * group's release). Sent all at once, 100,000 releases queue ahead of every
+ * group's release, the give-backs of leases a stall lost together). Sent all at once, 100,000 releases queue ahead of every
  * other client's commands on the server; a few at a time, the others'
  * commands go in between, each waiting for at most these few (a release
  * runs for some 20-50 µs of server time).

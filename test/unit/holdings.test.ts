@@ -6,6 +6,7 @@ import { Deadlines } from '../../src/deadlines.js';
 import { LockLostError, LockNotHeldError } from '../../src/errors.js';
 import { Holdings, type LossEvent } from '../../src/holdings.js';
 import { lockKeys } from '../../src/keys/keys.js';
+import { RELEASE_CALLS_IN_FLIGHT } from '../../src/paced.js';
 
 // Control flow and timing of renewal and loss, with a scripted backend: the
 // behaviour against real Redis is covered by the integration tests.
@@ -102,6 +103,38 @@ describe('Holdings (renewal timing and loss)', () => {
     onAbandon = () => void seenAtGiveBack.push([lease.signal.aborted, losses.length]);
     await clock.tickAsync(499);
     expect(seenAtGiveBack).to.deep.equal([[true, 1]]);
+  });
+
+  it('gives back the leases a stall lost together a few at a time, every one of them', async () => {
+    const leases = Array.from({ length: 100 }, (_, i) => grant(`r${i}`, `o${i}`, false, 500));
+    let inFlight = 0;
+    let most = 0;
+    const answers: (() => void)[] = [];
+    const abandon = backend.abandon;
+    backend.abandon = () => {
+      most = Math.max(most, ++inFlight);
+      return new Promise<void>((resolve) =>
+        answers.push(() => {
+          inFlight--;
+          resolve();
+        }),
+      );
+    };
+    try {
+      await clock.tickAsync(499);
+      expect(leases.every((l) => l.signal.aborted)).to.equal(true);
+      expect(inFlight, 'sent at once').to.equal(RELEASE_CALLS_IN_FLIGHT);
+      let answered = 0;
+      while (answers.length > 0) {
+        answers.shift()!();
+        answered++;
+        await clock.tickAsync(0);
+      }
+      expect(answered, 'every lease given back').to.equal(100);
+      expect(most, 'the most in flight at once').to.equal(RELEASE_CALLS_IN_FLIGHT);
+    } finally {
+      backend.abandon = abandon;
+    }
   });
 
   it("gives a lease that ran out back even when a 'lost' listener throws", async () => {
