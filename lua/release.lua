@@ -40,8 +40,8 @@ local channel = stateKey
 -- releasing its one hold, before anything else is defined: nobody else has
 -- touched the lock since the grant (that would have moved the holder into
 -- leasesKey; its own renewals keep it inline), so nobody waits for it, and
--- the whole state goes. `o` is the
--- string the acquire sent, and this release sends the same one.
+-- the whole state goes. `o` is the string the acquire sent, and this
+-- release sends the same one.
 if rcall('HGET', stateKey, 'o') == ARGV[1] then
   rcall('DEL', stateKey)
   return 0

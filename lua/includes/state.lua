@@ -259,8 +259,9 @@ end
 -- field of its mode, with the fence in front, so the code below sees one
 -- layout. (While `o` is set, nothing but the holder's own renewals has
 -- touched the lock since the grant, and those keep the hash's expiry at its
--- deadline, so the hash expires exactly then, and `f` is its fence.) Renewing, another layout's lock is not refused but reported:
--- false, and nothing written (one such lock must not fail a whole batch).
+-- deadline, so the hash expires exactly then, and `f` is its fence.)
+-- Renewing, another layout's lock is not refused but reported: false, and
+-- nothing written (one such lock must not fail a whole batch).
 local function spill(renewing)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
   local layout = layoutOf(held[3], held[2], held[4])
