@@ -14,7 +14,7 @@ import {
   traced,
 } from './observability/channels.js';
 import { duration, MIN_LEASE_MS } from './options.js';
-import { paced, RELEASE_CALLS_IN_FLIGHT } from './paced.js';
+import { PacedQueue, paced, RELEASE_CALLS_IN_FLIGHT } from './paced.js';
 import { redisFailure } from './redis.js';
 
 /**
@@ -79,15 +79,12 @@ export class Holdings implements LeaseHost {
   private round: ExtendRound | undefined;
   private closed = false;
   /**
-   * Give-backs of leases that ran out here, not sent yet, and how many loops
-   * send them: at most {@link RELEASE_CALLS_IN_FLIGHT} calls at once, as
-   * close() releases, so that a stall that loses thousands of leases does
-   * not queue thousands of calls ahead of the renewals and every other
-   * command on the connection. After close(), none goes out past its bound.
+   * Give-backs of leases that ran out here: {@link RELEASE_CALLS_IN_FLIGHT}
+   * at once, as close() releases, so that a stall that loses thousands of
+   * leases does not queue thousands of calls ahead of the renewals and every
+   * other command on the connection. After close(), none past its bound.
    */
-  private readonly giveBacks: (() => Promise<void>)[] = [];
-  private giveBackLoops = 0;
-  private giveBacksUntil = Infinity;
+  private readonly giveBacks = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, (loop) => this.cleanups.track(loop));
   /** Leases held, for stats. */
   private leaseCount = 0;
 
@@ -310,7 +307,7 @@ export class Holdings implements LeaseHost {
   async close(): Promise<void> {
     this.closed = true;
     if (this.round) this.round.cancelled = true;
-    this.giveBacksUntil = performance.now() + this.redisTimeoutMs;
+    this.giveBacks.stopAt(performance.now() + this.redisTimeoutMs);
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
     clearTimeout(this.deadlineTimer);
@@ -500,34 +497,17 @@ export class Holdings implements LeaseHost {
    */
   private giveBack(holding: Holding, lease: Lease): void {
     this.giveBacks.push(() =>
-      this.backend.abandon(holding.keys, lease.token, lease.holdId).then(
-        () => undefined,
-        (error: unknown) => {
-          const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-          this.observer?.backgroundError(
-            redisFailure(
-              `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
-              error,
-              context,
-            ),
-          );
-        },
-      ),
+      this.backend.abandon(holding.keys, lease.token, lease.holdId).catch((error: unknown) => {
+        const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+        this.observer?.backgroundError(
+          redisFailure(
+            `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+            error,
+            context,
+          ),
+        );
+      }),
     );
-    if (this.giveBackLoops < RELEASE_CALLS_IN_FLIGHT) {
-      this.giveBackLoops++;
-      this.cleanups.track(this.sendGiveBacks());
-    }
-  }
-
-  /** Sends the queued give-backs one after another until none is left (or close()'s bound passed). */
-  private async sendGiveBacks(): Promise<void> {
-    try {
-      while (this.giveBacks.length > 0 && performance.now() < this.giveBacksUntil) await this.giveBacks.shift()!();
-      if (performance.now() >= this.giveBacksUntil) this.giveBacks.length = 0; // closed: those expire by themselves
-    } finally {
-      this.giveBackLoops--;
-    }
   }
 
   /** Stops counting `lease` among the auto-renewed ones (once). */

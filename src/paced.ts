@@ -1,7 +1,8 @@
 /**
  * Release calls in flight at once when many go out together (`close()`, a
- * group's release, the give-backs of leases a stall lost together). Sent all at once, 100,000 releases queue ahead of every
- * other client's commands on the server; a few at a time, the others'
+ * group's release, the give-backs of leases a stall lost together). Sent
+ * all at once, 100,000 releases queue ahead of every other client's
+ * commands on the server (and of every other call on the connection); a few at a time, the others'
  * commands go in between, each waiting for at most these few (a release
  * runs for some 20-50 µs of server time).
  */
@@ -33,4 +34,44 @@ export async function paced<T, R>(
   };
   await Promise.all(Array.from({ length: Math.min(inFlight, items.length) }, send));
   return outcomes;
+}
+
+/**
+ * {@link paced} for calls that come one at a time: each goes out in the
+ * order it came, at most `inFlight` at once; the first ones at once, in the
+ * caller's tick, the rest as those settle. `track` is given each loop that
+ * sends them (so that `close()` can wait for it). A call handles its own
+ * failure. After `stopAt`'s time, the calls not sent yet are dropped.
+ */
+export class PacedQueue {
+  private readonly calls: (() => Promise<void>)[] = [];
+  private loops = 0;
+  private until = Infinity;
+
+  constructor(
+    private readonly inFlight: number,
+    private readonly track: (loop: Promise<void>) => void,
+  ) {}
+
+  push(call: () => Promise<void>): void {
+    this.calls.push(call);
+    if (this.loops < this.inFlight) {
+      this.loops++;
+      this.track(this.send());
+    }
+  }
+
+  /** Sends nothing after `at` (a `performance.now()` time). */
+  stopAt(at: number): void {
+    this.until = at;
+  }
+
+  private async send(): Promise<void> {
+    try {
+      while (this.calls.length > 0 && performance.now() < this.until) await this.calls.shift()!();
+      if (performance.now() >= this.until) this.calls.length = 0;
+    } finally {
+      this.loops--;
+    }
+  }
 }
