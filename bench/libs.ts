@@ -22,6 +22,8 @@
  *   rwlock-traced: rwlock-write with a subscriber (no-op handlers) on every
  *   event of the four tracing channels, subscribed during its own timed
  *   slices only, so the same run shows the cycle with and without one.
+ *   rwlock-with: the write lock through `withWrite` (its function holds the
+ *   cycle's lock until the cycle releases it), in the uncontended workload.
  *   rwlock-fair: the write lock with `fair: true` (strict arrival order),
  *   in the contended workloads only. rwlock-redlock: the write lock in
  *   `redlock` mode on three independent servers, in the contended workloads
@@ -80,6 +82,7 @@ export type LibName =
   | 'rwlock-read'
   | 'rwlock-mix'
   | 'rwlock-traced'
+  | 'rwlock-with'
   | 'rwlock-base'
   | 'rwlock-base-ap'
   | 'rwlock-redlock-base'
@@ -117,6 +120,7 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-read',
   'rwlock-mix',
   'rwlock-traced',
+  'rwlock-with',
   'rwlock-base',
   'rwlock-node-redis',
   'ref-string',
@@ -153,6 +157,7 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-read': 'redis-rwlock read',
   'rwlock-mix': 'redis-rwlock 90/10 mix',
   'rwlock-traced': 'redis-rwlock write, tracing channels subscribed',
+  'rwlock-with': 'redis-rwlock write, through withWrite',
   'rwlock-base': 'redis-rwlock write, the baseline checkout (--baseline)',
   'rwlock-base-ap': 'redis-rwlock write, the baseline checkout (--baseline), autopipelining',
   'rwlock-redlock-base': "redis-rwlock write, mode 'redlock', the baseline checkout",
@@ -410,7 +415,37 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
     case 'rwlock-write-ap':
     case 'rwlock-read-ap':
       return rwlockAdapter(new LockClient(redis, lib === 'rwlock-fair' ? { fair: true } : {}), lib === 'rwlock-traced');
+    case 'rwlock-with':
+      return withWriteAdapter(new LockClient(redis));
   }
+}
+
+/** The write lock as `withWrite` gives it: held while its function runs, which ends at the cycle's release. */
+function withWriteAdapter(locks: LockClient): LockAdapter {
+  return {
+    async acquire(resource, { signal }) {
+      let entered!: () => void;
+      let leave!: () => void;
+      const inside = new Promise<void>((resolve) => (entered = resolve));
+      const left = new Promise<void>((resolve) => (leave = resolve));
+      const call = locks.withWrite(
+        resource,
+        () => {
+          entered();
+          return left;
+        },
+        { signal },
+      );
+      await Promise.race([inside, call]); // a failed acquire rejects `call`
+      return {
+        release: () => {
+          leave();
+          return call;
+        },
+      };
+    },
+    close: () => locks.close(),
+  };
 }
 
 function rwlockAdapter(locks: LockClient, traced = false): LockAdapter {
