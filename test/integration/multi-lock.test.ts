@@ -4,7 +4,6 @@
  * orders never deadlock; the whole set has one waitMs and one signal, and
  * what was taken is released when the rest cannot be had.
  */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import {
@@ -17,12 +16,12 @@ import {
   LockLostError,
 } from '../../src/index.js';
 import { forEachTopology, NODE_REDIS_IN_CI, type TopologyContext } from '../setup/topologies.js';
-import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 import { targetOf } from '../support/targets.js';
+import { runWorkerProcess } from '../support/worker-process.js';
 
 const WORKER = fileURLToPath(new URL('../workers/pairs-worker.ts', import.meta.url));
 
@@ -35,19 +34,7 @@ interface PairsResult {
 }
 
 function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise<PairsResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bundled(WORKER)], {
-      env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_PAIRS: pairs, RWLOCK_ROUNDS: String(rounds) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`worker exited ${code}: ${err}`)),
-    );
-  });
+  return runWorkerProcess(WORKER, { RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_PAIRS: pairs, RWLOCK_ROUNDS: String(rounds) });
 }
 
 forEachTopology('several locks at once', { clients: NODE_REDIS_IN_CI }, (ctx) => {

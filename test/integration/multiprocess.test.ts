@@ -1,9 +1,8 @@
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
-import { bundled } from '../support/bundled.js';
 import { targetOf } from '../support/targets.js';
+import { runWorkerProcess } from '../support/worker-process.js';
 
 const WORKER = fileURLToPath(new URL('../workers/counter-worker.ts', import.meta.url));
 const PROCESSES = 4;
@@ -17,23 +16,10 @@ interface WorkerResult {
 }
 
 function runWorker(target: object): Promise<WorkerResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bundled(WORKER)], {
-      env: {
-        ...process.env,
-        RWLOCK_TARGET: JSON.stringify(target),
-        RWLOCK_OPS: String(OPS_PER_PROCESS),
-        RWLOCK_RESOURCES: RESOURCES.join(','),
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`worker exited ${code}: ${err}`)),
-    );
+  return runWorkerProcess(WORKER, {
+    RWLOCK_TARGET: JSON.stringify(target),
+    RWLOCK_OPS: String(OPS_PER_PROCESS),
+    RWLOCK_RESOURCES: RESOURCES.join(','),
   });
 }
 

@@ -1,12 +1,11 @@
 /** Helpers of the multi-process migration tests: run test/workers/mixed-worker.ts processes and check their counters. */
-import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import type { RedisClient } from '../../src/redis.js';
 import type { TopologyContext } from '../setup/topologies.js';
-import { bundled } from './bundled.js';
 import { masters } from './redis-stats.js';
 import { targetOf } from './targets.js';
+import { runWorkerProcess } from './worker-process.js';
 
 const WORKER = fileURLToPath(new URL('../workers/mixed-worker.ts', import.meta.url));
 
@@ -19,19 +18,7 @@ export interface MixedResult {
 
 /** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */
 function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bundled(WORKER)], {
-      env: { ...process.env, RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) =>
-      code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${kind} worker exited ${code}: ${err}`)),
-    );
-  });
+  return runWorkerProcess(WORKER, { RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env }, { name: `${kind} worker` });
 }
 
 /**
