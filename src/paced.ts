@@ -2,9 +2,9 @@
  * Release calls in flight at once when many go out together (`close()`, a
  * group's release, the give-backs of leases a stall lost together). Sent
  * all at once, 100,000 releases queue ahead of every other client's
- * commands on the server (and of every other call on the connection); a few at a time, the others'
- * commands go in between, each waiting for at most these few (a release
- * runs for some 20-50 µs of server time).
+ * commands on the server (and of every other call on the connection); a
+ * few at a time, the others' commands go in between, each waiting for at
+ * most these few (a release runs for some 20-50 µs of server time).
  */
 export const RELEASE_CALLS_IN_FLIGHT = 16;
 
