@@ -25,11 +25,11 @@ import { median } from './stats.js';
 import { ready, startTopology } from './topology.js';
 import { cycleLoop } from './workloads/uncontended.js';
 
-/** The instants calls went out and replies came in on one socket, while `on`. */
+/** Every call's client turn and round trip on one socket, in ms, taken between `start()` and `stop()`. */
 class SocketTimes {
-  on = false;
   readonly turns: number[] = [];
   readonly roundTrips: number[] = [];
+  private on = false;
   private lastIn = 0;
   private lastOut = 0;
 
@@ -59,10 +59,14 @@ class SocketTimes {
     });
   }
 
-  reset(): void {
-    this.turns.length = 0;
-    this.roundTrips.length = 0;
+  /** Takes the calls from here on (the gap since the last slice is no turn). */
+  start(): void {
     this.lastIn = this.lastOut = 0;
+    this.on = true;
+  }
+
+  stop(): void {
+    this.on = false;
   }
 }
 
@@ -88,20 +92,17 @@ try {
       await ready(redis);
       const adapter = makeAdapter(lib, redis, 1);
       const times = new SocketTimes((redis as unknown as { stream: ConstructorParameters<typeof SocketTimes>[0] }).stream);
-      return { lib, adapter, times, cycles: 0, elapsedMs: 0, turns: [] as number[], roundTrips: [] as number[] };
+      return { lib, adapter, times, cycles: 0, elapsedMs: 0 };
     }),
   );
   for (const c of contestants) await cycleLoop(c.adapter, c.lib, [`turn:${c.lib}`], 60_000, 2_000, false, 'new'); // JIT, scripts
   for (let round = 0; round < rounds; round++) {
     for (const c of contestants) {
-      c.times.reset();
-      c.times.on = true;
+      c.times.start();
       const run = await cycleLoop(c.adapter, c.lib, [`turn:${c.lib}:${round}`], 60_000, cycles, false, 'new');
-      c.times.on = false;
+      c.times.stop();
       c.cycles += run.cycles;
       c.elapsedMs += run.elapsedMs;
-      c.turns.push(...c.times.turns);
-      c.roundTrips.push(...c.times.roundTrips);
     }
   }
   const mean = (ms: number[]) => ms.reduce((a, b) => a + b, 0) / ms.length;
@@ -113,7 +114,7 @@ try {
     const rate = c.cycles / (c.elapsedMs / 1_000);
     const vs = c === first ? '' : `${(rate / (first!.cycles / (first!.elapsedMs / 1_000))).toFixed(2)}x`;
     const split = (ms: number[]) => `${us(mean(ms))} (${us(median(ms) ?? Number.NaN)})`;
-    console.log(`${c.lib} | ${Math.round(rate)} | ${vs} | ${split(c.turns)} | ${split(c.roundTrips)}`);
+    console.log(`${c.lib} | ${Math.round(rate)} | ${vs} | ${split(c.times.turns)} | ${split(c.times.roundTrips)}`);
   }
   for (const c of contestants) await c.adapter.close();
 } finally {
