@@ -19,9 +19,9 @@
  *   npx tsx examples/cache-rebuild.ts redis://127.0.0.1:6379   # on your own server
  */
 import { pathToFileURL } from 'node:url';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { LockClient, type RedisClient } from '../src/index.js';
+import { LockClient } from '../src/index.js';
 import { startRedisServer } from '../src/testing/index.js';
 
 /** A report: a few sections, built together, served together. */
@@ -36,14 +36,14 @@ export type ComputeReport = (version: number, signal: AbortSignal) => Promise<st
 
 /** A report cached in Redis, one key per section plus a header, guarded by one read-write lock. */
 export class ReportCache {
-  readonly #redis: RedisClient;
+  readonly #redis: Redis | Cluster;
   readonly #locks: LockClient;
   /** The lock's resource; its hash tag puts the lock in the data's slot. */
   readonly #resource: string;
   readonly #header: string;
   readonly #sectionKey: (i: number) => string;
 
-  constructor(redis: RedisClient, locks: LockClient, id: string) {
+  constructor(redis: Redis | Cluster, locks: LockClient, id: string) {
     this.#redis = redis;
     this.#locks = locks;
     this.#resource = `report:{report-${id}}`;
@@ -113,7 +113,10 @@ export interface CacheRebuildOutcome {
 }
 
 /** Plays the pattern on `redis`: readers and rebuilds at once, then a stampede on a stale report. */
-export async function runCacheRebuildExample(redis: RedisClient, log: (line: string) => void = console.log): Promise<CacheRebuildOutcome> {
+export async function runCacheRebuildExample(
+  redis: Redis | Cluster,
+  log: (line: string) => void = console.log,
+): Promise<CacheRebuildOutcome> {
   const locks = new LockClient(redis);
   try {
     const cache = new ReportCache(redis, locks, '42');

@@ -16,9 +16,9 @@
  *   npx tsx examples/fencing.ts redis://127.0.0.1:6379   # on your own server
  */
 import { pathToFileURL } from 'node:url';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { fencedSet, LockClient, type RedisClient, StaleFenceError } from '../src/index.js';
+import { fencedSet, LockClient, StaleFenceError } from '../src/index.js';
 import { startRedisServer } from '../src/testing/index.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -42,7 +42,7 @@ export interface FencingOutcome {
  * same name share a hash tag, so on a Cluster the lock, the data and its
  * fence key live in one slot.
  */
-export async function runFencingExample(redis: RedisClient, log: (line: string) => void = console.log): Promise<FencingOutcome> {
+export async function runFencingExample(redis: Redis | Cluster, log: (line: string) => void = console.log): Promise<FencingOutcome> {
   const resource = 'report:{42}';
   const dataKey = 'report:{42}';
   const processA = new LockClient(redis);

@@ -25,7 +25,12 @@
 export type { BlockReason, HolderInfo, LegacyInfo, LegacyKeyInfo, LockInfo, WaiterInfo } from './backends/backend.js';
 export { MIN_REDLOCK_NODES } from './backends/redlock-nodes.js';
 export { LockClient, type LockClientEvents } from './client.js';
-export type { LockRedisClient, NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './clients/index.js';
+export type {
+  IoredisCompatibleClient,
+  LockRedisClient,
+  NodeRedisCompatibleClient,
+  NodeRedisCompatibleCluster,
+} from './clients/index.js';
 export {
   AcquireAbortedError,
   AcquireTimeoutError,
@@ -75,4 +80,3 @@ export type {
   ResolvedReplicaAck,
   TryAcquireOptions,
 } from './options.js';
-export type { IoredisCompatibleClient, RedisClient } from './redis.js';

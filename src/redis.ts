@@ -11,27 +11,12 @@ import {
 } from './errors.js';
 import { LUA_SOURCES } from './lua/scripts.generated.js';
 
-/** The ioredis clients a {@link LockClient} runs on, as the library uses them inside. */
-export type RedisClient = Redis | Cluster;
-
 /**
- * An ioredis `Redis` or `Cluster` (ioredis 5 or 6), or a client with
- * ioredis' API such as iovalkey's `Redis` and `Cluster`: one of the clients
- * `new LockClient(redis)` and the fencing functions take (`LockRedisClient`).
- * Checked by shape, not by class, so another copy or a fork of ioredis fits;
- * the library uses these methods and the rest of ioredis' API behind them
- * (`duplicate`, sharded pub/sub, a Cluster's `nodes`).
+ * The ioredis clients as the library uses them inside: its ioredis adapter,
+ * the CLI, the testing helper. Never in a public declaration, which would
+ * then need ioredis installed (`IoredisCompatibleClient` is the public shape).
  */
-export interface IoredisCompatibleClient {
-  /** Defines a Lua script as a command (EVALSHA, EVAL on NOSCRIPT): how the library runs its scripts. */
-  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
-  /** A new connection with the same options: the library's wake-up subscriber. */
-  duplicate(...args: never[]): unknown;
-  /** Any command by name: the library's server check (`COMMAND INFO`). */
-  call(...args: never[]): unknown;
-  /** The connection's state (`ready`, `end`, ...): a closed client is refused. */
-  readonly status: string;
-}
+export type RedisClient = Redis | Cluster;
 
 /** Duck-typed, so that a Cluster from another copy of ioredis is recognised too. */
 export function isCluster(client: RedisClient): client is Cluster {

@@ -1,4 +1,4 @@
-import { type IoredisCompatibleClient, isUsableClient, type RedisClient } from '../redis.js';
+import { isUsableClient, type RedisClient } from '../redis.js';
 import type { Driver } from './driver.js';
 import { IoredisDriver } from './ioredis.js';
 import {
@@ -14,10 +14,30 @@ export type { Driver, Subscriber, SubscriberEvents } from './driver.js';
 export type { NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './node-redis.js';
 
 /**
+ * An ioredis `Redis` or `Cluster` (ioredis 5 or 6), or a client with
+ * ioredis' API such as iovalkey's `Redis` and `Cluster`: one of the clients
+ * `new LockClient(redis)` and the fencing functions take (`LockRedisClient`).
+ * Checked by shape, not by class, so another copy or a fork of ioredis fits;
+ * the library uses these methods and the rest of ioredis' API behind them
+ * (`duplicate`, sharded pub/sub, a Cluster's `nodes`).
+ */
+export interface IoredisCompatibleClient {
+  /** Defines a Lua script as a command (EVALSHA, EVAL on NOSCRIPT): how the library runs its scripts. */
+  defineCommand(name: string, definition: { lua: string; numberOfKeys?: number }): void;
+  /** A new connection with the same options: the library's wake-up subscriber. */
+  duplicate(...args: never[]): unknown;
+  /** Any command by name: the library's server check (`COMMAND INFO`). */
+  call(...args: never[]): unknown;
+  /** The connection's state (`ready`, `end`, ...): a closed client is refused. */
+  readonly status: string;
+}
+
+/**
  * A Redis client the library runs on: an ioredis 5 or 6 `Redis` or
  * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 or 6 client from
  * `createClient()` or `createCluster()`, connected. Each is taken by its
- * shape: the library imports no client library at run time.
+ * shape: the library imports no client library at run time, and its public
+ * types name none, so they compile with any one of them installed alone.
  */
 export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClient | NodeRedisCompatibleCluster;
 
@@ -29,7 +49,7 @@ export const NOT_A_CLIENT =
 const drivers = new WeakMap<object, Driver>();
 
 /** The driver of `client`, or undefined when it is none of the clients the library knows. */
-export function driverFor(client: RedisClient): Driver;
+export function driverFor(client: IoredisCompatibleClient): Driver;
 export function driverFor(client: unknown): Driver | undefined;
 export function driverFor(client: unknown): Driver | undefined {
   if (typeof client !== 'object' || client === null) return undefined;
