@@ -237,8 +237,13 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
   },
   {
     what: 'server time per inspect call (INSPECT_BUDGET_US)',
-    pattern: /each read for at most ([\d,]+) µs of server time/g,
+    pattern: /stop reading once ([\d,]+) µs of server time/g,
     code: () => [INSPECT_BUDGET_US],
+  },
+  {
+    what: 'entries one inspect step reads before the clock is checked (INSPECT_STEP)',
+    pattern: /each step of (\d+) entries/g,
+    code: () => [inSource('lua/includes/inspect-page.lua', /local INSPECT_STEP = (\d+)/)],
   },
   {
     what: 'release calls in flight at once (RELEASE_CALLS_IN_FLIGHT)',
