@@ -147,7 +147,7 @@ export class UnsupportedServerError extends RWLockError {
 
 /** What a plain connection to a Cluster node is told, before anything is written, and on a MOVED or ASK reply. @internal */
 export const PLAIN_CLUSTER_NODE =
-  "the server is a Redis Cluster node, but the client a plain connection to it, which reaches that node's slots only: " +
+  "the server is a Redis Cluster node, but the client is a plain connection to it, which reaches that node's slots only: " +
   'connect with new Cluster([{ host, port }]) (ioredis, iovalkey) or createCluster({ rootNodes: [{ url }] }) (node-redis); ' +
   'retrying will not help';
 
