@@ -33,6 +33,8 @@ const entries = files.map((f) => `  ${camel(f)}: ${JSON.stringify(expand(readFil
 const layoutVersion = /^local LAYOUT_VERSION = '(\d+)'$/m.exec(readFileSync(join(luaDir, 'includes', 'layout-version.lua'), 'utf8'))?.[1];
 if (layoutVersion === undefined) throw new Error("lua/includes/layout-version.lua must bind local LAYOUT_VERSION = '<n>'");
 mkdirSync(dirname(out), { recursive: true });
+// The package's version, for `redis-rwlock --version`: the CLI reads no package.json at run time.
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 // Typed as strings, not literals: the declarations would otherwise carry every script's text.
 writeFileSync(
   out,
@@ -40,5 +42,7 @@ writeFileSync(
     `export type LuaScriptName = ${files.map((f) => JSON.stringify(camel(f))).join(' | ')};\n` +
     `export const LUA_SOURCES: Readonly<Record<LuaScriptName, string>> = {\n${entries.join('\n')}\n};\n` +
     `/** The storage layout version the scripts write in a lock's state and share a lock with (docs/upgrades.md). */\n` +
-    `export const LAYOUT_VERSION = ${layoutVersion};\n`,
+    `export const LAYOUT_VERSION = ${layoutVersion};\n` +
+    `/** The package's version (package.json), generated with the scripts. */\n` +
+    `export const PACKAGE_VERSION = ${JSON.stringify(version)};\n`,
 );

@@ -1,5 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { RWLockError } from '../errors.js';
+import { PACKAGE_VERSION } from '../lua/scripts.generated.js';
 import type { CliRedis } from './cli-redis.js';
 import { type CliCommand, type CliIO, type CommandContext, EXIT, UsageError } from './command.js';
 import { COMMANDS } from './commands/index.js';
@@ -35,7 +36,8 @@ Usage: redis-rwlock <command> [options]
 Commands:
 ${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 
-Run "redis-rwlock <command> --help" for a command's options.
+Run "redis-rwlock <command> --help" for a command's options,
+"redis-rwlock --version" (-v) for the package's version.
 
 ${COMMON_HELP}
 
@@ -55,6 +57,10 @@ ${COMMON_HELP}
 /** Runs the CLI on `argv` (without node and the script) and resolves with the exit code. */
 export async function main(argv: readonly string[], io: CliIO = processIO, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [name, ...rest] = argv;
+  if (name === '--version' || name === '-v') {
+    io.out(`${PACKAGE_VERSION}\n`);
+    return EXIT.OK;
+  }
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     const target = name === 'help' ? COMMANDS.find((c) => c.name === rest[0]) : undefined;
     if (name === undefined) {

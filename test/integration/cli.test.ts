@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,6 +62,15 @@ describe('CLI without a server', function () {
     for (const name of COMMANDS) expect(run.stdout).to.include(name);
     expect(run.stdout).to.match(/Exit codes:[\s\S]*4\s+migrate-check/);
   });
+
+  for (const flag of ['--version', '-v']) {
+    it(`prints the package's version for ${flag}, and exits 0`, async () => {
+      const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+      const run = await cli([flag]);
+      expect(run.stdout).to.equal(`${version}\n`);
+      expect(run.code).to.equal(0);
+    });
+  }
 
   it('prints the usage on stderr and exits 2 without a command', async () => {
     const run = await cli([]);
