@@ -18,6 +18,9 @@
  * 4. Every number the docs quote of a constant of the code (defaults,
  *    batch sizes, bounds: `NUMBERS` below) is the code's: each phrase must
  *    be found at least once, and every time with the code's value.
+ * 5. No sentence of README.md and docs/*.md runs over 60 words (prose only:
+ *    code, tables, headings and link URLs are not counted; a code span is
+ *    one word).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -336,6 +339,45 @@ for (const { what, pattern, code } of NUMBERS) {
   quoted += found;
 }
 console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compared with the code`);
+
+// 5. No sentence over MAX_SENTENCE_WORDS words in prose (code blocks, tables, headings and link URLs left out).
+const MAX_SENTENCE_WORDS = 60;
+let sentences = 0;
+for (const file of docs) {
+  let unit: string[] = [];
+  let start = 0;
+  const flush = () => {
+    const text = unit
+      .join(' ')
+      .replace(/<!--.*?-->|<a\s[^>]*><\/a>/g, ' ')
+      .replace(/\]\([^)]*\)/g, ']')
+      .replace(/`[^`]*`/g, 'code');
+    unit = [];
+    // A sentence ends at . ! or ? before a space (not in e.g., i.e., vs.).
+    for (const sentence of text.split(/(?<!\b(?:e\.g|i\.e|vs))[.!?](?=\s)/u)) {
+      const words = sentence.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
+      if (words === 0) continue;
+      sentences++;
+      if (words > MAX_SENTENCE_WORDS) {
+        problems.push(
+          `${file}:${start}: a sentence of ${words} words (at most ${MAX_SENTENCE_WORDS}): "${sentence.trim().slice(0, 60)}..."`,
+        );
+      }
+    }
+  };
+  for (const [k, line] of prose(file).split('\n').entries()) {
+    // A blank line, a table row or a heading ends a paragraph; a list item starts one.
+    if (/^\s*$|^\s*\||^#/.test(line)) {
+      flush();
+      continue;
+    }
+    if (/^\s*(?:[-*+]|\d+\.)\s/.test(line)) flush();
+    if (unit.length === 0) start = k + 1;
+    unit.push(line.trim().replace(/^(?:[-*+]|\d+\.)\s+(?:\[[ x]\]\s+)?/, ''));
+  }
+  flush();
+}
+console.log(`docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);
