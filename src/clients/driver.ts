@@ -4,7 +4,7 @@ import type { ScriptName } from '../backends/scripts.js';
  * What the library needs from a Redis client, and all it uses of one: the
  * core and the backends see a client only through this. One adapter per
  * client library (`ioredis.ts`: ioredis 5 and 6, iovalkey; `node-redis.ts`:
- * node-redis 5 and 6), chosen once per client by {@link driverFor} (`index.ts`).
+ * node-redis 5 and 6; `glide.ts`: GLIDE 2.x), chosen once per client by {@link driverFor} (`index.ts`).
  */
 export interface Driver {
   /** The client has several masters (a Cluster): calls are routed by slot, and may meet a slot migration. */
@@ -55,6 +55,12 @@ export interface Driver {
   isReplyError(error: unknown): boolean;
   /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
   notRunWhileMigrating(error: unknown): boolean;
+  /**
+   * A LockClient starts using the driver; the function returned says it
+   * stopped (on `close()`). GLIDE's driver keeps its scripts in native memory
+   * while one uses it.
+   */
+  retain?(): () => void;
 }
 
 /** Whatever knows the Cluster slot of a script's keys (a lock's keys; the slot is hashed on first read). */

@@ -1,5 +1,6 @@
 import { isUsableClient, type RedisClient } from '../redis.js';
 import type { Driver } from './driver.js';
+import { type GlideCompatibleClient, GlideDriver, isGlideClient } from './glide.js';
 import { IoredisDriver } from './ioredis.js';
 import {
   isNodeRedisClient,
@@ -11,6 +12,7 @@ import {
 } from './node-redis.js';
 
 export type { Driver, Subscriber, SubscriberEvents } from './driver.js';
+export type { GlideCompatibleClient } from './glide.js';
 export type { NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './node-redis.js';
 
 /**
@@ -35,15 +37,16 @@ export interface IoredisCompatibleClient {
 /**
  * A Redis client the library runs on: an ioredis 5 or 6 `Redis` or
  * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 or 6 client from
- * `createClient()` or `createCluster()`, connected. Each is taken by its
+ * `createClient()` or `createCluster()`, connected, or a GLIDE 2.x
+ * (`@valkey/valkey-glide`) `GlideClient` or `GlideClusterClient`. Each is taken by its
  * shape: the library imports no client library at run time, and its public
  * types name none, so they compile with any one of them installed alone.
  */
-export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClient | NodeRedisCompatibleCluster;
+export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClient | NodeRedisCompatibleCluster | GlideCompatibleClient;
 
 /** What `new LockClient(...)` and the fencing functions say when given something else. */
 export const NOT_A_CLIENT =
-  'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, or a node-redis (5 or 6) createClient() or createCluster() client';
+  'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, a node-redis (5 or 6) createClient() or createCluster() client, or a GLIDE GlideClient or GlideClusterClient';
 
 /** One driver per client: made on first use, shared by every LockClient and fencing call on it. */
 const drivers = new WeakMap<object, Driver>();
@@ -60,7 +63,8 @@ export function driverFor(client: unknown): Driver | undefined {
     driver = isNodeRedisCluster(client)
       ? new NodeRedisClusterDriver(client as NodeRedisCompatibleCluster)
       : new NodeRedisDriver(client as NodeRedisCompatibleClient);
-  } else return undefined;
+  } else if (isGlideClient(client)) driver = new GlideDriver(client as GlideCompatibleClient);
+  else return undefined;
   drivers.set(client, driver);
   return driver;
 }

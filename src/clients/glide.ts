@@ -1,0 +1,320 @@
+import type { ScriptName } from '../backends/scripts.js';
+import { ClientClosedError } from '../errors.js';
+import { LUA_SOURCES } from '../lua/scripts.generated.js';
+import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+import { type RespEndpoint, RespSubscriber } from './resp-subscriber.js';
+
+/**
+ * A GLIDE 2.x client (`@valkey/valkey-glide`): what `GlideClient.createClient()`
+ * or `GlideClusterClient.createClient()` returns. Taken by its shape (no
+ * import of GLIDE in the types), so any copy of it fits; the library runs
+ * its scripts with `invokeScript`, sends `WAIT` and its checks with
+ * `customCommand`, and subscribes to wake-ups on a client of its own, made
+ * from the options this one was created with.
+ */
+export interface GlideCompatibleClient {
+  /** Runs a GLIDE `Script` (EVALSHA, the script loaded again on NOSCRIPT): the library's scripts. */
+  invokeScript(script: never, options?: never): Promise<unknown>;
+  /** Any command: `WAIT`, the server check (`COMMAND INFO`), a Cluster's slot map (`CLUSTER SLOTS`). */
+  customCommand(args: never, options?: never): Promise<unknown>;
+  /** Reads pub/sub messages: present on every GLIDE client, part of how the library tells it from the others. */
+  getPubSubMessage(): Promise<unknown>;
+  /** Closes the client; the library never calls it on yours. */
+  close(errorMessage?: string): void;
+}
+
+/** The part of GLIDE's client options the library reads: where it connects (the rest is copied to the subscriber). */
+interface GlideOptions {
+  readonly addresses?: readonly { readonly host?: string; readonly port?: number }[];
+  readonly credentials?: { readonly username?: string; readonly password?: string };
+  readonly useTLS?: boolean;
+  readonly advancedConfiguration?: {
+    readonly tlsAdvancedConfiguration?: { readonly insecure?: boolean; readonly rootCertificates?: string | Buffer };
+  };
+  readonly [option: string]: unknown;
+}
+
+/** A message as GLIDE hands it to a subscription callback. */
+interface GlideMessage {
+  readonly channel: unknown;
+  readonly message: unknown;
+}
+
+/** GLIDE's `Script`: the code kept in the client's native side until released. */
+interface GlideScript {
+  release(): void;
+}
+
+/** A GLIDE client as the library uses it inside. */
+interface GlideApi {
+  /** Protected in GLIDE's typings, true once `close()` was called. */
+  readonly isClosed: boolean;
+  /** Private in GLIDE's typings: the options the client was created with. */
+  readonly config?: GlideOptions;
+  readonly constructor: { createClient(options: GlideOptions): Promise<GlideApi> };
+  invokeScript(script: GlideScript, options: { keys: string[]; args: string[] }): Promise<unknown>;
+  customCommand(args: readonly string[], options?: { route: unknown }): Promise<unknown>;
+  ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
+  sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
+  sunsubscribeLazy?(channels: Iterable<string> | null): Promise<void>;
+  close(): void;
+}
+
+/** What the driver needs from GLIDE, loaded when it serves a GLIDE client. */
+interface GlideModule {
+  Script: new (code: string) => GlideScript;
+}
+
+/** Whether `value` has GLIDE's client shape (`GlideClient` or `GlideClusterClient`). */
+export function isGlideClient(value: object): boolean {
+  const v = value as Record<string, unknown>;
+  return typeof v.invokeScript === 'function' && typeof v.customCommand === 'function' && typeof v.getPubSubMessage === 'function';
+}
+
+/** Whether a GLIDE client is a `GlideClusterClient` (it alone routes scripts itself, `invokeScriptWithRoute`). */
+export function isGlideCluster(value: object): boolean {
+  return typeof (value as { invokeScriptWithRoute?: unknown }).invokeScriptWithRoute === 'function';
+}
+
+/**
+ * GLIDE rewrites a server's error reply as "An error was signalled by the
+ * server: - <Kind>: <text>"; the library reads replies by their Redis code
+ * (`NOPERM`, `TRYAGAIN`, ...). Kinds not listed keep their code as the kind.
+ */
+const SERVER_ERROR = /^An error was signalled by the server: - (\w+): ?([\s\S]*)$/;
+const CODES: Readonly<Record<string, string>> = {
+  ResponseError: 'ERR',
+  NoScriptError: 'NOSCRIPT',
+  PermissionDenied: 'NOPERM',
+  TryAgain: 'TRYAGAIN',
+  ClusterDown: 'CLUSTERDOWN',
+  CrossSlot: 'CROSSSLOT',
+  Moved: 'MOVED',
+  Ask: 'ASK',
+  MasterDown: 'MASTERDOWN',
+  ReadOnly: 'READONLY',
+  BusyLoadingError: 'LOADING',
+  ExecAbortError: 'EXECABORT',
+  NotBusy: 'NOTBUSY',
+};
+
+/** A server's error reply through GLIDE, with the message the server sent (its code first). */
+export class GlideReplyError extends Error {
+  override readonly name = 'ReplyError';
+}
+
+/** `error` as the library reads errors: a server reply as {@link GlideReplyError}, GLIDE's closed client as `ClientClosedError`. */
+function translated(error: unknown): unknown {
+  if (!(error instanceof Error)) return error;
+  const reply = SERVER_ERROR.exec(error.message);
+  if (reply) return new GlideReplyError(`${CODES[reply[1]!] ?? reply[1]} ${reply[2]}`, { cause: error });
+  if (error.name === 'ClosingError') {
+    return new ClientClosedError(`the GLIDE client was closed (${error.message}); use an open client`, { cause: error });
+  }
+  return error;
+}
+
+/** How often a subscriber looks whether its user's client was closed (GLIDE emits no event then). */
+const CHECK_MS = 1_000;
+/** How long a Cluster subscription may wait for GLIDE to confirm it. */
+const SUBSCRIBE_TIMEOUT_MS = 5_000;
+/** How old a Cluster's slot map may get before renewal's grouping reads it again. */
+const SLOT_MAP_MAX_AGE_MS = 5_000;
+const SLOTS = 16_384;
+
+/**
+ * GLIDE 2.x, `GlideClient` and `GlideClusterClient`: scripts by
+ * `invokeScript` (EVALSHA, which GLIDE follows with the script's code on
+ * NOSCRIPT), which on a Cluster GLIDE routes by the first key and follows
+ * through MOVED and ASK. GLIDE's `Script` keeps its code in native memory
+ * until released: a driver keeps one per script while a `LockClient` uses it
+ * (released when the last one closes), and a call outside any (the fencing
+ * functions) makes and releases its own.
+ */
+export class GlideDriver implements Driver {
+  readonly cluster: boolean;
+  readonly keyPrefix = '';
+  private readonly client: GlideApi;
+  private glide: GlideModule | undefined;
+  private readonly loading: Promise<GlideModule>;
+  private readonly scripts = new Map<ScriptName, GlideScript>();
+  private users = 0;
+  private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
+  private loadingSlots = false;
+
+  constructor(client: GlideCompatibleClient) {
+    this.client = client as unknown as GlideApi;
+    this.cluster = isGlideCluster(client);
+    // GLIDE is an optional peer: loaded here, once a GLIDE client is in use, never by other clients' paths.
+    this.loading = import('@valkey/valkey-glide').then((glide) => (this.glide = glide as unknown as GlideModule));
+    this.loading.catch(() => undefined);
+  }
+
+  get closed(): boolean {
+    return this.client.isClosed === true;
+  }
+
+  /** A LockClient's use of the driver's scripts; the function it returns ends it, and the last end releases them. */
+  retain(): () => void {
+    this.users++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.users > 0) return;
+      for (const script of this.scripts.values()) script.release();
+      this.scripts.clear();
+    };
+  }
+
+  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    const glide = this.glide;
+    if (glide === undefined) return this.loading.then(() => this.script(name, args));
+    const keyCount = Number(args[0]);
+    const keys = new Array<string>(keyCount);
+    for (let i = 0; i < keyCount; i++) keys[i] = String(args[i + 1]);
+    const rest = new Array<string>(args.length - 1 - keyCount);
+    for (let i = 0; i < rest.length; i++) rest[i] = String(args[i + 1 + keyCount]);
+    let script = this.users > 0 ? this.scripts.get(name) : undefined;
+    if (script === undefined && this.users > 0) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
+    if (script !== undefined) return this.client.invokeScript(script, { keys, args: rest }).catch(rethrow);
+    const once = new glide.Script(LUA_SOURCES[name]);
+    return this.client
+      .invokeScript(once, { keys, args: rest })
+      .catch(rethrow)
+      .finally(() => once.release());
+  }
+
+  command(args: readonly string[]): Promise<unknown> {
+    return (this.cluster ? this.client.customCommand(args, { route: 'randomNode' }) : this.client.customCommand(args)).catch(rethrow);
+  }
+
+  async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
+    const wait = ['WAIT', String(replicas), String(timeoutMs)];
+    const route = this.cluster ? { route: { type: 'primarySlotId', id: slot } } : undefined;
+    return Number(await this.client.customCommand(wait, route).catch(rethrow));
+  }
+
+  /** On a Cluster, from `CLUSTER SLOTS`, read again in the background once it is 5 s old; undefined until first read. */
+  masterOf(slot: number): string | undefined {
+    if (!this.cluster) return '';
+    const map = this.slotMap;
+    if ((map === undefined || performance.now() - map.at > SLOT_MAP_MAX_AGE_MS) && !this.loadingSlots) this.loadSlots();
+    return map?.masters[slot];
+  }
+
+  addresses(): string[] {
+    return (this.client.config?.addresses ?? []).map((a) => addressOf(a.host, a.port));
+  }
+
+  subscriber(events: SubscriberEvents): Subscriber {
+    const client = this.client;
+    if (this.cluster) return new ClusterSubscriber(client, events);
+    return new RespSubscriber(endpointOf(client.config), events, () => client.isClosed);
+  }
+
+  isReplyError(error: unknown): boolean {
+    return error instanceof GlideReplyError;
+  }
+
+  notRunWhileMigrating(error: unknown): boolean {
+    return refusedWhileMigrating(error);
+  }
+
+  private loadSlots(): void {
+    this.loadingSlots = true;
+    this.client
+      .customCommand(['CLUSTER', 'SLOTS'], { route: 'randomNode' })
+      .then((reply) => {
+        const masters = new Array<string | undefined>(SLOTS);
+        for (const range of Array.isArray(reply) ? reply : []) {
+          const [from, to, master] = range as [number, number, [string, number]];
+          const address = `${master[0]}:${master[1]}`;
+          for (let slot = from; slot <= to; slot++) masters[slot] = address;
+        }
+        this.slotMap = { masters, at: performance.now() };
+      })
+      .catch(() => undefined) // renewal groups by slot meanwhile
+      .finally(() => {
+        this.loadingSlots = false;
+      });
+  }
+}
+
+function rethrow(error: unknown): never {
+  throw translated(error);
+}
+
+/** Where a `GlideClient`'s wake-up subscriber connects, from its options: its first address, credentials and TLS. */
+function endpointOf(options: GlideOptions | undefined): RespEndpoint {
+  const address = options?.addresses?.[0];
+  const tls = options?.advancedConfiguration?.tlsAdvancedConfiguration;
+  return {
+    host: address?.host ?? 'localhost',
+    port: address?.port ?? 6379,
+    username: options?.credentials?.username,
+    password: options?.credentials?.password,
+    tls: options?.useTLS ? { ca: tls?.rootCertificates, insecure: tls?.insecure } : undefined,
+  };
+}
+
+/**
+ * A client of the library's own for wake-ups, created like the user's (the
+ * same class and options: addresses, credentials, TLS), with a callback for
+ * its messages. GLIDE cannot duplicate a client.
+ */
+function subscriberClient(client: GlideApi, events: SubscriberEvents): Promise<GlideApi> {
+  const options = client.config;
+  if (!options) return Promise.reject(new Error('the GLIDE client keeps no options to make a wake-up subscriber from'));
+  const { pubsubSubscriptions: _theirs, ...own } = options;
+  const callback = (message: GlideMessage) => events.message(String(message.channel), String(message.message));
+  return client.constructor.createClient({ ...own, pubsubSubscriptions: { channelsAndPatterns: {}, callback } });
+}
+
+/**
+ * A Cluster: a `GlideClusterClient` of the library's own, whose `ssubscribe`
+ * GLIDE keeps on the master of each channel's slot, moves with the slot and
+ * restores after a reconnect.
+ */
+class ClusterSubscriber implements Subscriber {
+  private connection: Promise<GlideApi> | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly client: GlideApi,
+    private readonly events: SubscriberEvents,
+  ) {
+    this.timer = setInterval(() => this.client.isClosed && this.close(), CHECK_MS).unref();
+  }
+
+  async subscribe(channel: string): Promise<void> {
+    const connection = await this.open();
+    await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch(rethrow);
+  }
+
+  unsubscribe(channel: string): void {
+    this.connection?.then((c) => c.sunsubscribeLazy!(new Set([channel]))).catch(() => undefined);
+  }
+
+  /** Unsubscribes first: GLIDE logs an error when a client closes with sharded subscriptions. */
+  close(): void {
+    clearInterval(this.timer);
+    const connection = this.connection;
+    this.connection = undefined;
+    connection
+      ?.then(async (c) => {
+        await c.sunsubscribe!(null, SUBSCRIBE_TIMEOUT_MS).catch(() => undefined);
+        c.close();
+      })
+      .catch(() => undefined);
+  }
+
+  private open(): Promise<GlideApi> {
+    if (this.connection) return this.connection;
+    const connecting = (this.connection = subscriberClient(this.client, this.events));
+    connecting.catch(() => {
+      if (this.connection === connecting) this.connection = undefined;
+    });
+    return connecting;
+  }
+}
