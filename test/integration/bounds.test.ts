@@ -194,7 +194,7 @@ forEachTopology('hard bounds', { clients: NODE_REDIS_IN_CI }, (ctx) => {
     const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
     for (const port of ports)
       expect(
-        execFileSync('redis-cli', ['-p', String(port), 'PING'])
+        execFileSync(process.env.REDIS_CLI_BIN ?? 'redis-cli', ['-p', String(port), 'PING'])
           .toString()
           .trim(),
       ).to.equal('PONG');

@@ -4,10 +4,13 @@
  * - Stops the shared standalone server and cluster, and any other server a
  *   test started and left running, once the whole run is over, also when
  *   tests failed. (`src/testing` kills leftovers on process exit as a last resort.)
+ * - Picks the server binaries by `TEST_SERVER` (`./server.ts`).
  * - Turns unhandled promise rejections into failures: mocha only re-emits
  *   them, and without another listener they would vanish. Throwing here makes
  *   them uncaught exceptions, which mocha charges to the running test.
  */
+// First: TEST_SERVER picks the server binaries before anything starts one.
+import './server.js';
 import { stopSharedTopologies } from './topologies.js';
 
 process.on('unhandledRejection', (reason) => {
