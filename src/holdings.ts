@@ -291,7 +291,7 @@ export class Holdings implements LeaseHost {
       );
     }
     if (remaining <= 0) {
-      this.lose(holding, 'Redis no longer holds it');
+      this.lose(holding, 'Redis no longer holds it', false, sentAt);
       throw lost(lease, 'Redis no longer holds it');
     }
     if (this.byId.get(holding.id) === holding) this.setDeadline(holding, localDeadline(sentAt, remaining));
@@ -361,8 +361,7 @@ export class Holdings implements LeaseHost {
           this.setDeadline(holding, localDeadline(sentAt, left));
           renewed++;
         } else {
-          this.lose(holding, 'renewal found it no longer held');
-          if (trace) trace.lost++;
+          if (this.lose(holding, 'renewal found it no longer held', false, sentAt) && trace) trace.lost++;
         }
       };
       let results: number[];
@@ -468,10 +467,14 @@ export class Holdings implements LeaseHost {
    * on the wire may land and keep it for a whole lease with nobody holding
    * it, so each hold is given back by its id too (sent after that call on
    * the same connection, so run after it; `close()` waits for it).
+   * Otherwise Redis' answer to a call sent at `sentAt` found it gone, which
+   * says nothing of a lease whose release is in flight (that release may be
+   * what emptied the lock; it settles the lease itself) or was granted since.
    */
-  private lose(holding: Holding, why: string, byClock = false): void {
-    if (this.byId.get(holding.id) !== holding) return;
-    const leases = [...holding.leases];
+  private lose(holding: Holding, why: string, byClock = false, sentAt = Infinity): boolean {
+    if (this.byId.get(holding.id) !== holding) return false;
+    const leases = byClock ? [...holding.leases] : holding.leases.filter((l) => l.pending === undefined && l.grantedAt <= sentAt);
+    if (leases.length === 0) return false;
     for (const lease of leases) this.remove(holding, lease);
     const error = new LockLostError(`lost the lock on "${holding.resource}": ${why}`, {
       resource: holding.resource,
@@ -488,6 +491,7 @@ export class Holdings implements LeaseHost {
       // that threw): a hold given back lets another owner in at once, before the server's deadline.
       if (byClock) for (const lease of leases) this.giveBack(holding, lease);
     }
+    return true;
   }
 
   /**

@@ -207,6 +207,36 @@ describe('Holdings (renewal timing and loss)', () => {
     expect(extendCalls).to.have.length(0);
   });
 
+  it('leaves a lease whose release is in flight, or granted after the call was sent, out of a renewal that found the lock gone', async () => {
+    // The release went out before the renewal, which then found the lock empty: it is the release's
+    // answer, not the renewal's, that settles the lease (issue 36: released leases reported lost).
+    const { release, extend } = backend;
+    try {
+      const releasing = grant('r', 'o');
+      let answerRelease!: (held: boolean) => void;
+      backend.release = () => new Promise<boolean>((resolve) => (answerRelease = resolve));
+      let answerRenewal!: (left: number[]) => void;
+      backend.extend = (requests) => {
+        extendCalls.push([...requests]);
+        return new Promise((resolve) => (answerRenewal = resolve));
+      };
+      await clock.tickAsync(1000); // the round is on the wire
+      const released = releasing.release();
+      await clock.tickAsync(1);
+      const later = grant('r', 'o'); // the same owner again, granted after the round's call was sent
+      answerRenewal([0]);
+      await clock.tickAsync(0);
+      expect(losses, 'nothing reported lost').to.have.length(0);
+      expect(later.held).to.equal(true);
+      answerRelease(true);
+      await released;
+      expect(releasing.state).to.equal('released');
+      expect(releasing.signal.aborted).to.equal(false);
+    } finally {
+      Object.assign(backend, { release, extend });
+    }
+  });
+
   it('stops the renewal timer when the last auto-renewed lease is released', async () => {
     const lease = grant('r', 'o');
     await lease.release();
