@@ -78,6 +78,8 @@ export class Holdings implements LeaseHost {
   /** The renewal round in progress: close() cancels what it has not sent yet. */
   private round: ExtendRound | undefined;
   private closed = false;
+  /** Set once close() has settled: a lease it left held can no longer be released or extended here. */
+  private ended = false;
   /**
    * Give-backs of leases that ran out here: {@link RELEASE_CALLS_IN_FLIGHT}
    * at once, as close() releases, so that a stall that loses thousands of
@@ -303,6 +305,8 @@ export class Holdings implements LeaseHost {
    * other clients' commands go in between; every lease is then `released`
    * (or `lost` if Redis no longer had it). Settles within `redisTimeoutMs`:
    * a release not sent by then is not sent (its lease runs out by itself).
+   * A lease whose release was not confirmed stays held until its local
+   * deadline, then is lost like any other: Redis may still hold it till then.
    */
   async close(): Promise<void> {
     this.closed = true;
@@ -310,7 +314,6 @@ export class Holdings implements LeaseHost {
     this.giveBacks.stopAt(performance.now() + this.redisTimeoutMs);
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
-    clearTimeout(this.deadlineTimer);
     const leases = [...this.byId.values()].flatMap((h) => [...h.leases]);
     const until = performance.now() + this.redisTimeoutMs;
     const releasing = paced(
@@ -320,7 +323,7 @@ export class Holdings implements LeaseHost {
       () => performance.now() < until,
     );
     await this.deadlines.within(releasing, this.redisTimeoutMs, 'releasing the leases still held', NO_SUBJECT).catch(() => undefined);
-    for (const holding of [...this.byId.values()]) for (const lease of [...holding.leases]) this.remove(holding, lease);
+    this.ended = true;
   }
 
   /** One renewal round: every auto-renewed holding, in batches per Redis node (see the class comment). Never rejects. */
@@ -450,7 +453,6 @@ export class Holdings implements LeaseHost {
   private checkDeadlines(): void {
     this.deadlineTimer = undefined;
     this.deadlineTimerAt = Infinity;
-    if (this.closed) return;
     const now = performance.now();
     let next = Infinity;
     for (const holding of [...this.byId.values()]) {
@@ -537,7 +539,7 @@ export class Holdings implements LeaseHost {
 
   private holdingOf(lease: Lease): Holding {
     const holding = lease.holding as Holding | undefined;
-    if (holding && this.byId.get(holding.id) === holding) return holding;
+    if (holding && !this.ended && this.byId.get(holding.id) === holding) return holding;
     throw new ClientClosedError(`the lease on "${lease.resource}" belongs to a closed LockClient`, {
       resource: lease.resource,
       mode: lease.mode,

@@ -1,17 +1,30 @@
 /**
  * A lease's `held` and `signal` say what the library knows (issue 36): a
  * release in flight is not turned into a loss by a renewal that ran after
- * it on the server.
+ * it on the server, and a lease whose release `close()` could not confirm
+ * is lost by its local deadline like any other, never held forever.
  */
 import { tracingChannel } from 'node:diagnostics_channel';
 import { expect } from 'chai';
-import { type Lease, LockClient, TRACING_CHANNELS } from '../../src/index.js';
-import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import type { LockRedisClient } from '../../src/clients/index.js';
+import { type Lease, LockClient, LockLostError, TRACING_CHANNELS } from '../../src/index.js';
+import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy } from '../../src/testing/index.js';
+import { ALL_CLIENTS, disconnect, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
 
 const LEASES = 200;
 
 forEachTopology('leases that settle', { clients: ALL_CLIENTS }, (ctx) => {
+  let proxy: FaultProxy | ClusterFaultProxy | undefined;
+  let proxied: LockRedisClient | undefined;
+  afterEach(async () => {
+    proxy?.resume();
+    if (proxied) disconnect(proxied);
+    await proxy?.close();
+    proxy = proxied = undefined;
+  });
+
   it('a lease released while a renewal round starts is released, never reported lost', async function () {
     this.timeout(20_000);
     const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 3_000 }); // renews every second
@@ -42,5 +55,28 @@ forEachTopology('leases that settle', { clients: ALL_CLIENTS }, (ctx) => {
     expect(lost.length, 'released leases reported lost').to.equal(0);
     expect(signals.filter((s) => s.aborted).length, 'signals aborted').to.equal(0);
     expect(leases.every((l) => !l.held)).to.equal(true);
+  });
+
+  it('a lease whose release close() could not confirm is lost by its local deadline, not held forever', async function () {
+    this.timeout(20_000);
+    proxy = ctx.kind === 'standalone' ? await startFaultProxy({ target: { port: ctx.server.port } }) : await proxyCluster(ctx.cluster);
+    proxied = await connectLockClient(targetThrough(proxy, ctx.clientKind));
+    const locks = new LockClient(proxied, { leaseMs: 600, redisTimeoutMs: 200 });
+    const others = new LockClient(await ctx.lockRedis());
+    try {
+      const lease = await locks.lock('partitioned').acquireWrite();
+      let aborted = false;
+      lease.signal.addEventListener('abort', () => (aborted = true));
+      proxy.stall(); // a partition: the release goes out and nothing comes back
+      await locks.close();
+      // Redis' deadline passed: another client holds the lock, so this lease's local deadline has passed too.
+      const next = await others.lock('partitioned').acquireWrite({ waitMs: 5_000 });
+      await eventually('the signal to abort by the deadline timer', () => aborted, 2_000);
+      expect(lease.held, 'held while another client holds the lock').to.equal(false);
+      expect(lease.signal.reason).to.be.instanceOf(LockLostError);
+      await next.release();
+    } finally {
+      await others.close();
+    }
   });
 });
