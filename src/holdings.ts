@@ -281,7 +281,7 @@ export class Holdings implements LeaseHost {
     const sentAt = performance.now();
     let remaining: number;
     try {
-      const extended = this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms }]);
+      const extended = this.backend.extend([{ keys: holding.keys, owner: lease.token, leaseMs: ms, holdIds: holdIdsOf(holding) }]);
       [remaining] = (await this.deadlines.within(extended, this.redisTimeoutMs, 'extending', lease)) as [number];
     } catch (error) {
       throw redisFailure(`extending the ${lease.mode} lock on "${lease.resource}"`, error, context);
@@ -377,7 +377,7 @@ export class Holdings implements LeaseHost {
       });
       try {
         results = await this.backend.extend(
-          due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs })),
+          due.map((h) => ({ keys: h.keys, owner: h.owner, leaseMs: this.autoLeaseMs, holdIds: holdIdsOf(h) })),
           round,
         );
       } catch (error) {
@@ -588,6 +588,11 @@ function localDeadline(sentAt: number, remainingMs: number): number {
  */
 export function ranOutOnArrival(sentAt: number, remainingMs: number): boolean {
   return localDeadline(sentAt, remainingMs) <= performance.now() + CLOCK_RESOLUTION_MS;
+}
+
+/** The holds a renewal of `holding` covers, as it is sent (redlock mode gives back these alone if lost). */
+function holdIdsOf(holding: Holding): string[] {
+  return holding.leases.map((l) => l.holdId);
 }
 
 function holdingId(keys: LockKeys, owner: string): string {

@@ -77,6 +77,13 @@ export interface ExtendRequest<K extends LockKeys = LockKeys> {
   readonly keys: K;
   readonly owner: string;
   readonly leaseMs: number;
+  /**
+   * The owner's holds on the lock when the request was made. In `redlock`
+   * mode a lease no majority holds any more gives back these on every node,
+   * never the owner's every hold: the verdict may come after the owner
+   * released them and was granted the lock again.
+   */
+  readonly holdIds: readonly string[];
 }
 
 /** A holder or waiter as `inspect` sees it. */
@@ -258,5 +265,9 @@ export function handedNodes(
   return nodes;
 }
 
-/** `abandon`'s `drop` for every hold of the owner (never a hold id). */
+/**
+ * `abandon`'s `drop` for every hold of the owner (never a hold id). No
+ * library path sends it: a call decided on what it saw earlier may land
+ * after the owner was granted the lock again (see {@link ExtendRequest}).
+ */
 export const ALL_HOLDS = '*';

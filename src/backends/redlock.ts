@@ -5,7 +5,6 @@ import type { ResolvedRedlockOptions } from '../options.js';
 import {
   type AcquireOutcome,
   type AcquireRequest,
-  ALL_HOLDS,
   type BlockReason,
   type CallBound,
   type ExtendRequest,
@@ -57,7 +56,7 @@ const REASON_ORDER: readonly BlockReason[] = ['write', 'read', 'intent', 'queue'
  *   whatever was taken is undone on every node, also on nodes that answer
  *   late. The fence is the highest of the granting nodes' fences.
  * - extend: one batched call per node; a lease stays held while a majority
- *   renewed it (0, so "lost", once fewer do; the leftovers are dropped).
+ *   renewed it (0, so "lost", once fewer do; its holds left are dropped, by id).
  * - release: held when a majority released it.
  * - Operations end as soon as a majority decided, so a dead or slow node
  *   costs `nodeTimeoutMs` only when the others cannot decide without it.
@@ -296,8 +295,10 @@ export class RedlockBackend implements LockBackend {
     return requests.map((r, k) => {
       if (verdicts[k] === 'open') return Number.NaN;
       if (verdicts[k] === 'lost') {
-        // Held by too few nodes to count: let go of the rest too.
-        void this.abandon(r.keys, r.owner, ALL_HOLDS).catch(() => undefined);
+        // Held by too few nodes to count: let go of the rest too, by hold id. Not every hold of
+        // the owner: this verdict may come after the owner released these holds and was granted
+        // the lock again, and that grant is no part of this lease.
+        for (const holdId of r.holdIds) void this.abandon(r.keys, r.owner, holdId).catch(() => undefined);
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);

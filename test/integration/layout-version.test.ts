@@ -145,7 +145,7 @@ forEachTopology('layout version', (ctx) => {
           expect(error, name).to.include({ code: 'RWLOCK_LAYOUT_VERSION', lockLayout: FUTURE, libraryLayout: LAYOUT_VERSION });
           expect(await snapshot(redis, keys), `${name} wrote nothing`).to.deep.equal(before);
         }
-        expect(await backend.extend([{ keys, owner: 'me', leaseMs: 10_000 }]), 'extend').to.deep.equal([0]);
+        expect(await backend.extend([{ keys, owner: 'me', leaseMs: 10_000, holdIds: [] }]), 'extend').to.deep.equal([0]);
         expect(await snapshot(redis, keys), 'extend wrote nothing').to.deep.equal(before);
       });
     }

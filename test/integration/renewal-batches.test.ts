@@ -39,7 +39,7 @@ forEachTopology('renewal batches', (ctx) => {
       }
       const round: ExtendRound = { calls: 0 };
       const left = await backend.extend(
-        leases.map((lease) => ({ keys: lockKeys('rwlock', lease.resource), owner: lease.token, leaseMs: 20_000 })),
+        leases.map((lease) => ({ keys: lockKeys('rwlock', lease.resource), owner: lease.token, leaseMs: 20_000, holdIds: [lease.holdId] })),
         round,
       );
       expect(left).to.have.length(count);

@@ -33,7 +33,7 @@ describe('extendByGroup', () => {
 
 describe('extendInChunks', () => {
   const keysOf = (i: number) => lockKeys('rwlock', `r${i}`);
-  const requests = Array.from({ length: 1_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000 }));
+  const requests = Array.from({ length: 1_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000, holdIds: [`h${i}`] }));
   const all = requests.map((_, i) => i);
   const names = (k: ReturnType<typeof keysOf>) => [k.state, k.leases, k.queue] as const;
   /** The owners a call carries, from its ARGV (budget, then 5 per lease). */
@@ -74,7 +74,7 @@ describe('extendInChunks', () => {
 
   it('grows calls up to the most leases one carries while the budget reaches them all', async () => {
     const sizes: number[] = [];
-    const many = Array.from({ length: 5_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000 }));
+    const many = Array.from({ length: 5_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000, holdIds: [`h${i}`] }));
     await extendInChunks(many, [...many.keys()], new Array<number>(many.length).fill(NaN), names, async (_keys, args) => {
       sizes.push(ownersOf(args).length);
       return ownersOf(args).map(() => 5_000);

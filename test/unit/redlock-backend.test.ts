@@ -176,15 +176,16 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
   it('keeps a lease while a majority renews it; reports it lost (0) once fewer do; undecided ones (NaN) on their own', async () => {
     const { nodes, backend } = setup(3, 30);
     const requests: ExtendRequest[] = [
-      { keys, owner: 'a', leaseMs: 1_000 },
-      { keys, owner: 'b', leaseMs: 1_000 },
+      { keys, owner: 'a', leaseMs: 1_000, holdIds: ['a1', 'a2'] },
+      { keys, owner: 'b', leaseMs: 1_000, holdIds: ['b1'] },
     ];
     nodes[0]!.extendAnswer = [1_000, 0];
     nodes[1]!.extendAnswer = [1_000, 1_000];
     nodes[2]!.extendAnswer = [0, 0];
     expect(await backend.extend(requests)).to.deep.equal([988, 0]);
     await sleep(10);
-    expect(nodes[1]!.calls).to.include('abandon all'); // b's leftover on node 1 goes too
+    // b's leftover on node 1 goes too: its own hold, by id, never every hold of its owner.
+    expect(nodes[1]!.calls.filter((c) => c.startsWith('abandon'))).to.deep.equal(['abandon hold b1']);
     nodes[2]!.extendAnswer = 'hang';
     nodes[0]!.extendAnswer = [1_000, 0];
     nodes[1]!.extendAnswer = [0, 1_000];
