@@ -56,6 +56,11 @@
  *   later holder the smaller fence), or in `MULTI`/`EXEC` (ref-multi); the
  *   floor's release script. They price a lock layout whose free lock is
  *   granted by native commands.
+ * - fenced-floor / fenced-floor-ap: the cheapest lock with this library's
+ *   guarantees for a free lock: `SET NX PX` and the server's clock (the fence)
+ *   in one script, and the floor's compare-and-delete release; on an
+ *   autopipelining client too. The anchor of the targets a bare `SET NX PX`
+ *   cannot be (bench/targets.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { tracingChannel } from 'node:diagnostics_channel';
@@ -95,7 +100,9 @@ export type LibName =
   | 'ref-hash'
   | 'ref-hash-args'
   | 'ref-set-time'
-  | 'ref-multi';
+  | 'ref-multi'
+  | 'fenced-floor'
+  | 'fenced-floor-ap';
 
 export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'floor',
@@ -128,7 +135,9 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'ref-hash-args',
   'ref-set-time',
   'ref-multi',
+  'fenced-floor',
   'floor-ap',
+  'fenced-floor-ap',
   'semaphore-ap',
   'rwlock-write-ap',
   'rwlock-read-ap',
@@ -136,7 +145,19 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
 ];
 
 /** The libraries run on a client with `enableAutoPipelining: true`. */
-export const AUTOPIPELINED_LIBS: readonly LibName[] = ['floor-ap', 'semaphore-ap', 'rwlock-write-ap', 'rwlock-read-ap', 'rwlock-base-ap'];
+export const AUTOPIPELINED_LIBS: readonly LibName[] = [
+  'floor-ap',
+  'fenced-floor-ap',
+  'semaphore-ap',
+  'rwlock-write-ap',
+  'rwlock-read-ap',
+  'rwlock-base-ap',
+];
+
+/** The fenced floor a lock is compared with, on an autopipelining client when the lock is on one. */
+export function fencedPeerOf(lib: LibName): LibName {
+  return AUTOPIPELINED_LIBS.includes(lib) ? 'fenced-floor-ap' : 'fenced-floor';
+}
 
 /** The floor or redis-semaphore a lock is compared with: for an autopipelining one, on an autopipelining client too. */
 export function peerOf(lib: LibName, peer: 'floor' | 'semaphore'): LibName {
@@ -167,6 +188,8 @@ export const LIB_LABEL: Record<LibName, string> = {
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
   'ref-set-time': 'reference: SET NX PX + TIME in one pipeline, no script',
   'ref-multi': 'reference: SET NX PX + TIME in MULTI/EXEC, no script',
+  'fenced-floor': 'fenced floor (SET NX PX + TIME in one script)',
+  'fenced-floor-ap': 'fenced floor (SET NX PX + TIME in one script), autopipelining',
   'floor-ap': 'floor (SET NX PX), autopipelining',
   'semaphore-ap': 'redis-semaphore Mutex, autopipelining',
   'rwlock-write-ap': 'redis-rwlock write, autopipelining',
@@ -200,6 +223,15 @@ const FLOOR_WAIT_MS = 10_000;
 const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
 type FloorClient = RedisClient & { benchFloorRelease(key: string, token: string): Promise<number> };
+
+/** The fenced floor's grant: SET NX PX and, when it took the lock, the server's clock in µs as the fence (0: taken). */
+const FENCED_GRANT_LUA = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local t = redis.call('TIME')
+  return t[1] * 1000000 + t[2]
+end
+return 0`;
+
+type FencedClient = FloorClient & { benchFencedGrant(key: string, token: string, ms: number): Promise<number> };
 
 /**
  * The commands of lua/includes/fresh-grant.lua and of release.lua's sole-holder
@@ -354,6 +386,21 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
                 ? await client[release]!(key, `${key}:leases`, `${key}:queue`, owner, 'write', `${key}:wake`)
                 : await client[release]!(key, owner)),
           };
+        },
+        close: async () => undefined,
+      };
+    }
+    case 'fenced-floor':
+    case 'fenced-floor-ap': {
+      redis.defineCommand('benchFloorRelease', { numberOfKeys: 1, lua: RELEASE_LUA });
+      redis.defineCommand('benchFencedGrant', { numberOfKeys: 1, lua: FENCED_GRANT_LUA });
+      const client = redis as FencedClient;
+      return {
+        async acquire(resource) {
+          const key = `fenced:${resource}`;
+          const token = randomUUID();
+          if ((await client.benchFencedGrant(key, token, LOCK_TTL_MS)) === 0) throw new Error(`${lib}: ${key} is taken`);
+          return { release: async () => void (await client.benchFloorRelease(key, token)) };
         },
         close: async () => undefined,
       };

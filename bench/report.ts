@@ -1,5 +1,5 @@
 /** The Markdown report of a bench run. */
-import { LIB_LABEL, type LibName, peerOf } from './libs.js';
+import { fencedPeerOf, LIB_LABEL, type LibName, peerOf } from './libs.js';
 import type { BenchResults, TopologyResults } from './results.js';
 
 function fmt(n: number | null | undefined, digits = 2): string {
@@ -74,6 +74,7 @@ function renderTopology(r: TopologyResults): string[] {
           'p50 ms',
           'p99 ms',
           'vs floor',
+          'vs fenced floor',
           'vs semaphore',
           'scripts/cycle',
           'sent/cycle',
@@ -88,9 +89,9 @@ function renderTopology(r: TopologyResults): string[] {
           fmt(c.cyclesPerSec),
           fmt(c.p50Ms, 3),
           fmt(c.p99Ms, 3),
-          ...(['floor', 'semaphore'] as const).map((base) => {
-            // An autopipelining lock against the floor or Mutex that autopipelines too.
-            const key = `uncontended.${c.pattern}.${c.inFlight}.${c.lib}/${peerOf(c.lib, base)}`;
+          ...[peerOf(c.lib, 'floor'), fencedPeerOf(c.lib), peerOf(c.lib, 'semaphore')].map((base) => {
+            // An autopipelining lock against the floor, fenced floor or Mutex that autopipelines too.
+            const key = `uncontended.${c.pattern}.${c.inFlight}.${c.lib}/${base}`;
             return key in ratios ? x(ratios[key]) : ''; // only the rows compared with the peers
           }),
           fmt(c.scriptsPerCycle),

@@ -1,6 +1,6 @@
 /** The shape of bench/results/*.json, and the per-run ratios. */
 import type { BenchConfig } from './config.js';
-import { AUTOPIPELINED_LIBS, type LibName, peerOf, UNCONTENDED_LIBS } from './libs.js';
+import { AUTOPIPELINED_LIBS, fencedPeerOf, type LibName, peerOf, UNCONTENDED_LIBS } from './libs.js';
 import { median, ratio } from './stats.js';
 import type { Target } from './targets.js';
 import type { TopologyKind } from './topology.js';
@@ -93,6 +93,15 @@ export function perRunRatios(run: {
             find(lib, pattern, n)?.serverUsecPerCycle,
             find(floor, pattern, n)?.serverUsecPerCycle,
           );
+          // The same against the fenced floor, the cheapest lock with the library's guarantees.
+          const fenced = fencedPeerOf(lib);
+          if (fenced !== lib) {
+            out[`uncontended.${pattern}.${n}.${lib}/${fenced}`] = ratio(at(lib, pattern, n), at(fenced, pattern, n));
+            out[`uncontended.${pattern}.${n}.${lib}/${fenced}.serverUsec`] = ratio(
+              find(lib, pattern, n)?.serverUsecPerCycle,
+              find(fenced, pattern, n)?.serverUsecPerCycle,
+            );
+          }
         }
       }
     }
