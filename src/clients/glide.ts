@@ -3,6 +3,7 @@ import { ClientClosedError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
 import { type RespEndpoint, RespSubscriber } from './resp-subscriber.js';
+import { shaOf } from './script-shas.js';
 
 /**
  * A GLIDE 2.x client (`@valkey/valkey-glide`): what `GlideClient.createClient()`
@@ -28,6 +29,7 @@ interface GlideOptions {
   readonly addresses?: readonly { readonly host?: string; readonly port?: number }[];
   readonly credentials?: { readonly username?: string; readonly password?: string };
   readonly useTLS?: boolean;
+  readonly clientName?: string;
   readonly advancedConfiguration?: {
     readonly tlsAdvancedConfiguration?: { readonly insecure?: boolean; readonly rootCertificates?: string | Buffer };
   };
@@ -116,8 +118,10 @@ function translated(error: unknown): unknown {
 
 /** How often a subscriber looks whether its user's client was closed (GLIDE emits no event then). */
 const CHECK_MS = 1_000;
-/** How long a Cluster subscription may wait for GLIDE to confirm it. */
-const SUBSCRIBE_TIMEOUT_MS = 5_000;
+/** How long a Cluster subscription may wait for GLIDE to confirm it (it says no more when the server refuses). */
+const SUBSCRIBE_TIMEOUT_MS = 2_000;
+/** One master, for a command any node could answer: the master of slot 0 (a replica may refuse). */
+const ANY_MASTER = { route: { type: 'primarySlotId', id: 0 } };
 /** How old a Cluster's slot map may get before renewal's grouping reads it again. */
 const SLOT_MAP_MAX_AGE_MS = 5_000;
 const SLOTS = 16_384;
@@ -126,10 +130,11 @@ const SLOTS = 16_384;
  * GLIDE 2.x, `GlideClient` and `GlideClusterClient`: scripts by
  * `invokeScript` (EVALSHA, which GLIDE follows with the script's code on
  * NOSCRIPT), which on a Cluster GLIDE routes by the first key and follows
- * through MOVED and ASK. GLIDE's `Script` keeps its code in native memory
- * until released: a driver keeps one per script while a `LockClient` uses it
- * (released when the last one closes), and a call outside any (the fencing
- * functions) makes and releases its own.
+ * through MOVED and ASK; a client's first call of each script is `EVAL`.
+ * GLIDE's `Script` keeps its code in native memory until released: a driver
+ * keeps one per script while a `LockClient` uses it (released when the last
+ * one closes); a call outside any (the fencing functions) is a plain
+ * `EVALSHA`, and needs none.
  */
 export class GlideDriver implements Driver {
   readonly cluster: boolean;
@@ -138,6 +143,8 @@ export class GlideDriver implements Driver {
   private glide: GlideModule | undefined;
   private readonly loading: Promise<GlideModule>;
   private readonly scripts = new Map<ScriptName, GlideScript>();
+  /** The scripts sent once already (with EVAL; a Cluster's other masters answer NOSCRIPT once, and GLIDE loads them). */
+  private readonly sent = new Set<ScriptName>();
   private users = 0;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
   private loadingSlots = false;
@@ -169,24 +176,36 @@ export class GlideDriver implements Driver {
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
     const glide = this.glide;
+    if (this.users === 0 || !this.sent.has(name)) {
+      // A client's first call of each script is EVAL, which loads it (GLIDE would spend an EVALSHA, a
+      // NOSCRIPT and a SCRIPT LOAD); a call outside any LockClient is EVALSHA then EVAL, like node-redis'.
+      const first = !this.sent.has(name);
+      this.sent.add(name);
+      const command = new Array<string>(args.length + 2);
+      command[0] = first ? 'EVAL' : 'EVALSHA';
+      command[1] = first ? LUA_SOURCES[name] : shaOf(name);
+      for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
+      return resending(this.client, () => this.client.customCommand(command)).catch((error: unknown) => {
+        if (first || !(error instanceof GlideReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
+        command[0] = 'EVAL';
+        command[1] = LUA_SOURCES[name];
+        return resending(this.client, () => this.client.customCommand(command));
+      });
+    }
     if (glide === undefined) return this.loading.then(() => this.script(name, args));
     const keyCount = Number(args[0]);
     const keys = new Array<string>(keyCount);
     for (let i = 0; i < keyCount; i++) keys[i] = String(args[i + 1]);
     const rest = new Array<string>(args.length - 1 - keyCount);
     for (let i = 0; i < rest.length; i++) rest[i] = String(args[i + 1 + keyCount]);
-    let script = this.users > 0 ? this.scripts.get(name) : undefined;
-    if (script === undefined && this.users > 0) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
-    if (script !== undefined) return this.client.invokeScript(script, { keys, args: rest }).catch(rethrow);
-    const once = new glide.Script(LUA_SOURCES[name]);
-    return this.client
-      .invokeScript(once, { keys, args: rest })
-      .catch(rethrow)
-      .finally(() => once.release());
+    let script = this.scripts.get(name);
+    if (script === undefined) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
+    const invocation = { keys, args: rest };
+    return resending(this.client, () => this.client.invokeScript(script, invocation));
   }
 
   command(args: readonly string[]): Promise<unknown> {
-    return (this.cluster ? this.client.customCommand(args, { route: 'randomNode' }) : this.client.customCommand(args)).catch(rethrow);
+    return (this.cluster ? this.client.customCommand(args, ANY_MASTER) : this.client.customCommand(args)).catch(rethrow);
   }
 
   async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
@@ -245,7 +264,28 @@ function rethrow(error: unknown): never {
   throw translated(error);
 }
 
-/** Where a `GlideClient`'s wake-up subscriber connects, from its options: its first address, credentials and TLS. */
+/**
+ * How often one script call lost with its connection is sent again (as
+ * ioredis' default `maxRetriesPerRequest`), after a pause that grows to
+ * 200 ms: GLIDE fails such calls where ioredis resends them, and every
+ * script is safe to run twice (hold ids). The caller's bound
+ * (`redisTimeoutMs`) ends the wait.
+ */
+const MAX_RESENDS = 20;
+
+/** `send()`, its errors translated, sent again while it fails with a lost connection and the client is open. */
+async function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unknown> {
+  for (let resends = 0; ; resends++) {
+    try {
+      return await send();
+    } catch (error) {
+      if ((error as { name?: unknown }).name !== 'ConnectionError' || client.isClosed || resends >= MAX_RESENDS) throw translated(error);
+    }
+    if (resends > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(10 * 2 ** resends, 200)));
+  }
+}
+
+/** Where a `GlideClient`'s wake-up subscriber connects, from its options: its first address, credentials, name and TLS. */
 function endpointOf(options: GlideOptions | undefined): RespEndpoint {
   const address = options?.addresses?.[0];
   const tls = options?.advancedConfiguration?.tlsAdvancedConfiguration;
@@ -254,6 +294,7 @@ function endpointOf(options: GlideOptions | undefined): RespEndpoint {
     port: address?.port ?? 6379,
     username: options?.credentials?.username,
     password: options?.credentials?.password,
+    name: options?.clientName,
     tls: options?.useTLS ? { ca: tls?.rootCertificates, insecure: tls?.insecure } : undefined,
   };
 }
@@ -289,7 +330,14 @@ class ClusterSubscriber implements Subscriber {
 
   async subscribe(channel: string): Promise<void> {
     const connection = await this.open();
-    await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch(rethrow);
+    await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch((error: unknown) => {
+      if ((error as { name?: unknown }).name !== 'TimeoutError') throw translated(error);
+      throw new Error(
+        `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; the usual ` +
+          "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else an unreachable master",
+        { cause: error },
+      );
+    });
   }
 
   unsubscribe(channel: string): void {

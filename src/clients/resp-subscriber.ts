@@ -8,6 +8,8 @@ export interface RespEndpoint {
   readonly port: number;
   readonly username?: string | undefined;
   readonly password?: string | undefined;
+  /** The connection's name (`CLIENT SETNAME`), as the client's own connections carry it. */
+  readonly name?: string | undefined;
   /** TLS: the CA to trust (PEM; the system's when absent), and whether to skip verification. */
   readonly tls?: { readonly ca?: string | Buffer | undefined; readonly insecure?: boolean | undefined } | undefined;
 }
@@ -23,7 +25,7 @@ type Pending = { resolve(): void; reject(error: Error): void };
 /**
  * The wake-up subscriber on one server for a client that cannot subscribe to
  * sharded channels itself (GLIDE's `GlideClient`): one connection of its own
- * (RESP2, `AUTH` then `SSUBSCRIBE`), reconnected with backoff while the
+ * (RESP2, `AUTH` and `CLIENT SETNAME` as configured, then `SSUBSCRIBE`), reconnected with backoff while the
  * owner is open, its channels subscribed again on each new connection.
  */
 export class RespSubscriber implements Subscriber {
@@ -95,10 +97,11 @@ export class RespSubscriber implements Subscriber {
       socket.once(tls ? 'secureConnect' : 'connect', resolve);
       socket.once('close', () => reject(new Error(`the wake-up subscriber's connection to ${host}:${port} closed`)));
     });
-    const { username, password } = this.endpoint;
+    const { username, password, name } = this.endpoint;
     return connected
       .then(async () => {
         if (password !== undefined) await this.send(socket, username ? ['AUTH', username, password] : ['AUTH', password]);
+        if (name) await this.send(socket, ['CLIENT', 'SETNAME', name]);
         this.failures = 0;
         return socket;
       })
