@@ -82,6 +82,13 @@ export class RedlockBackend implements LockBackend {
    * hands the lock to the same writer.
    */
   private readonly places = new WeakMap<AcquireRequest, number>();
+  /**
+   * How many tries each acquire has sent. Its tries share its hold id, so a
+   * node's late answer to one try names the hold a later try may have been
+   * granted; once a later try was sent, that try's outcome on the node (its
+   * grant, or its own clean-up) decides the hold, not the late answer.
+   */
+  private readonly tries = new WeakMap<AcquireRequest, number>();
 
   constructor(
     clients: readonly Driver[],
@@ -108,6 +115,8 @@ export class RedlockBackend implements LockBackend {
     const q = this.quorum;
     const place = this.places.get(r);
     const request = place === undefined ? r : { ...r, queuePlaceUs: place };
+    const thisTry = (this.tries.get(r) ?? 0) + 1;
+    this.tries.set(r, thisTry);
     // Done early once a majority granted; a refusal waits for every node (or the timeout), so
     // that what this attempt took is given back before the caller tries again or gives up.
     const gathered = await this.gather(
@@ -155,10 +164,14 @@ export class RedlockBackend implements LockBackend {
       // Unknown outcome: it may have been granted.
       return node.abandon(r.keys, r.owner, r.holdId);
     };
+    // A late answer after a later try of this acquire was sent is that try's to clean up: it
+    // reached the node after this one, so it found this hold, under the same id.
+    const undoLate = (i: number, outcome: Settled<AcquireOutcome>) =>
+      this.tries.get(r) === thisTry ? undo(i, outcome)?.catch(() => undefined) : undefined;
     late.forEach((p, i) =>
       p?.then(
-        (value) => undo(i, { status: 'ok', value })?.catch(() => undefined),
-        (error: unknown) => undo(i, { status: 'error', error })?.catch(() => undefined),
+        (value) => undoLate(i, { status: 'ok', value }),
+        (error: unknown) => undoLate(i, { status: 'error', error }),
       ),
     );
     await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
