@@ -37,6 +37,8 @@ class Holding {
 
   /** How many of `leases` are renewed automatically. */
   autoRenewed = 0;
+  /** Its last renewal round could not renew it: retried soon, and first in the next round. */
+  missed = false;
 }
 
 export interface LossEvent {
@@ -75,6 +77,13 @@ export class Holdings implements LeaseHost {
   private deadlineTimer: NodeJS.Timeout | undefined;
   private deadlineTimerAt = Infinity;
   private renewing = false;
+  /** The round in progress renews only the holdings the last one missed. */
+  private retrying = false;
+  /** A period's round came while a retry ran: it runs as that ends. */
+  private tickSkipped = false;
+  /** Retries since a round last missed nothing: each waits twice as long as the one before. */
+  private retries = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
   /** The renewal round in progress: close() cancels what it has not sent yet. */
   private round: ExtendRound | undefined;
   private closed = false;
@@ -314,6 +323,7 @@ export class Holdings implements LeaseHost {
     this.giveBacks.stopAt(performance.now() + this.redisTimeoutMs);
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
+    clearTimeout(this.retryTimer);
     const leases = [...this.byId.values()].flatMap((h) => [...h.leases]);
     const until = performance.now() + this.redisTimeoutMs;
     const releasing = paced(
@@ -326,22 +336,34 @@ export class Holdings implements LeaseHost {
     this.ended = true;
   }
 
-  /** One renewal round: every auto-renewed holding, in batches per Redis node (see the class comment). Never rejects. */
-  renewNow(): Promise<void> {
-    if (this.renewing) return Promise.resolve(); // a slow round must not overlap the next
-    if (!traced(renewChannel)) return this.renewRound(undefined);
+  /**
+   * One renewal round: every auto-renewed holding (with `retry`, those the
+   * last round missed), in batches per Redis node (see the class comment),
+   * those the last round missed first. Never rejects.
+   */
+  renewNow(retry = false): Promise<void> {
+    if (this.renewing) {
+      // A slow round must not overlap the next; a retry must not hold up the period's round.
+      if (this.retrying && !retry) this.tickSkipped = true;
+      return Promise.resolve();
+    }
+    if (!traced(renewChannel)) return this.renewRound(undefined, retry);
     const trace: RenewTraceContext = { holdings: 0, renewed: 0, lost: 0, unreached: 0, calls: 0 };
-    return renewChannel.tracePromise(() => this.renewRound(trace), trace);
+    return renewChannel.tracePromise(() => this.renewRound(trace, retry), trace);
   }
 
-  private async renewRound(trace: RenewTraceContext | undefined): Promise<void> {
+  private async renewRound(trace: RenewTraceContext | undefined, retry: boolean): Promise<void> {
     if (this.renewing) return;
     this.renewing = true;
+    this.retrying = retry;
+    let due: Holding[] = [];
+    /** Leases whose result a call has already reported (`answered`), or the round's end. */
+    let settled = new Uint8Array(0);
     try {
       const now = performance.now();
-      const due: Holding[] = [];
+      const missed: Holding[] = [];
       for (const holding of this.byId.values()) {
-        if (holding.autoRenewed === 0) continue;
+        if (holding.autoRenewed === 0 || (retry && !holding.missed)) continue;
         // After an event-loop stall longer than the lease, the lock may be someone else's by now.
         if (now >= holding.expiresAt) {
           this.lose(holding, 'its lease ran out before it could be renewed (event loop stalled?)', true);
@@ -349,13 +371,14 @@ export class Holdings implements LeaseHost {
             trace.holdings++;
             trace.lost++;
           }
-        } else due.push(holding);
+        } else (holding.missed ? missed : due).push(holding);
       }
+      // The holdings the last round did not reach go first: under repeated failures no tail starves.
+      if (missed.length > 0) due = missed.concat(due);
+      settled = new Uint8Array(due.length);
       if (trace) trace.holdings += due.length;
       if (due.length === 0) return;
       let renewed = 0;
-      /** Leases whose result a call has already reported (`answered`). */
-      const settled = new Uint8Array(due.length);
       const settle = (i: number, left: number, sentAt: number) => {
         settled[i] = 1;
         const holding = due[i]!;
@@ -381,7 +404,7 @@ export class Holdings implements LeaseHost {
           round,
         );
       } catch (error) {
-        // Redis unreachable: try again next period; the deadline timers report loss if it never comes back.
+        // Redis unreachable: tried again soon (afterRound); the deadline timers report loss if it never comes back.
         const failed = due.filter((_, i) => settled[i] === 0);
         if (this.observer) {
           const failure = redisFailure(`renewing ${failed.length} lease holding(s)`, error, {});
@@ -405,14 +428,14 @@ export class Holdings implements LeaseHost {
         if (settled[i] === 1 || this.byId.get(holding.id) !== holding) return; // taken as its call was answered, or released meanwhile
         if (Number.isNaN(results[i])) {
           (unreached ??= []).push(holding);
-          return; // its node could not be asked: next period, or the deadline decides
+          return; // its node could not be asked: tried again soon, or the deadline decides
         }
         settle(i, results[i]!, now); // redlock mode: a majority of nodes decided, as the round ends
       });
       this.observer?.renewed(renewed);
       if (unreached && this.observer) {
         const failure = new RedisUnavailableError(
-          `renewing ${unreached.length} lease holding(s) failed: their Redis node could not be asked; tried again next round`,
+          `renewing ${unreached.length} lease holding(s) failed: their Redis node could not be asked; tried again shortly`,
         );
         this.observer.renewalFailed(
           failure,
@@ -428,7 +451,37 @@ export class Holdings implements LeaseHost {
     } finally {
       this.renewing = false;
       this.round = undefined;
+      this.afterRound(due, settled);
     }
+  }
+
+  /**
+   * Marks the holdings `due` that the round did not renew (`settled` 0) and
+   * tries them again soon: after {@link RETRY_FIRST_MS}, twice that after the
+   * next failure and so on, at most `redisTimeoutMs`, and never later than
+   * halfway to the first of their local deadlines. A period's round that came
+   * meanwhile runs now.
+   */
+  private afterRound(due: readonly Holding[], settled: Uint8Array): void {
+    let earliest = Infinity;
+    due.forEach((holding, i) => {
+      holding.missed = settled[i] === 0 && this.byId.get(holding.id) === holding && holding.autoRenewed > 0;
+      if (holding.missed && holding.expiresAt < earliest) earliest = holding.expiresAt;
+    });
+    if (this.closed || this.autoRenewed === 0) return;
+    if (this.tickSkipped) {
+      this.tickSkipped = false;
+      void this.renewNow();
+      return;
+    }
+    if (earliest === Infinity) {
+      this.retries = 0;
+      return;
+    }
+    const backoff = Math.min(RETRY_FIRST_MS * 2 ** this.retries++, this.redisTimeoutMs);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => void this.renewNow(true), Math.max(0, Math.min(backoff, (earliest - performance.now()) / 2)));
+    this.retryTimer.unref();
   }
 
   private startRenewing(): void {
@@ -524,6 +577,7 @@ export class Holdings implements LeaseHost {
     if (--this.autoRenewed === 0) {
       clearInterval(this.renewTimer);
       this.renewTimer = undefined;
+      clearTimeout(this.retryTimer);
     }
   }
 
@@ -549,6 +603,9 @@ export class Holdings implements LeaseHost {
 }
 
 const NO_SUBJECT = Object.freeze({});
+
+/** The first retry of holdings a renewal round missed comes this long after it. */
+const RETRY_FIRST_MS = 25;
 
 /** A new context for the release or extend tracing channel (only made while someone subscribes). */
 function leaseTrace(lease: Lease): LeaseTraceContext {

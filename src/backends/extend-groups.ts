@@ -105,9 +105,11 @@ export async function extendByGroup(
  * calls are in flight at once. Each call's KEYS and ARGV are as the extend
  * scripts take them: the first lock's keys (they route the call), then the
  * budget and per lease its lock's keys, owner and lease length. Writes each
- * lease's result into `results` and counts the calls in `round`; after a
- * failed call, the leases not yet renewed stay as they were (NaN) and the
- * error is thrown.
+ * lease's result into `results` and counts the calls in `round`;
+ * a failed call (an error, or no answer within the round's bound) does not
+ * stop the others: its leases stay as they were (NaN), and only
+ * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
+ * the group, its leases not sent staying NaN; then the first error is thrown.
  */
 export async function extendInChunks<K extends LockKeys, Keys extends readonly string[]>(
   requests: readonly ExtendRequest<K>[],
@@ -121,9 +123,11 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
   let size = FIRST_CALL_LEASES;
   /** Leases sent but not reached, in order: they go out first. */
   const unreached: number[] = [];
-  let failed = false;
+  /** Failed calls since the last answered one; this many in a row stop the group. */
+  let failedInRow = 0;
+  let failure: { error: unknown } | undefined;
   const sendCalls = async (): Promise<void> => {
-    while (!failed && !round?.cancelled) {
+    while (failedInRow < EXTEND_CALLS_IN_FLIGHT && !round?.cancelled) {
       const chunk = unreached.splice(0, size);
       if (chunk.length < size && next < indexes.length) {
         const fresh = indexes.slice(next, (next += size - chunk.length));
@@ -140,9 +144,12 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
         if (round) round.calls++;
         if (reply.length === 0) throw new Error('the extend script replied for no lease; it always reaches the first');
       } catch (error) {
-        failed = true;
-        throw error;
+        // Its leases stay NaN: the caller tries them again first.
+        failedInRow++;
+        failure ??= { error };
+        continue;
       }
+      failedInRow = 0;
       reply.forEach((left, k) => (results[chunk[k]!] = left));
       round?.answered?.(chunk.slice(0, reply.length), reply, sentAt);
       if (reply.length < chunk.length) {
@@ -153,7 +160,6 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
       }
     }
   };
-  const settled = await Promise.allSettled(Array.from({ length: EXTEND_CALLS_IN_FLIGHT }, sendCalls));
-  const rejected = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-  if (rejected) throw rejected.reason;
+  await Promise.all(Array.from({ length: EXTEND_CALLS_IN_FLIGHT }, sendCalls));
+  if (failure) throw failure.error;
 }

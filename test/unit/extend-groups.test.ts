@@ -83,22 +83,39 @@ describe('extendInChunks', () => {
     expect(sizes.reduce((a, b) => a + b, 0)).to.equal(many.length);
   });
 
-  it('stops sending after a failed call, keeps what was renewed, and throws', async () => {
+  it('a failed call does not stop the others: every other lease is renewed, its own stay NaN, and it is thrown', async () => {
     const results = new Array<number>(requests.length).fill(NaN);
     let calls = 0;
+    let unanswered: string[] = [];
     const error = await extendInChunks(requests, all, results, names, async (_keys, args) => {
-      if (++calls === 3) throw new Error('node down');
+      if (++calls === 3) {
+        unanswered = ownersOf(args);
+        throw new Error('no answer within redisTimeoutMs');
+      }
       return ownersOf(args).map(() => 5_000);
     }).then(
       () => undefined,
       (e: Error) => e,
     );
+    expect(error?.message).to.equal('no answer within redisTimeoutMs');
+    expect(unanswered.length).to.be.above(0);
+    expect(requests.filter((_, i) => Number.isNaN(results[i])).map((r) => r.owner)).to.deep.equal(unanswered);
+    expect(results.filter((left) => left === 5_000)).to.have.length(requests.length - unanswered.length);
+  });
+
+  it('stops sending once as many calls in a row failed as are in flight (the node down), and throws', async () => {
+    const results = new Array<number>(requests.length).fill(NaN);
+    let calls = 0;
+    const error = await extendInChunks(requests, all, results, names, async () => {
+      calls++;
+      throw new Error('node down');
+    }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(error?.message).to.equal('node down');
-    // The calls already in flight when the third failed, and no more.
-    expect(calls).to.be.at.most(EXTEND_CALLS_IN_FLIGHT + 2);
-    const renewed = results.filter((left) => left === 5_000).length;
-    expect(renewed).to.be.above(0);
-    expect(results.filter((left) => Number.isNaN(left))).to.have.length(requests.length - renewed);
+    expect(calls).to.be.within(EXTEND_CALLS_IN_FLIGHT, 2 * EXTEND_CALLS_IN_FLIGHT - 1);
+    expect(results.every((left) => Number.isNaN(left))).to.equal(true);
   });
 
   it('sends no more calls once the round is cancelled (the client closed)', async () => {

@@ -197,6 +197,67 @@ describe('Holdings (renewal timing and loss)', () => {
     expect(lease.signal.aborted).to.equal(true);
   });
 
+  it('retries a round Redis did not answer soon after, backing off, not a period later', async () => {
+    const lease = grant('r', 'o');
+    let down = true;
+    const sent: number[] = [];
+    extendReply = (r) => {
+      sent.push(performance.now());
+      if (down) throw new Error('no answer');
+      return r.map((x) => x.leaseMs);
+    };
+    await clock.tickAsync(1000); // the period's round fails
+    await clock.tickAsync(25 + 50 + 100);
+    expect(sent, 'the first retries, each after twice the wait of the one before').to.deep.equal([1000, 1025, 1075, 1175]);
+    down = false;
+    await clock.tickAsync(200);
+    expect(sent.at(-1), 'retried while the period is far').to.equal(1375);
+    expect(lease.held).to.equal(true);
+    await clock.tickAsync(1000 - 375 - 1);
+    expect(sent, 'no retry once renewed').to.have.length(5);
+    await clock.tickAsync(1);
+    expect(sent.at(-1), 'the next period').to.equal(2000);
+  });
+
+  it('backs off to redisTimeoutMs at most, and retries before the first missed lease runs out', async () => {
+    const lease = grant('r', 'o');
+    const sent: number[] = [];
+    extendReply = () => {
+      sent.push(performance.now());
+      throw new Error('no answer');
+    };
+    await clock.tickAsync(2998);
+    const gaps = sent.slice(1).map((at, i) => at - sent[i]!);
+    expect(Math.max(...gaps), 'the longest wait between two tries').to.be.at.most(1000);
+    expect(sent.at(-1), 'the last try before the deadline').to.be.above(2900);
+    expect(lease.held).to.equal(true);
+    await clock.tickAsync(1);
+    expect(lease.signal.aborted).to.equal(true);
+  });
+
+  it('renews first the leases the last round did not reach, and retries only those', async () => {
+    const leases = ['a', 'b', 'c'].map((r, i) => grant(r, `o${i}`));
+    let missing = new Set(['o1', 'o2']);
+    extendReply = (r) => r.map((x) => (missing.has(x.owner) ? NaN : x.leaseMs));
+    await clock.tickAsync(1000);
+    await clock.tickAsync(25);
+    expect(extendCalls.map((c) => c.map((x) => x.owner))).to.deep.equal([
+      ['o0', 'o1', 'o2'],
+      ['o1', 'o2'],
+    ]);
+    missing = new Set(['o2']);
+    await clock.tickAsync(50);
+    expect(extendCalls[2]!.map((x) => x.owner)).to.deep.equal(['o1', 'o2']);
+    await clock.tickAsync(1000 - 75 - 1); // o2's retries keep failing
+    missing = new Set();
+    await clock.tickAsync(1);
+    expect(
+      extendCalls.at(-1)!.map((x) => x.owner),
+      'the period’s round, the missed first',
+    ).to.deep.equal(['o2', 'o0', 'o1']);
+    expect(leases.every((l) => l.held)).to.equal(true);
+  });
+
   it('reports an event-loop stall longer than the lease as loss instead of renewing', async () => {
     const lease = grant('r', 'o');
     // A blocked event loop: time jumps, and each overdue timer fires once, late.
