@@ -7,9 +7,11 @@
   declared and every lock's names travel in ARGV.
 
   One call may hold thousands of leases, and Redis runs nothing else while
-  it runs: the call stops once it has run for its budget (its server time,
-  read with TIME after each lease) and replies for the locks it reached; the
-  caller sends the rest in another call. It always reaches the first lock.
+  it runs: the call stops once it has run for its budget (by the clock of
+  includes/clock.lua, read after each lease; where that clock stands still,
+  the caller's size of the call is the bound) and replies for the locks it
+  reached; the caller sends the rest in another call. It always reaches the
+  first lock.
   A sole holder kept in the hash alone (fresh-grant.lua) stays there: its
   renewal moves the hash's expiry, which is its deadline, and nothing else.
 
@@ -17,8 +19,11 @@
   ARGV[1]      the budget in microseconds
   ARGV[5k-3..5k+1]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
 
-  Reply: one integer per lock k reached, in order (fewer than the locks sent
-         when the budget ran out): the lease left in ms (> 0) after
+  Reply: when the call started (server us) and how long it ran by its clock
+         (us; 0 where the clock stands still), for the caller's sizing
+         (src/backends/call-sizer.ts); then one integer per lock k reached,
+         in order (fewer than the locks sent when the budget ran out): the
+         lease left in ms (> 0) after
          extending, or 0 when the owner no longer holds lock k (it is then
          lost; also when another layout version took the lock since:
          nothing of it is written then).
@@ -28,11 +33,12 @@ local stateKey, leasesKey, queueKey
 
 -- @include layout-version
 -- @include state
+-- @include clock
 
 local now, startUs = serverTime()
-local stopUs = startUs + tonumber(ARGV[1])
+local budgetUs = tonumber(ARGV[1])
 local locks = (#ARGV - 1) / 5
-local results = {}
+local results = { startUs, 0 }
 for k = 1, locks do
   local at = 5 * (k - 1) + 1
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
@@ -47,9 +53,9 @@ for k = 1, locks do
     local sole = rcall('HMGET', stateKey, 'o', 'v')
     if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
       rcall('PEXPIRE', stateKey, ARGV[at + 5])
-      results[k] = leaseMs
+      results[k + 2] = leaseMs
     else
-      results[k] = 0
+      results[k + 2] = 0
     end
   elseif mine > now then
     local deadline = int(now + leaseMs)
@@ -59,12 +65,13 @@ for k = 1, locks do
     rcall('PEXPIREAT', stateKey, deadline, 'GT')
     rcall('PEXPIREAT', leasesKey, deadline, 'GT')
     rcall('PEXPIREAT', queueKey, deadline, 'GT')
-    results[k] = leaseMs
+    results[k + 2] = leaseMs
   else
     removeOwner(owner)
     refreshExpiry(now)
-    results[k] = 0
+    results[k + 2] = 0
   end
-  if k < locks and select(2, serverTime()) >= stopUs then break end
+  if k < locks and elapsedUs() >= budgetUs then break end
 end
+results[2] = elapsedUs()
 return results

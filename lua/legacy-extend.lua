@@ -11,7 +11,9 @@
   ARGV[8k-6..8k+1] lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
                  readersKey, owner, new lease length in ms
 
-  Reply: one integer per lock k reached within the budget, in order: the
+  Reply: as lua/extend.lua's, when the call started and how long it ran by
+         its clock, then one integer per lock k reached within the budget,
+         in order: the
          lease left in ms (> 0) after extending, or 0 when the owner no
          longer holds lock k (it is then lost; also when another layout
          version took the lock since: nothing of it is written then).
@@ -22,12 +24,13 @@ local peerChannel = ''
 
 -- @include layout-version
 -- @include state
+-- @include clock
 -- @include legacy
 
 local now, startUs = serverTime()
-local stopUs = startUs + tonumber(ARGV[1])
+local budgetUs = tonumber(ARGV[1])
 local locks = (#ARGV - 1) / 8
-local results = {}
+local results = { startUs, 0 }
 for k = 1, locks do
   local at = 8 * (k - 1) + 1
   stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
@@ -39,15 +42,16 @@ for k = 1, locks do
     rcall('ZADD', leasesKey, int(now + leaseMs), owner)
     refreshExpiry(now)
     peerMirror(owner, now)
-    results[k] = leaseMs
+    results[k + 2] = leaseMs
   else
     if mine then
       removeOwner(owner)
       refreshExpiry(now)
     end
     if mine ~= false then peerMirror(owner, now) end
-    results[k] = 0
+    results[k + 2] = 0
   end
-  if k < locks and select(2, serverTime()) >= stopUs then break end
+  if k < locks and elapsedUs() >= budgetUs then break end
 end
+results[2] = elapsedUs()
 return results

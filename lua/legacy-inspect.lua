@@ -5,9 +5,9 @@
   lock that fits the budget is read whole, atomically, in one call.
 
   KEYS[1..6] as in lua/legacy-acquire-read.lua
-  ARGV[1..2] cursor and budget, as in lua/inspect.lua
+  ARGV[1..3] cursor, budget and steps, as in lua/inspect.lua
 
-  Reply: { nowMs, next cursor, stateFields, deadlines, queue (as in lua/inspect.lua),
+  Reply: { nowMs, next cursor, stateFields, deadlines, queue, clock (as in lua/inspect.lua),
            readValue or false, readTtlMs, writeValue or false, writeTtlMs
            (PTTL: -1 without expiry, -2 missing),
            readers (flat member, deadline; member '' = old readers) }
@@ -22,16 +22,18 @@ local readersKey = KEYS[6]
 
 -- @include layout-version
 -- @include state
+-- @include clock
 -- @include inspect-page
 
 checkLayout()
-local now, cursor, fields, deadlines, queue, readers = inspectPage(ARGV[1], tonumber(ARGV[2]), readersKey)
+local now, cursor, fields, deadlines, queue, readers, clock = inspectPage(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]) or math.huge, readersKey)
 return {
   now,
   cursor,
   fields,
   deadlines,
   queue,
+  clock,
   rcall('GET', readKey),
   rcall('PTTL', readKey),
   rcall('GET', writeKey),

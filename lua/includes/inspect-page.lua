@@ -1,11 +1,12 @@
 --[[
   One page of a lock's state, for inspect: the lock may have thousands of
   readers or waiting writers, and Redis runs nothing else while a script
-  runs, so one call reads from a cursor for a budget of server time (read
-  with TIME after each step that read a full INSPECT_STEP entries) and
-  replies with the cursor to go on from. A lock that fits the budget is read
-  in one call, and so is one whose every part fits a step, whatever the
-  clock.
+  runs, so one call reads from a cursor for a budget of server time (by the
+  clock of clock.lua, read after each step that read a full INSPECT_STEP
+  entries), and for at most the caller's count of such steps (the bound
+  where that clock stands still), and replies with the cursor to go on
+  from. A lock that fits the budget is read in one call, and so is one
+  whose every part fits a step, whatever the clock.
 
   The cursor walks the state hash (HSCAN), then the writers' queue (by rank),
   then, when `readersKey` is given (legacy and bridge mode), the two-key
@@ -16,18 +17,19 @@
   Reply parts: nowMs, the next cursor, hash fields (flat field, value), the
   deadline of each holder named by the fields read (flat owner, deadline:
   `w`, `u`, `r:<owner>` and the owner in `o`; the sole holder kept in the
-  hash alone has the hash's expiry), waiting writers' owner tokens in queue order, and the
-  two-key layout's readers (flat member, deadline).
+  hash alone has the hash's expiry), waiting writers' owner tokens in queue order, the
+  two-key layout's readers (flat member, deadline), and the call's clock: when it started
+  (server us), how long it ran by its clock (us; 0 where the clock stands still) and the
+  full steps it read, for the caller's sizing (src/backends/call-sizer.ts).
 ]]
--- @needs rcall stateKey leasesKey queueKey state
+-- @needs rcall stateKey leasesKey queueKey state clock
 
 -- Entries one step reads: the budget is checked after each step, so a call
 -- runs for at most its budget and one step (30-100 us).
 local INSPECT_STEP = 32
 
-local function inspectPage(cursor, budgetUs, readersKey)
+local function inspectPage(cursor, budgetUs, maxSteps, readersKey)
   local now, startUs = serverTime()
-  local stopUs = startUs + budgetUs
   -- The owner of the sole holder kept in the hash alone, if any ('<w|r> <holdId> <owner>').
   local sole = string.match(rcall('HGET', stateKey, 'o') or '', '^%a %S+ (.*)$')
   local fields, deadlines, queue, readers, seen = {}, {}, {}, {}, {}
@@ -79,9 +81,10 @@ local function inspectPage(cursor, budgetUs, readersKey)
   -- The budget ends a call only after a full step: a part read to its end in fewer
   -- entries than a step leaves little to read, so a lock whose every part fits a
   -- step is read in one call, whatever the clock (a slow or loaded server too).
-  local full
+  local full, steps = false, 0
   repeat
     cursor, full = step(cursor)
-  until cursor == '0' or (full and select(2, serverTime()) >= stopUs)
-  return now, cursor, fields, deadlines, queue, readers
+    if full then steps = steps + 1 end
+  until cursor == '0' or (full and (steps >= maxSteps or elapsedUs() >= budgetUs))
+  return now, cursor, fields, deadlines, queue, readers, { startUs, elapsedUs(), steps }
 end

@@ -1,5 +1,6 @@
 import type { LockKeys } from '../keys/keys.js';
 import type { CallBound, ExtendRequest } from './backend.js';
+import { CallSizer } from './call-sizer.js';
 
 /**
  * Server time one extend call runs for at most, in µs, before it stops and
@@ -8,7 +9,9 @@ import type { CallBound, ExtendRequest } from './backend.js';
  * the longest any other client of the node waits for one renewal call. A
  * lease costs 6-25 µs of server time here (6 for a sole holder kept in the
  * hash alone, the common case), so a call stays far under 1 ms on a slower
- * machine too (the budget is time, not a count of leases).
+ * machine too (the budget is time, not a count of leases). Where the
+ * script's clock stands still, the call's size keeps it to the budget
+ * ({@link CallSizer}).
  */
 export const EXTEND_BUDGET_US = 250;
 /**
@@ -16,8 +19,17 @@ export const EXTEND_BUDGET_US = 250;
  * script starts, and those the budget leaves unreached are sent again.
  */
 export const EXTEND_MAX_LEASES = 256;
-/** Leases in the first call of a group; later calls size themselves by what the budget reached. */
-const FIRST_CALL_LEASES = 32;
+/**
+ * Leases in the first call to a node; later calls size themselves by what
+ * the budget reached, or by what calls cost where the clock stands still
+ * (16 leases of 25 µs are well inside the budget's 1 ms bound).
+ */
+const FIRST_CALL_LEASES = 16;
+
+/** The sizer of one node's renewal calls: kept by the backend from round to round. */
+export function extendSizer(): CallSizer {
+  return new CallSizer(EXTEND_BUDGET_US, FIRST_CALL_LEASES, EXTEND_MAX_LEASES);
+}
 /**
  * Extend calls of one group in flight at once: they overlap the client's work
  * and the round trips with the server's (with one, a round of 10,000 leases
@@ -100,12 +112,14 @@ export async function extendByGroup(
  * Extends the leases of one group in calls bounded by server time: each call
  * carries up to {@link EXTEND_MAX_LEASES} leases and the budget
  * {@link EXTEND_BUDGET_US}; the leases a call did not reach go first into the
- * next, and each call is sized by how many the last one reached (a little
- * more after a call that reached all of its own). {@link EXTEND_CALLS_IN_FLIGHT}
+ * next, and `sizer` (the node's) sizes each call by how many the last one
+ * reached (a little more after a call that reached all of its own), or where
+ * the script's clock stands still by what calls cost. {@link EXTEND_CALLS_IN_FLIGHT}
  * calls are in flight at once. Each call's KEYS and ARGV are as the extend
  * scripts take them: the first lock's keys (they route the call), then the
- * budget and per lease its lock's keys, owner and lease length. Writes each
- * lease's result into `results` and counts the calls in `round`;
+ * budget and per lease its lock's keys, owner and lease length; its reply,
+ * the call's start and run by its clock, then a result per lease reached.
+ * Writes each lease's result into `results` and counts the calls in `round`;
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
  * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
@@ -118,9 +132,9 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
   names: (keys: K) => Keys,
   run: (keys: Keys, args: (string | number)[]) => Promise<number[]>,
   round?: ExtendRound,
+  sizer: CallSizer = extendSizer(),
 ): Promise<void> {
   let next = 0;
-  let size = FIRST_CALL_LEASES;
   /** Leases sent but not reached, in order: they go out first. */
   const unreached: number[] = [];
   /** Failed calls since the last answered one; this many in a row stop the group. */
@@ -128,6 +142,7 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
   let failure: { error: unknown } | undefined;
   const sendCalls = async (): Promise<void> => {
     while (failedInRow < EXTEND_CALLS_IN_FLIGHT && !round?.cancelled) {
+      const size = sizer.size;
       const chunk = unreached.splice(0, size);
       if (chunk.length < size && next < indexes.length) {
         const fresh = indexes.slice(next, (next += size - chunk.length));
@@ -136,11 +151,13 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
       if (chunk.length === 0) return;
       const args: (string | number)[] = [EXTEND_BUDGET_US];
       for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+      let startUs: number;
+      let elapsedUs: number;
       let reply: number[];
       const sentAt = performance.now();
       try {
         const call = run(names(requests[chunk[0]!]!.keys), args);
-        reply = await (round?.bound ? round.bound(call) : call);
+        [startUs = 0, elapsedUs = 0, ...reply] = await (round?.bound ? round.bound(call) : call);
         if (round) round.calls++;
         if (reply.length === 0) throw new Error('the extend script replied for no lease; it always reaches the first');
       } catch (error) {
@@ -152,12 +169,9 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
       failedInRow = 0;
       reply.forEach((left, k) => (results[chunk[k]!] = left));
       round?.answered?.(chunk.slice(0, reply.length), reply, sentAt);
-      if (reply.length < chunk.length) {
-        unreached.unshift(...chunk.slice(reply.length));
-        size = Math.max(1, reply.length);
-      } else if (chunk.length === size) {
-        size = Math.min(EXTEND_MAX_LEASES, size + Math.ceil(size / 4));
-      }
+      const stopped = reply.length < chunk.length;
+      if (stopped) unreached.unshift(...chunk.slice(reply.length));
+      sizer.answered({ startUs, elapsedUs, units: reply.length, sent: chunk.length, stopped });
     }
   };
   await Promise.all(Array.from({ length: EXTEND_CALLS_IN_FLIGHT }, sendCalls));

@@ -119,7 +119,7 @@ function describeLegacyLock(resource: string, k: LegacyLockKeys, pages: readonly
   const { now, fields, deadlines, queue } = mergePages(pages);
   const info = describeState(resource, k.state, now, fields, deadlines, queue);
   // The legacy keys as the last page read them (with the clock it gives), the readers of every page.
-  const [, , , , , readValue, readTtl, writeValue, writeTtl] = pages[pages.length - 1]!;
+  const [, , , , , , readValue, readTtl, writeValue, writeTtl] = pages[pages.length - 1]!;
   const legacy = describeLegacy(
     k,
     now,
@@ -127,7 +127,7 @@ function describeLegacyLock(resource: string, k: LegacyLockKeys, pages: readonly
     readTtl,
     writeValue,
     writeTtl,
-    pages.flatMap((page) => page[9]),
+    pages.flatMap((page) => page[10]),
   );
   const writeHeld = info.writer !== null || legacy.write.value !== null;
   const readHeld = info.readers.length > 0 || legacy.read.value !== null;

@@ -13,7 +13,8 @@ import {
   type LockBackend,
   type LockInfo,
 } from './backend.js';
-import { type ExtendRound, extendByGroup, extendInChunks } from './extend-groups.js';
+import { CallSizer } from './call-sizer.js';
+import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
@@ -25,9 +26,13 @@ import { type AcquireReply, holderArg, runScript, type ScriptReply } from './scr
  * and the next call reads on from there. A lock of up to about a hundred
  * holders and waiters is read in one call, atomically. (Read whole, a lock
  * of 10,000 readers took one call of 17-26 ms, while Redis served no other
- * client; in pages, ~310 calls of ~170 µs.)
+ * client; in pages, ~310 calls of ~170 µs.) Where the script's clock stands
+ * still, the steps a call may read keep it to the budget ({@link CallSizer}).
  */
 export const INSPECT_BUDGET_US = 100;
+/** Full steps (32 entries, 30-100 µs each) an inspect call reads at most; the first call to a node reads at most 2. */
+const INSPECT_MAX_STEPS = 64;
+const INSPECT_FIRST_STEPS = 2;
 
 /**
  * Runs a storage layout ({@link Layout}: the hash layout, or legacy/bridge)
@@ -36,6 +41,9 @@ export const INSPECT_BUDGET_US = 100;
  * in as few calls as the layout's grouping allows.
  */
 export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
+  /** The sizers of each node's renewal and inspect calls, by node ('' on one server). */
+  readonly #sizers = new Map<string, { extend: CallSizer; inspect: CallSizer }>();
+
   constructor(
     private readonly client: Driver,
     private readonly layout: Layout<K>,
@@ -91,6 +99,17 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     }
   }
 
+  /** The sizers of the calls to the node that serves `keys` (its slot's master). */
+  #sizersFor(keys: K): { extend: CallSizer; inspect: CallSizer } {
+    const node = this.client.cluster ? (this.client.masterOf(keys.slot) ?? `slot:${keys.slot}`) : '';
+    let sizers = this.#sizers.get(node);
+    if (!sizers) {
+      sizers = { extend: extendSizer(), inspect: new CallSizer(INSPECT_BUDGET_US, INSPECT_FIRST_STEPS, INSPECT_MAX_STEPS) };
+      this.#sizers.set(node, sizers);
+    }
+    return sizers;
+  }
+
   async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
     const extendGroup = (indexes: number[], results: number[]) =>
       extendInChunks(
@@ -100,6 +119,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
         this.layout.names,
         (keys, args) => runScript(this.client, this.layout.scripts.extend, keys, args),
         round,
+        this.#sizersFor(requests[indexes[0]!]!.keys).extend,
       );
     if (!this.client.cluster) return extendByGroup(requests.length, [requests.map((_, i) => i)], extendGroup);
     if (this.layout.extendGroups === 'slot') return extendByGroup(requests.length, groupBySlot(requests, requests.keys()), extendGroup);
@@ -127,15 +147,20 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   /** Reads the lock in calls of at most {@link INSPECT_BUDGET_US} of server time each, one after the other. */
   async inspect(resource: string, keys: K, bound?: CallBound): Promise<LockInfo> {
     const { scripts, names } = this.layout;
+    const sizer = this.#sizersFor(keys).inspect;
     const pages: ScriptReply<typeof scripts.inspect>[] = [];
     let cursor = '0';
     do {
-      const call = runScript(this.client, scripts.inspect, names(keys), [cursor, INSPECT_BUDGET_US]);
+      const maxSteps = sizer.size;
+      const call = runScript(this.client, scripts.inspect, names(keys), [cursor, INSPECT_BUDGET_US, maxSteps]);
       const page = await (bound ? bound(call) : call).catch((error: unknown) => {
         throw layoutRefusal(error, keys, resource);
       });
       pages.push(page);
       cursor = page[1];
+      const [startUs, elapsedUs, steps] = page[5];
+      // Stopped by its clock: fewer steps than it could read, and more left to read.
+      sizer.answered({ startUs, elapsedUs, units: steps, sent: maxSteps, stopped: cursor !== '0' && steps < maxSteps });
     } while (cursor !== '0');
     return this.layout.describe(resource, keys, pages);
   }

@@ -39,7 +39,7 @@ forEachTopology('inspect in pages', (ctx) => {
       const leases = await readers(locks, 'few', 5);
       const keys = lockKeys('rwlock', 'few');
       // A budget of 0 µs: the clock says stop after every step, as on a server that was descheduled.
-      const page = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue], ['0', 0], keys);
+      const page = await runScript(driverFor(redis), 'inspect', [keys.state, keys.leases, keys.queue], ['0', 0, 1], keys);
       expect(page[1], 'the cursor after one call').to.equal('0');
       expect(page[2].filter((_, i) => i % 2 === 0 && page[2][i]!.startsWith('r:'))).to.have.length(5);
       await Promise.all(leases.map((lease) => lease.release()));

@@ -53,7 +53,8 @@ describe('extendInChunks', () => {
         expect(args[0]).to.equal(EXTEND_BUDGET_US);
         const owners = ownersOf(args);
         sent.push(owners);
-        return owners.slice(0, 10).map(() => 5_000);
+        // A clock that moves: the call ran for 250 µs.
+        return [0, 250, ...owners.slice(0, 10).map(() => 5_000)];
       },
       round,
     );
@@ -72,12 +73,33 @@ describe('extendInChunks', () => {
     expect(round.calls).to.be.within(100, 110);
   });
 
+  it('where the clock stands still, sizes calls by what they cost: none over the budget once measured', async () => {
+    // A server that runs the calls one after the other, 20 µs a lease, whose clock stands still in a script
+    // (it replies 0 for the time a call ran): the gap between two calls' starts is what the first cost.
+    const COST_US = 20;
+    let serverUs = 1_000_000;
+    const costs: number[] = [];
+    const results = new Array<number>(requests.length).fill(NaN);
+    await extendInChunks(requests, all, results, names, async (_keys, args) => {
+      const owners = ownersOf(args);
+      const startUs = serverUs;
+      serverUs += owners.length * COST_US;
+      costs.push(owners.length * COST_US);
+      return [startUs, 0, ...owners.map(() => 5_000)];
+    });
+    expect(results.every((left) => left === 5_000)).to.equal(true);
+    expect(Math.max(...costs), 'the first calls, before any was measured').to.be.at.most(1_000);
+    const measured = costs.slice(2 * EXTEND_CALLS_IN_FLIGHT);
+    expect(Math.max(...measured), 'once measured').to.be.at.most(EXTEND_BUDGET_US);
+    expect(Math.min(...measured.slice(0, -1)), 'and not much smaller').to.be.at.least(EXTEND_BUDGET_US - 2 * COST_US);
+  });
+
   it('grows calls up to the most leases one carries while the budget reaches them all', async () => {
     const sizes: number[] = [];
     const many = Array.from({ length: 5_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000, holdIds: [`h${i}`] }));
     await extendInChunks(many, [...many.keys()], new Array<number>(many.length).fill(NaN), names, async (_keys, args) => {
       sizes.push(ownersOf(args).length);
-      return ownersOf(args).map(() => 5_000);
+      return [0, 100, ...ownersOf(args).map(() => 5_000)];
     });
     expect(Math.max(...sizes)).to.equal(EXTEND_MAX_LEASES);
     expect(sizes.reduce((a, b) => a + b, 0)).to.equal(many.length);
@@ -92,7 +114,7 @@ describe('extendInChunks', () => {
         unanswered = ownersOf(args);
         throw new Error('no answer within redisTimeoutMs');
       }
-      return ownersOf(args).map(() => 5_000);
+      return [0, 100, ...ownersOf(args).map(() => 5_000)];
     }).then(
       () => undefined,
       (e: Error) => e,
@@ -129,7 +151,7 @@ describe('extendInChunks', () => {
       async (_keys, args) => {
         await Promise.resolve(); // every worker sends its first call before the first reply
         round.cancelled = true;
-        return ownersOf(args).map(() => 5_000);
+        return [0, 100, ...ownersOf(args).map(() => 5_000)];
       },
       round,
     );
@@ -139,12 +161,16 @@ describe('extendInChunks', () => {
 
   it('bounds each call with the round’s bound', async () => {
     let bounded = 0;
+    let calls = 0;
     await extendInChunks(
       requests.slice(0, 40),
       all.slice(0, 40),
       new Array<number>(40).fill(NaN),
       names,
-      async (_keys, args) => ownersOf(args).map(() => 5_000),
+      async (_keys, args) => {
+        calls++;
+        return [0, 100, ...ownersOf(args).map(() => 5_000)];
+      },
       {
         calls: 0,
         bound: (call) => {
@@ -153,6 +179,7 @@ describe('extendInChunks', () => {
         },
       },
     );
-    expect(bounded).to.equal(2);
+    expect(calls).to.be.above(1);
+    expect(bounded).to.equal(calls);
   });
 });
