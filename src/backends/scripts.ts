@@ -22,8 +22,14 @@ type Channels = readonly string[];
  * [0, retry after, reason], with the queue heartbeat deadline of a writer that queued.
  */
 export type AcquireReply = number | [number, number, (number | string)?, number?, string?];
+/**
+ * When a call that stops after a budget of server time started (server µs),
+ * how long it ran by its clock (µs; 0 where the clock stands still:
+ * lua/includes/clock.lua), and what it did (inspect: full steps read).
+ */
+export type CallClock = [startUs: number, elapsedUs: number, units: number];
 /** The hash-mode inspect script's reply (lua/inspect.lua): one page of the lock's state. */
-export type InspectReply = [nowMs: number, cursor: string, fields: string[], deadlines: string[], queue: string[]];
+export type InspectReply = [nowMs: number, cursor: string, fields: string[], deadlines: string[], queue: string[], clock: CallClock];
 /** The legacy/bridge inspect script's reply: the hash-mode one, then the old keys (lua/legacy-inspect.lua). */
 export type LegacyInspectReply = [
   ...InspectReply,
@@ -34,8 +40,8 @@ export type LegacyInspectReply = [
   readers: string[],
 ];
 
-/** An inspect script's arguments: where to read from (`'0'`: the start), and its budget of server time. */
-type InspectArgs = readonly [cursor: string, budgetUs: number];
+/** An inspect script's arguments: where to read from (`'0'`: the start), its budget of server time, and the full steps it may read. */
+type InspectArgs = readonly [cursor: string, budgetUs: number, maxSteps: number];
 
 /**
  * A hold as the scripts name it, '<w|r> <holdId> <owner>' (see {@link holderArg}): a free
@@ -59,6 +65,7 @@ interface LockOperations {
   ];
   release: [args: readonly [holder: HolderArg, ...channels: Channels], reply: number];
   /** ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call). */
+  /** Reply: the call's start (server µs) and its run by its clock (µs), then the lease left of each lock reached (lua/extend.lua). */
   extend: [args: readonly (string | number)[], reply: number[]];
   abandon: [args: readonly [owner: string, drop: string, ...channels: Channels], reply: number];
 }
