@@ -64,8 +64,10 @@ interface LockOperations {
     reply: AcquireReply,
   ];
   release: [args: readonly [holder: HolderArg, ...channels: Channels], reply: number];
-  /** ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call). */
-  /** Reply: the call's start (server µs) and its run by its clock (µs), then the lease left of each lock reached (lua/extend.lua). */
+  /**
+   * ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call).
+   * Reply: the call's start (server µs) and its run by its clock (µs), then the lease left of each lock reached (lua/extend.lua).
+   */
   extend: [args: readonly (string | number)[], reply: number[]];
   abandon: [args: readonly [owner: string, drop: string, ...channels: Channels], reply: number];
 }
@@ -163,21 +165,32 @@ export function runScript<N extends ScriptName>(
 /** Each client's server check: `true` once passed, its promise while it runs or after it failed for good. */
 const serverChecks = new WeakMap<Driver, true | Promise<void>>();
 
+/** The commands the server check asks for, and what each is needed for. */
+const NEEDED_COMMANDS = {
+  SPUBLISH: 'wake-ups (sharded pub/sub)',
+  PEXPIRETIME: "the deadline of a holder kept in the lock's hash",
+  TIME: 'leases and fences, which are read from the server clock inside the scripts',
+} as const;
+
 /**
  * Checks, once per client before its first script, that the server has what
- * the scripts need: `SPUBLISH` (Redis 7.0, which also brought script flags).
- * On an older server the first acquire would be granted and its release
- * fail, leaving the lock held for a lease, so nothing runs until this passes.
- * A server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
+ * the scripts need: `SPUBLISH` and `PEXPIRETIME` (Redis 7.0, which also
+ * brought script flags), and `TIME` (some services leave it out). On a server
+ * without them the first acquire could be granted and its release fail,
+ * leaving the lock held for a lease, so nothing runs until this passes. A
+ * server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
  * tell, and the scripts run: their own errors then say what failed.
  */
 function checkServer(client: Driver): Promise<void> {
-  const check = Promise.all([client.command(['COMMAND', 'INFO', 'SPUBLISH']), client.cluster ? null : clusterNode(client)]).then(
+  const names = Object.keys(NEEDED_COMMANDS) as (keyof typeof NEEDED_COMMANDS)[];
+  const check = Promise.all([client.command(['COMMAND', 'INFO', ...names]), client.cluster ? null : clusterNode(client)]).then(
     ([reply]) => {
-      if (Array.isArray(reply) && reply[0] == null) {
+      const missing = Array.isArray(reply) ? names.filter((_, i) => reply[i] == null) : [];
+      if (missing.length > 0) {
+        const needs = missing.map((name) => `${name} (${NEEDED_COMMANDS[name]})`).join(', ');
         throw new UnsupportedServerError(
-          'the Redis server has no SPUBLISH command (COMMAND INFO SPUBLISH answered nothing); redis-rwlock needs Redis 7.0 ' +
-            'or later, or a compatible server (Valkey 7.2 or later) with SPUBLISH and script flags: upgrade the server',
+          `the Redis server has no ${missing.join(' or ')} command (COMMAND INFO answered nothing for it); redis-rwlock needs ${needs}: ` +
+            'Redis 7.0 or later, or a compatible server (Valkey 7.2 or later) with these commands and script flags: upgrade the server, or choose another',
         );
       }
       serverChecks.set(client, true);

@@ -29,7 +29,7 @@ export interface Driver {
    * writes of one tick on it.
    */
   script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown>;
-  /** Any command, on any one node: the server check (`COMMAND INFO SPUBLISH`). */
+  /** Any command, on any one node: the server check (`COMMAND INFO`). */
   command(args: readonly string[]): Promise<unknown>;
   /**
    * `WAIT replicas timeoutMs` on the connection that runs the commands of

@@ -1,9 +1,10 @@
 /**
  * The server check: before a client's first script the library asks the
- * server for SPUBLISH (Redis 7.0, which brought script flags too) and refuses
- * a server without it with a typed error, changing nothing. Against real
- * servers: one where SPUBLISH is renamed away (what an older server lacks),
- * one whose ACL user may not run COMMAND, and the shared topologies.
+ * server for SPUBLISH and PEXPIRETIME (Redis 7.0, which brought script flags
+ * too) and TIME, and refuses a server without one with a typed error naming
+ * it, changing nothing. Against real servers: ones where SPUBLISH,
+ * PEXPIRETIME or TIME is renamed away (what an older server or a service
+ * lacks), one whose ACL user may not run COMMAND, and the shared topologies.
  */
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
@@ -51,6 +52,40 @@ describe('server check: a server without SPUBLISH', function () {
     }
   });
 });
+
+for (const command of ['TIME', 'PEXPIRETIME'] as const) {
+  describe(`server check: a server without ${command}`, function () {
+    this.timeout(30_000);
+    let server: RedisServerHandle;
+    let redis: Redis;
+    before(async () => {
+      // What a service that leaves the command out offers (TIME), or a server older than 7.0 (PEXPIRETIME).
+      server = await startRedisServer({ args: ['--rename-command', command, '""'] });
+      redis = new Redis({ host: '127.0.0.1', port: server.port });
+    });
+    after(async () => {
+      redis.disconnect();
+      await server.stop();
+    });
+
+    it(`refuses every operation with UnsupportedServerError naming ${command}, and writes nothing`, async () => {
+      const locks = new LockClient(redis);
+      try {
+        for (const attempt of [() => locks.lock('a:{1}').acquireWrite({ waitMs: 500 }), () => locks.inspect('a:{1}')]) {
+          const error = await rejection(attempt());
+          expect(error).to.be.instanceOf(UnsupportedServerError);
+          expect(error.message)
+            .to.match(new RegExp(`has no ${command} command`))
+            .and.to.match(/upgrade the server/);
+        }
+        expect(await redis.dbsize()).to.equal(0);
+        expect(await commandCalls(redis, ['eval', 'evalsha'])).to.equal(0);
+      } finally {
+        await locks.close();
+      }
+    });
+  });
+}
 
 describe('server check: a user without COMMAND', function () {
   this.timeout(30_000);
