@@ -1,18 +1,18 @@
 /**
  * OpenTelemetry for redis-rwlock: spans from the library's
- * `node:diagnostics_channel` tracing channels, metrics from
- * `LockClient.stats()` and its `acquired` event. The library depends on no
- * OpenTelemetry package; this file is the whole bridge, to copy into a
- * service (or to replace with your APM agent's own channel subscriber).
+ * `node:diagnostics_channel` tracing channels, and metrics from
+ * `redis-rwlock/opentelemetry`. The span bridge below is the whole of it,
+ * to copy into a service (or to replace with your APM agent's own channel
+ * subscriber).
  *
  * - Every acquisition becomes a span `rwlock.acquire <mode>`, child of the
  *   span active where it was called, with the resource, owner, outcome,
  *   fence, attempts and wait as attributes, and an error status when it
  *   timed out or failed; releases, extensions and renewal rounds become
  *   spans too.
- * - The counters of `stats()` become observable counters (and the leases
- *   held a gauge), read at each collection; the wait of every grant is
- *   recorded in a histogram with the library's bucket bounds.
+ * - `LockMetrics` counts acquisitions by mode and outcome, their durations
+ *   (a histogram with the library's bucket bounds), the leases held, losses
+ *   and renewal rounds.
  *
  * Here spans and metrics go to in-memory exporters, and the example checks
  * what they hold; in a service, give the providers your OTLP exporters.
@@ -23,7 +23,7 @@
  */
 import { tracingChannel } from 'node:diagnostics_channel';
 import { pathToFileURL } from 'node:url';
-import { type Attributes, context, type Meter, metrics, type Span, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
+import { type Attributes, context, metrics, type Span, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { type Histogram as HistogramPoint, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -38,8 +38,8 @@ import {
   type LockStats,
   type RenewTraceContext,
   TRACING_CHANNELS,
-  WAIT_BUCKETS_MS,
 } from '../src/index.js';
+import { LockMetrics } from '../src/opentelemetry/index.js';
 import { startRedisServer } from '../src/testing/index.js';
 
 // ---------------------------------------------------------------------------
@@ -136,44 +136,6 @@ function defined(attributes: Record<string, string | number | boolean | undefine
   return Object.fromEntries(Object.entries(attributes).filter(([, v]) => v !== undefined)) as Attributes;
 }
 
-// ---------------------------------------------------------------------------
-// The bridge: stats() and events -> metrics.
-
-/** The counters of LockStats exported as observable counters, by metric name. */
-const COUNTERS = {
-  'rwlock.acquires': 'acquires',
-  'rwlock.waits': 'waits',
-  'rwlock.timeouts': 'timeouts',
-  'rwlock.busy': 'busy',
-  'rwlock.aborts': 'aborts',
-  'rwlock.failures': 'failures',
-  'rwlock.releases': 'releases',
-  'rwlock.losses': 'losses',
-  'rwlock.renewals': 'renewals',
-  'rwlock.renewal_failures': 'renewalFailures',
-  'rwlock.wakeups': 'wakeups',
-  'rwlock.polling_fallbacks': 'pollingFallbacks',
-  'rwlock.subscriber_errors': 'subscriberErrors',
-} as const satisfies Record<string, keyof LockStats>;
-
-/**
- * Reports `locks` on `meter`, its data points labelled with `attributes`
- * (e.g. the service or the Redis it locks on): the stats() counters at each
- * collection, and each grant's wait as it happens.
- */
-export function meterRwlock(meter: Meter, locks: LockClient, attributes: Attributes = {}): void {
-  for (const [name, field] of Object.entries(COUNTERS)) {
-    meter.createObservableCounter(name).addCallback((result) => result.observe(locks.stats()[field], attributes));
-  }
-  meter.createObservableGauge('rwlock.leases.held').addCallback((result) => result.observe(locks.stats().heldLeases, attributes));
-  const wait = meter.createHistogram('rwlock.acquire.wait', {
-    unit: 'ms',
-    description: 'time from the acquire call to its grant',
-    advice: { explicitBucketBoundaries: [...WAIT_BUCKETS_MS] },
-  });
-  locks.on('acquired', (lease, waitedMs) => wait.record(waitedMs, { ...attributes, 'rwlock.mode': lease.mode }));
-}
-
 /** A reader that collects when asked (a service would use PeriodicExportingMetricReader and an exporter). */
 class PullReader extends MetricReader {
   protected override async onShutdown(): Promise<void> {}
@@ -209,9 +171,8 @@ export async function runOpenTelemetryExample(
   const untrace = traceRwlock(trace.getTracer('redis-rwlock'));
   const payments = new LockClient(redis, { recheckMs: 100 });
   const ledger = new LockClient(redis, { leaseMs: 600, recheckMs: 100 }); // renews every 200 ms
-  const meter = metrics.getMeter('redis-rwlock');
-  meterRwlock(meter, payments, { service: 'payments' });
-  meterRwlock(meter, ledger, { service: 'ledger' });
+  // The global MeterProvider's meter; the leases held and losses of both clients.
+  const lockMetrics = new LockMetrics().observe(payments).observe(ledger);
   const app = trace.getTracer('example-app');
 
   try {
@@ -272,6 +233,7 @@ export async function runOpenTelemetryExample(
     return { spans, metrics: sums, stats: [payments.stats(), ledger.stats()] };
   } finally {
     untrace();
+    lockMetrics.disable();
     await payments.close();
     await ledger.close();
     await meterProvider.shutdown();
@@ -303,9 +265,9 @@ export function checkOpenTelemetryOutcome({ spans, metrics: m, stats }: OpenTele
     spans.some((s) => s.name === 'rwlock.renew' && Number(s.attributes['rwlock.renewed']) >= 1),
     'a renewal round span',
   );
-  check(m['rwlock.acquires'] === stats.reduce((n, s) => n + s.acquires, 0), 'rwlock.acquires equals the grants');
-  check(m['rwlock.timeouts'] === 1 && m['rwlock.waits']! >= 2, 'rwlock.timeouts 1 and rwlock.waits 2 or more');
-  check(m['rwlock.acquire.wait'] === m['rwlock.acquires'], 'one rwlock.acquire.wait point per grant');
+  check(m['rwlock.acquisitions'] === attempts, 'rwlock.acquisitions equals the acquisitions');
+  check(m['rwlock.acquire.duration'] === attempts, 'one rwlock.acquire.duration point per acquisition');
+  check(m['rwlock.renewal.rounds']! >= 1, 'a renewal round counted');
   check(m['rwlock.leases.held'] === 0, 'no lease held at the end');
 }
 

@@ -1,11 +1,12 @@
 // Builds dist/esm (ESM) and dist/cjs (CommonJS) from src/, each with its own
 // type declarations, and marks dist/cjs as CommonJS for Node.
 //
-// The public ESM entries (`redis-rwlock`, `redis-rwlock/testing`) are then
-// replaced by thin wrappers that re-export the CommonJS build, so a process
-// that both imports and requires the package has one copy of each class and
-// `instanceof` holds across the two (Node's "ES module wrapper" approach to
-// the dual package hazard). The rest of dist/esm serves the CLI and the demo.
+// The public ESM entries (`redis-rwlock`, `redis-rwlock/testing`,
+// `redis-rwlock/opentelemetry`) are then replaced by thin wrappers that
+// re-export the CommonJS build, so a process that both imports and requires
+// the package has one copy of each class and `instanceof` holds across the
+// two (Node's "ES module wrapper" approach to the dual package hazard). The
+// rest of dist/esm serves the CLI and the demo.
 import { execFileSync } from 'node:child_process';
 import { rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -18,7 +19,7 @@ tsc('tsconfig.cjs.json');
 writeFileSync('dist/cjs/package.json', `${JSON.stringify({ type: 'commonjs' })}\n`);
 
 const require = createRequire(import.meta.url);
-for (const entry of ['index.js', 'testing/index.js']) {
+for (const entry of ['index.js', 'testing/index.js', 'opentelemetry/index.js']) {
   const names = Object.keys(require(path.resolve('dist/cjs', entry))).filter((name) => name !== '__esModule');
   const fromEsm = path.posix.relative(path.posix.dirname(`dist/esm/${entry}`), `dist/cjs/${entry}`); // ../cjs/index.js
   writeFileSync(

@@ -109,7 +109,11 @@ try {
         types: ['node'],
         typeRoots: [join(root, 'node_modules', '@types')],
         baseUrl: root,
-        paths: { 'redis-rwlock': ['src/index.ts'], 'redis-rwlock/testing': ['src/testing/index.ts'] },
+        paths: {
+          'redis-rwlock': ['src/index.ts'],
+          'redis-rwlock/testing': ['src/testing/index.ts'],
+          'redis-rwlock/opentelemetry': ['src/opentelemetry/index.ts'],
+        },
       },
       files: [join(root, 'scripts', 'docs-check', 'globals.d.ts'), ...names],
     }),

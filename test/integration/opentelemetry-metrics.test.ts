@@ -1,0 +1,154 @@
+/**
+ * redis-rwlock/opentelemetry against real Redis, read with the SDK's
+ * in-memory exporter: acquisitions by mode and outcome, their durations,
+ * the leases held, losses and renewal rounds, with the resource name only
+ * when asked for.
+ */
+import { once } from 'node:events';
+import type { Attributes } from '@opentelemetry/api';
+import {
+  AggregationTemporality,
+  DataPointType,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import { expect } from 'chai';
+import { InvalidArgumentError, type Lease, LockClient, WAIT_BUCKETS_MS } from '../../src/index.js';
+import { LOCK_METRICS, LockMetrics } from '../../src/opentelemetry/index.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+
+interface Point {
+  readonly attributes: Attributes;
+  /** A sum's value, or a histogram's count. */
+  readonly value: number;
+  readonly sum?: number;
+  readonly boundaries?: readonly number[];
+}
+
+/** A meter provider whose metrics a test reads when it asks (the reader's own interval never comes). */
+class Metrics {
+  readonly exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  readonly reader = new PeriodicExportingMetricReader({ exporter: this.exporter, exportIntervalMillis: 3_600_000 });
+  readonly provider = new MeterProvider({ readers: [this.reader] });
+
+  /** Every point of the metric `name` in the latest collection. */
+  async points(name: string): Promise<Point[]> {
+    this.exporter.reset();
+    await this.reader.forceFlush();
+    const metric = this.exporter
+      .getMetrics()
+      .at(-1)
+      ?.scopeMetrics.flatMap((scope) => scope.metrics)
+      .find((m) => m.descriptor.name === name);
+    if (!metric) return [];
+    return metric.dataPoints.map((point) => {
+      if (metric.dataPointType === DataPointType.HISTOGRAM) {
+        const histogram = point.value as { count: number; sum?: number; buckets: { boundaries: number[] } };
+        return { attributes: point.attributes, value: histogram.count, sum: histogram.sum, boundaries: histogram.buckets.boundaries };
+      }
+      return { attributes: point.attributes, value: point.value as number };
+    });
+  }
+
+  /** The value of the point with exactly `attributes`, 0 when there is none. */
+  async value(name: string, attributes: Attributes): Promise<number> {
+    const key = JSON.stringify(Object.entries(attributes).sort());
+    return (await this.points(name)).find((p) => JSON.stringify(Object.entries(p.attributes).sort()) === key)?.value ?? 0;
+  }
+}
+
+forEachTopology('OpenTelemetry metrics (redis-rwlock/opentelemetry)', (ctx) => {
+  let metrics: Metrics;
+  let lockMetrics: LockMetrics | undefined;
+  let locks: LockClient | undefined;
+  beforeEach(() => {
+    metrics = new Metrics();
+  });
+  afterEach(async () => {
+    lockMetrics?.disable();
+    lockMetrics = undefined;
+    await locks?.close();
+    locks = undefined;
+    await metrics.provider.shutdown();
+  });
+
+  it('counts acquisitions by mode and outcome, with their durations, and the leases held; no resource name by default', async () => {
+    locks = new LockClient(await ctx.lockRedis(), { recheckMs: 100 });
+    lockMetrics = new LockMetrics({ meter: metrics.provider.getMeter('test') }).observe(locks);
+    const writer = await locks.lock('metrics:{a}').acquireWrite();
+    expect(await locks.lock('metrics:{a}').tryAcquireRead({ owner: 'other' })).to.equal(null);
+    await locks
+      .lock('metrics:{a}')
+      .acquireRead({ waitMs: 50, owner: 'other' })
+      .catch(() => undefined);
+    const reader = await locks.lock('metrics:{b}').acquireRead();
+    expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(2);
+    const contended = once(locks, 'contended');
+    const waiting = locks.lock('metrics:{a}').acquireWrite({ waitMs: 10_000, owner: 'next' });
+    await contended;
+    await writer.release();
+    const handed = await waiting;
+    await handed.release();
+    await reader.release();
+
+    const acquisitions = LOCK_METRICS.acquisitions;
+    expect(await metrics.value(acquisitions, { 'rwlock.mode': 'write', 'rwlock.outcome': 'granted' })).to.equal(2);
+    expect(await metrics.value(acquisitions, { 'rwlock.mode': 'read', 'rwlock.outcome': 'granted' })).to.equal(1);
+    expect(await metrics.value(acquisitions, { 'rwlock.mode': 'read', 'rwlock.outcome': 'busy' })).to.equal(1);
+    expect(await metrics.value(acquisitions, { 'rwlock.mode': 'read', 'rwlock.outcome': 'timeout' })).to.equal(1);
+    const durations = await metrics.points(LOCK_METRICS.acquireDuration);
+    expect(durations.reduce((n, p) => n + p.value, 0)).to.equal(5);
+    const timedOut = durations.find((p) => p.attributes['rwlock.outcome'] === 'timeout');
+    expect(timedOut?.sum).to.be.at.least(0.05);
+    expect(timedOut?.boundaries).to.deep.equal(WAIT_BUCKETS_MS.map((ms) => ms / 1000));
+    for (const name of [acquisitions, LOCK_METRICS.acquireDuration]) {
+      for (const point of await metrics.points(name)) expect(point.attributes).to.not.have.property('rwlock.resource');
+    }
+    expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(0);
+  });
+
+  it('counts a lost lease by mode, and the renewal rounds that renewed and lost holdings', async () => {
+    locks = new LockClient(await ctx.lockRedis(), { leaseMs: 600 }); // renews every 200 ms
+    lockMetrics = new LockMetrics({ meter: metrics.provider.getMeter('test'), resourceAttribute: true }).observe(locks);
+    const kept = await locks.lock('metrics:{kept}').acquireRead();
+    const doomed: Lease = await locks.lock('metrics:{lost}').acquireWrite();
+    const renewed = async () => metrics.value(LOCK_METRICS.renewalHoldings, { 'rwlock.outcome': 'renewed' });
+    await eventually('a renewal round that renewed both holdings', async () => (await renewed()) >= 2, 10_000, 50);
+    const lost = once(locks, 'lost');
+    await locks.forceRelease('metrics:{lost}');
+    await lost;
+    expect(doomed.held).to.equal(false);
+    expect(
+      await metrics.value(LOCK_METRICS.losses, { 'rwlock.mode': 'write', 'rwlock.resource': 'metrics:{lost}' }),
+      'the loss, by mode and resource',
+    ).to.equal(1);
+    expect(await metrics.value(LOCK_METRICS.renewalRounds, { 'rwlock.outcome': 'ok' })).to.be.at.least(1);
+    expect(await metrics.value(LOCK_METRICS.renewalHoldings, { 'rwlock.outcome': 'lost' }), 'found lost by a renewal round').to.equal(1);
+    expect(
+      await metrics.value(LOCK_METRICS.acquisitions, {
+        'rwlock.mode': 'read',
+        'rwlock.outcome': 'granted',
+        'rwlock.resource': 'metrics:{kept}',
+      }),
+    ).to.equal(1);
+    expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(1);
+    await kept.release();
+  });
+
+  it('counts nothing more once disabled, and refuses bad options with a typed error', async () => {
+    locks = new LockClient(await ctx.lockRedis());
+    lockMetrics = new LockMetrics({ meter: metrics.provider.getMeter('test') }).observe(locks);
+    await (await locks.lock('metrics:{c}').acquireWrite()).release();
+    lockMetrics.disable();
+    await (await locks.lock('metrics:{c}').acquireWrite()).release();
+    expect(await metrics.value(LOCK_METRICS.acquisitions, { 'rwlock.mode': 'write', 'rwlock.outcome': 'granted' })).to.equal(1);
+    expect(() => new LockMetrics({ resourceAttribute: 'yes' as never })).to.throw(InvalidArgumentError, /resourceAttribute/);
+    expect(() => new LockMetrics({ meter: {} as never })).to.throw(InvalidArgumentError, /Meter/);
+    const other = new LockMetrics({ meter: metrics.provider.getMeter('test') });
+    expect(() => other.observe({} as never)).to.throw(InvalidArgumentError, /LockClient/);
+    other.disable();
+    expect(() => other.observe(locks!)).to.throw(InvalidArgumentError, /disabled/);
+  });
+});
