@@ -55,8 +55,9 @@ export interface LockClientEvents {
   released: [lease: Lease, heldMs: number];
   /**
    * A renewal round could not renew `leases` because Redis did not answer.
-   * They are still held, and renewed next round (every `leaseMs / 3`); if
-   * renewal does not come through before their deadline, `lost` follows.
+   * They are still held, and tried again soon, at most `redisTimeoutMs`
+   * apart; if renewal does not come through before their deadline, `lost`
+   * follows.
    */
   renewalFailed: [error: RedisUnavailableError, leases: readonly Lease[]];
   /**

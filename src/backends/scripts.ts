@@ -167,7 +167,7 @@ const serverChecks = new WeakMap<Driver, true | Promise<void>>();
 
 /** The commands the server check asks for, and what each is needed for. */
 const NEEDED_COMMANDS = {
-  SPUBLISH: 'wake-ups (sharded pub/sub)',
+  SPUBLISH: 'sharded pub/sub, for wake-ups',
   PEXPIRETIME: "the deadline of a holder kept in the lock's hash",
   TIME: 'leases and fences, which are read from the server clock inside the scripts',
 } as const;
