@@ -58,7 +58,7 @@ async function taken(inspector: LockClient, resources: readonly string[]): Promi
 
 const median = (values: readonly number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
-forEachTopology('network faults between clients and Redis', { clients: ['ioredis', 'node-redis6'] }, (ctx) => {
+forEachTopology('network faults between clients and Redis', { clients: ['ioredis', 'node-redis6', 'glide'] }, (ctx) => {
   let workload: Workload | undefined;
   let proxy: FaultProxy | ClusterFaultProxy | undefined;
   let inspector: LockClient | undefined;
@@ -122,7 +122,7 @@ forEachTopology('network faults between clients and Redis', { clients: ['ioredis
     expect(handoff, 'longest a released lock stayed taken').to.be.below(LEASE_MS);
   });
 
-  // The lifecycle rows run on ioredis (issue 26); the network row above on node-redis 6 too.
+  // The lifecycle rows run on ioredis (issue 26); the network row above on node-redis 6 and GLIDE too.
   if (ctx.clientKind === 'ioredis')
     it('graceful shutdowns (close, then quit) of random processes in the middle of acquires: exactly once, nothing of theirs left held', async function () {
       this.timeout(120_000);
@@ -173,7 +173,7 @@ forEachTopology('network faults between clients and Redis', { clients: ['ioredis
       expect(await taken(inspector, RESOURCES), 'taken once every process has finished').to.deep.equal([]);
     });
 
-  // The lifecycle rows run on ioredis (issue 26); the network row above on node-redis 6 too.
+  // The lifecycle rows run on ioredis (issue 26); the network row above on node-redis 6 and GLIDE too.
   if (ctx.clientKind === 'ioredis')
     it('replies delayed past redisTimeoutMs: acquires give up at their bound, each grant that lands later is given back', async function () {
       this.timeout(120_000);

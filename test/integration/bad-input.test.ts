@@ -18,6 +18,7 @@ import {
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, forEachTopology, quit } from '../setup/topologies.js';
+import { isGlide } from '../support/glide-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
@@ -130,6 +131,20 @@ const counts = new Map<string, Map<string, number>>();
 /** Records the name of every command `client` sends, so that argument errors can be shown to send none. */
 function recordCommands(client: LockRedisClient): string[] {
   const sent: string[] = [];
+  if (isGlide(client)) {
+    const glide = client as unknown as Record<'customCommand' | 'invokeScript', (...args: unknown[]) => unknown>;
+    const custom = glide.customCommand.bind(client);
+    const invoke = glide.invokeScript.bind(client);
+    glide.customCommand = (...args: unknown[]) => {
+      sent.push(String((args[0] as string[])[0]));
+      return custom(...args);
+    };
+    glide.invokeScript = (...args: unknown[]) => {
+      sent.push('EVALSHA');
+      return invoke(...args);
+    };
+    return sent;
+  }
   const target = client as unknown as { sendCommand: (...args: unknown[]) => unknown };
   const send = target.sendCommand.bind(client);
   target.sendCommand = (...args: unknown[]) => {

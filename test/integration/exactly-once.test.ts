@@ -30,6 +30,7 @@ import {
 } from '../../src/testing/index.js';
 import { ALL_CLIENTS, disconnect, forEachTopology, quit } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { isGlide } from '../support/glide-clients.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
 import { totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -82,16 +83,18 @@ forEachTopology('exactly once, with replies dropped by the network', { clients: 
       expect(proxy.stats.drops).to.equal(1);
     });
   } else {
-    it('the proxy drops a reply after the server ran the command, and node-redis fails it (no resend)', async () => {
-      // node-redis' sendCommand: (args) on one server, (firstKey, isReadonly, args) on a Cluster.
+    it(`the proxy drops a reply after the server ran the command, and ${ctx.clientKind} fails it (no resend)`, async () => {
+      // node-redis' sendCommand: (args) on one server, (firstKey, isReadonly, args) on a Cluster; GLIDE's customCommand.
       const send = (args: string[]) =>
-        ctx.kind === 'cluster'
-          ? (through as unknown as { sendCommand(key: string, ro: boolean, args: string[]): Promise<unknown> }).sendCommand(
-              args[1]!,
-              false,
-              args,
-            )
-          : (through as unknown as { sendCommand(args: string[]): Promise<unknown> }).sendCommand(args);
+        isGlide(through)
+          ? (through as unknown as { customCommand(args: string[]): Promise<unknown> }).customCommand(args)
+          : ctx.kind === 'cluster'
+            ? (through as unknown as { sendCommand(key: string, ro: boolean, args: string[]): Promise<unknown> }).sendCommand(
+                args[1]!,
+                false,
+                args,
+              )
+            : (through as unknown as { sendCommand(args: string[]): Promise<unknown> }).sendCommand(args);
       await send(['SET', 'n', '0']);
       const dropped = proxy.dropAfterReply({ command: 'incr' });
       expect(await rejection(send(['INCR', 'n']))).to.be.instanceOf(Error);
@@ -100,7 +103,7 @@ forEachTopology('exactly once, with replies dropped by the network', { clients: 
       expect(proxy.stats.drops).to.equal(1);
     });
 
-    it('a node-redis client destroyed with a script call on the wire: ClientClosedError, not a resend', async () => {
+    it(`a ${ctx.clientKind} client closed with a script call on the wire: ClientClosedError, not a resend`, async () => {
       const locks = new LockClient(through, { redisTimeoutMs: 10_000 });
       await (await locks.lock('destroyed').acquireWrite()).release(); // connected, script loaded
       proxy.delay(500); // each way: the call stays on the wire

@@ -25,6 +25,7 @@ import {
   sharedCluster,
   sharedStandalone,
 } from '../setup/topologies.js';
+import { glideClient } from '../support/glide-clients.js';
 import { rejection } from '../support/rejection.js';
 
 /** WAIT calls a server has served so far. */
@@ -33,8 +34,14 @@ async function waitCalls(port: number): Promise<number> {
   return Number(/^cmdstat_wait:calls=(\d+)/m.exec(info)?.[1] ?? 0);
 }
 
-/** A connected client of `kind` on the server at `port` (node-redis: its own; ioredis: the handle's). */
-async function connected(kind: ClientKind, ioredis: () => LockRedisClient, nodeRedis: () => ReturnType<typeof nodeRedisClient>) {
+/** A connected client of `kind` on the server at `port` (node-redis and GLIDE: its own; ioredis: the handle's). */
+async function connected(
+  kind: ClientKind,
+  ioredis: () => LockRedisClient,
+  nodeRedis: () => ReturnType<typeof nodeRedisClient>,
+  glide?: () => Promise<LockRedisClient>,
+) {
+  if (kind === 'glide') return glide!();
   if (!isNodeRedis(kind)) return ioredis();
   const client = nodeRedis();
   client.on('error', () => undefined); // failovers are the tests' doing
@@ -197,6 +204,7 @@ for (const clientKind of selectedClients(ALL_CLIENTS))
         clientKind,
         () => server.client(),
         () => nodeRedisClient(clientKind as 'node-redis', { socket: { host: server.host, port: server.port } }),
+        () => glideClient({ addresses: [server] }),
       );
     });
     afterEach(() => disconnect(redis));

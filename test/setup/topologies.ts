@@ -20,13 +20,13 @@
  *   `ctx.lockRedis()` gives it a client of that library for its LockClients,
  *   while `ctx.client()` stays ioredis, for the test's own look at Redis.
  *   `node-redis` is node-redis 5 (the dev dependency `redis`), `node-redis6`
- *   node-redis 6 (the alias `redis6`). A heavy suite runs on
+ *   node-redis 6 (the alias `redis6`), `glide` GLIDE 2 (`@valkey/valkey-glide`). A heavy suite runs on
  *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short, the
  *   slowest on `NODE_REDIS_IN_CI` (ioredis in `npm test`, node-redis 5 in
  *   `npm run test:clients`). Without `TEST_CLIENTS`, suites run on ioredis and
  *   node-redis 5; `npm run test:clients` (CI) runs the rest: node-redis 5 on
- *   `NODE_REDIS_IN_CI` suites, node-redis 6 on `ALL_CLIENTS` ones.
- *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, a list) chooses the libraries that run.
+ *   `NODE_REDIS_IN_CI` suites, node-redis 6 and GLIDE on `ALL_CLIENTS` ones.
+ *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, `glide`, a list) chooses the libraries that run.
  */
 import { once } from 'node:events';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
@@ -39,6 +39,7 @@ import {
   startRedisServer,
   stopAllServers,
 } from '../../src/testing/index.js';
+import { glideClient, glideCluster, isGlide } from '../support/glide-clients.js';
 import { type ClientKind, nodeRedisClient, nodeRedisCluster } from '../support/node-redis-clients.js';
 
 /** The topologies a suite runs on. */
@@ -50,7 +51,7 @@ export const ALL_TOPOLOGIES: readonly TopologyKind[] = ['standalone', 'cluster']
 export { type ClientKind, isNodeRedis, type NodeRedisLike, nodeRedisClient, nodeRedisCluster } from '../support/node-redis-clients.js';
 
 /** All client libraries, in the order their suites are declared. */
-export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'node-redis6'];
+export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'node-redis6', 'glide'];
 
 /** ioredis and one node-redis major (5): for the suites too slow to run on every major. */
 export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
@@ -62,15 +63,15 @@ export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
  */
 export const NODE_REDIS_IN_CI: readonly ClientKind[] = ['ioredis', 'node-redis'];
 
-/** What runs when `TEST_CLIENTS` is not set (`npm test`): node-redis 6 runs in `npm run test:clients`. */
+/** What runs when `TEST_CLIENTS` is not set (`npm test`): node-redis 6 and GLIDE run in `npm run test:clients`. */
 const NPM_TEST_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
 
 /** Options of {@link ContextBase.lockRedis}. */
 export interface LockRedisOptions {
   /**
-   * ioredis only: commands with no reply after this long fail
-   * (`commandTimeout`). node-redis has no such option: its `timeout` covers
-   * only commands not yet sent.
+   * ioredis and GLIDE only: commands with no reply after this long fail
+   * (`commandTimeout`, GLIDE's `requestTimeout`). node-redis has no such
+   * option: its `timeout` covers only commands not yet sent.
    */
   commandTimeoutMs?: number;
   /** An ACL user to log in as (on every node of a Cluster). */
@@ -155,13 +156,15 @@ export function selectedClients(declared: readonly ClientKind[] = ALL_CLIENTS): 
 
 /** Closes a client of either library, at once (commands in flight fail), whether or not it is still open. */
 export function disconnect(client: LockRedisClient): void {
-  if (!('isOpen' in client)) (client as Redis | Cluster).disconnect();
+  if (isGlide(client)) client.close();
+  else if (!('isOpen' in client)) (client as Redis | Cluster).disconnect();
   else if ((client as { isOpen: boolean }).isOpen) (client as unknown as { destroy(): void }).destroy();
 }
 
 /** Closes a client of either library once its commands in flight are answered (ioredis `quit()`, node-redis `close()`). */
 export async function quit(client: LockRedisClient): Promise<void> {
-  if ('isOpen' in client) await (client as unknown as { close(): Promise<void> }).close();
+  if (isGlide(client)) client.close();
+  else if ('isOpen' in client) await (client as unknown as { close(): Promise<void> }).close();
   else await (client as Redis | Cluster).quit();
 }
 
@@ -231,7 +234,12 @@ function declareTopology(title: string, kind: TopologyKind, clientKind: ClientKi
         if (client.status !== 'ready') await once(client, 'ready'); // connected, and on a Cluster the slots are known (no PING: an ACL user may lack it)
         return client;
       }
-      if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis');
+      if (clientKind === 'glide') {
+        const addresses = kind === 'cluster' ? (clusterHandle ?? notYet('lockRedis()')).startupNodes : [server ?? notYet('lockRedis()')];
+        const options = { addresses, user, name, requestTimeoutMs: commandTimeoutMs };
+        return remember(await (kind === 'cluster' ? glideCluster(options) : glideClient(options)));
+      }
+      if (commandTimeoutMs !== undefined) throw new Error('lockRedis({ commandTimeoutMs }) is for ioredis and GLIDE');
       const login = { ...user, ...(name && { name }) };
       const client =
         kind === 'cluster'

@@ -9,8 +9,8 @@ import { createClient, createCluster } from 'redis';
 import { createClient as createClient6, createCluster as createCluster6 } from 'redis6';
 import type { LockRedisClient } from '../../src/clients/index.js';
 
-/** The client libraries a suite's LockClients can run on: ioredis 6, node-redis 5, node-redis 6. */
-export type ClientKind = 'ioredis' | 'node-redis' | 'node-redis6';
+/** The client libraries a suite's LockClients can run on: ioredis 6, node-redis 5, node-redis 6, GLIDE 2. */
+export type ClientKind = 'ioredis' | 'node-redis' | 'node-redis6' | 'glide';
 
 /** Whether `kind` is a node-redis major. */
 export function isNodeRedis(kind: ClientKind | undefined): kind is 'node-redis' | 'node-redis6' {

@@ -36,18 +36,23 @@ export function targetThrough(proxy: FaultProxy | ClusterFaultProxy, client?: Cl
 
 /**
  * In a worker: the client its LockClients run on: `redis` (the worker's
- * ioredis client) or, for node-redis, a client of its own, connected.
+ * ioredis client) or, for node-redis and GLIDE, a client of its own, connected.
  */
 export async function lockClientOf(target: WorkerTarget, redis: Redis | Cluster): Promise<LockRedisClient> {
-  return isNodeRedis(target.client) ? connectLockClient(target) : redis;
+  return target.client === undefined || target.client === 'ioredis' ? redis : connectLockClient(target);
 }
 
 /**
  * A client of `target.client`'s library for `target`, connected (a Cluster: its slots known), its
  * error events kept quiet (it reconnects); through the proxies of a `natMap` if there is one
- * (node-redis: `nodeAddressMap`).
+ * (node-redis: `nodeAddressMap`; GLIDE: `addressResolver`).
  */
 export async function connectLockClient(target: WorkerTarget): Promise<LockRedisClient> {
+  if (target.client === 'glide') {
+    const { glideClient, glideCluster } = await import('./glide-clients.js'); // GLIDE's native module: only where it runs
+    const options = { addresses: target.nodes, natMap: target.natMap };
+    return target.kind === 'cluster' ? glideCluster(options) : glideClient(options);
+  }
   if (!isNodeRedis(target.client)) {
     const redis = connectTarget(target);
     redis.on('error', () => undefined);
