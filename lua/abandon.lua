@@ -1,8 +1,9 @@
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
   outcome: take it out of the writers' queue (or the upgrade slot) and, if
-  asked, drop that acquire's hold or all its holds. Running it twice changes
-  nothing more.
+  asked, drop that acquire's hold or all its holds. With a hold id, the
+  queue place goes only if that acquire registered it (not a newer try of
+  the same owner). Running it twice changes nothing more.
 
   KEYS[1] stateKey   the lock's hash
   KEYS[2] leasesKey  the lock's owner -> deadline sorted set

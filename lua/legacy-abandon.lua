@@ -1,7 +1,8 @@
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
-  outcome, in legacy or bridge mode: as lua/abandon.lua, and dropping the
-  owner's holds also drops them from the two-key layout.
+  outcome, in legacy or bridge mode: as lua/abandon.lua (here no place
+  registers a hold id, so a place always goes), and dropping the owner's
+  holds also drops them from the two-key layout.
 
   KEYS[1] stateKey    the lock's hash
   KEYS[2] leasesKey   the lock's owner -> deadline sorted set

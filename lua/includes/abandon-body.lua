@@ -8,7 +8,13 @@
 local now = serverTime()
 spill()
 local changed = 0
-if rcall('ZSCORE', queueKey, owner) then
+-- The owner's place in the queue goes when it is this try's: a newer try of
+-- the same owner (an explicit owner may wait in two acquires at once)
+-- registered its own hold id, and keeps the place. A bare withdrawal, or a
+-- place with no hold id registered (no hand-over: legacy and bridge), goes.
+local registered = rcall('HGET', stateKey, 'g:' .. owner)
+local ownPlace = not registered or drop == '' or drop == '*' or string.sub(registered, 1, #drop + 1) == drop .. ' '
+if ownPlace and rcall('ZSCORE', queueKey, owner) then
   dequeue(owner)
   changed = 1
 end

@@ -197,7 +197,9 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
   /**
    * Withdraws a waiting writer's intent and, with `drop`, one hold (the id of
    * an acquire whose outcome was unknown) or, with {@link ALL_HOLDS}, every
-   * hold of the owner. Repeating it changes nothing more.
+   * hold of the owner. With a hold id, the owner's place in the queue goes
+   * only when that acquire registered it: a newer try of the same owner
+   * keeps its place. Repeating it changes nothing more.
    */
   abandon(keys: K, owner: string, drop?: string): Promise<void>;
   /**

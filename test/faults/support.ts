@@ -1,5 +1,4 @@
 import type { RedisClient } from '../../src/redis.js';
-import type { TopologyContext } from '../setup/topologies.js';
 import { type CheckOptions, type CheckResult, checkHistory, type History, report } from '../support/history.js';
 
 /** The final counter of each resource. */
@@ -9,10 +8,10 @@ export async function counters(redis: RedisClient, resources: readonly string[])
   return values;
 }
 
-/** Checks a history, prints its row of the fault table, and returns the result. */
+/** Checks a history, prints its row of the fault table (under `ctx.kind`, its topology), and returns the result. */
 export function checkAndReport(
   fault: string,
-  ctx: TopologyContext,
+  ctx: { readonly kind: string },
   history: History,
   options: CheckOptions & { recoveryMs?: number; notes?: string; quiet?: boolean },
 ): CheckResult {

@@ -175,7 +175,10 @@ class Model {
       }
       case 'abandon': {
         let changed = false;
-        if (this.queue.includes(s.owner)) {
+        // A place registered under another hold id is a newer try's: it stays.
+        const registered = this.queuedIds.get(s.owner);
+        const ownPlace = registered === undefined || s.drop === '' || s.drop === '*' || registered === s.drop;
+        if (ownPlace && this.queue.includes(s.owner)) {
           this.dequeue(s.owner);
           changed = true;
         }

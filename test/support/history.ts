@@ -87,6 +87,26 @@ export interface WorkerConfig {
   /** Call release() again (a few times) after it rejected with RedisUnavailableError, as the README advises. */
   retryUnknownRelease?: boolean;
   lockOptions?: Record<string, unknown>;
+  /**
+   * `redlock` mode: the LockClient runs on one ioredis client per address
+   * here (each an independent server, or a fault proxy in front of one); the
+   * data stays on `target`.
+   */
+  redlockNodes?: { host: string; port: number }[];
+  /**
+   * Each loop acquires one resource (the loop's index, modulo the
+   * resources) as one explicit owner (`p3.l1`), so that owner acquires the
+   * same lock again right after its release, while renewal may still run for
+   * it. Default: each operation a random resource, as an owner of its own.
+   */
+  ownerPerLoop?: boolean;
+  /**
+   * A bug planted in the worker's copy of the library, for a row that the
+   * checker must fail: `renewal-abandons-all` drops every hold of the owner
+   * on every node when renewal finds one of its leases lost (not the lost
+   * hold alone).
+   */
+  plant?: 'renewal-abandons-all';
   redisOptions?: Record<string, unknown>;
   clusterOptions?: Record<string, unknown>;
 }

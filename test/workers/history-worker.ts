@@ -21,8 +21,15 @@
 // settled) the process prints { t: 'shutdown' } and, in the same tick, closes
 // its LockClient, which ends the acquires still in flight with
 // ClientClosedError; then it quits its Redis client and exits 0. Each acquire's owner is its operation id, so what a
-// process holds can be read from Redis.
-import type { ClusterOptions, RedisOptions } from 'ioredis';
+// process holds can be read from Redis (with ownerPerLoop, its loop's: each loop acquires one resource as one owner,
+// again as soon as it released).
+//
+// With redlockNodes the LockClient runs in redlock mode on one ioredis client per node; the data stays on the
+// target. A planted bug (config.plant) patches this process's copy of the library, never the shipped code.
+import { type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { ALL_HOLDS, type ExtendRequest } from '../../src/backends/backend.js';
+import type { ExtendRound } from '../../src/backends/extend-groups.js';
+import { RedlockBackend } from '../../src/backends/redlock.js';
 import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
 import type { HistoryEvent, WorkerConfig } from '../support/history.js';
 import { closeLockClientOf, connectTarget, lockClientOf } from '../support/targets.js';
@@ -38,7 +45,13 @@ redis.on('error', () => undefined); // reconnects are ioredis' business; failure
 
 const clientOptions: LockClientOptions = { leaseMs: config.leaseMs, waitMs: config.waitMs, ...config.lockOptions };
 const lockRedis = await lockClientOf(target, redis);
-const locks = new LockClient(lockRedis, clientOptions);
+const redlockNodes = config.redlockNodes?.map((n) => {
+  const node = new Redis(n.port, n.host, config.redisOptions as RedisOptions);
+  node.on('error', () => undefined); // killed and paused nodes are part of the run
+  return node;
+});
+if (config.plant === 'renewal-abandons-all') plantRenewalAbandonsAll();
+const locks = new LockClient(redlockNodes ?? lockRedis, clientOptions);
 locks.on('lost', () => undefined); // each lease's own signal is recorded below
 
 const emit = (event: HistoryEvent) => process.stdout.write(`${JSON.stringify(event)}\n`);
@@ -66,6 +79,27 @@ process.on('message', (message) => {
   if (message === 'shutdown' && !loopsEnded) shutdownDone ??= shutdown();
 });
 
+/**
+ * The bug of redlock renewal before it dropped a lost lease's hold alone: a
+ * lease renewal finds lost (its release may be on the wire) drops every hold
+ * of its owner on every node, also a hold the same owner was granted since.
+ */
+function plantRenewalAbandonsAll(): void {
+  const extend = RedlockBackend.prototype.extend;
+  RedlockBackend.prototype.extend = async function (this: RedlockBackend, requests: readonly ExtendRequest[], round?: ExtendRound) {
+    const left = await extend.call(this, requests, round);
+    requests.forEach((r, k) => {
+      if (left[k] === 0) void this.abandon(r.keys, r.owner, ALL_HOLDS).catch(() => undefined);
+    });
+    return left;
+  };
+}
+
+/** Closes the redlock nodes' clients, if any. */
+function quitNodes(): Promise<unknown> {
+  return Promise.all((redlockNodes ?? []).map((node) => node.quit().catch(() => node.disconnect())));
+}
+
 /** A graceful shutdown while loops wait or acquire: see the header. */
 async function shutdown(): Promise<void> {
   stopping = true;
@@ -76,6 +110,7 @@ async function shutdown(): Promise<void> {
   emit({ t: 'shutdown', process: name, at, acquiring });
   await locks.close();
   const closeMs = Date.now() - at;
+  await quitNodes();
   await redis.quit();
   emit({ t: 'done', process: name, at: Date.now(), closeMs, quitMs: Date.now() - at - closeMs, operations: started });
 }
@@ -89,8 +124,8 @@ async function attempt<T>(promise: Promise<T>): Promise<{ value?: T; error?: str
   }
 }
 
-async function operation(): Promise<void> {
-  const resource = pick(config.resources);
+async function operation(index: number): Promise<void> {
+  const resource = config.ownerPerLoop ? config.resources[index % config.resources.length]! : pick(config.resources);
   const mode = Math.random() < config.writeShare ? 'write' : 'read';
   const id = `${name}:${++seq}`;
   const data = `data:{${resource}}`;
@@ -98,7 +133,10 @@ async function operation(): Promise<void> {
   let lease: Lease;
   try {
     const lock = locks.lock(resource);
-    const options = { owner: id, ...(config.fixedLeaseMs !== undefined && { leaseMs: config.fixedLeaseMs }) };
+    const options = {
+      owner: config.ownerPerLoop ? `${name}.l${index}` : id,
+      ...(config.fixedLeaseMs !== undefined && { leaseMs: config.fixedLeaseMs }),
+    };
     acquiring++;
     lease = await (mode === 'write' ? lock.acquireWrite(options) : lock.acquireRead(options)).finally(() => acquiring--);
   } catch (error) {
@@ -179,11 +217,11 @@ async function criticalSection(id: string, mode: 'read' | 'write', data: string,
   }
 }
 
-async function loop(): Promise<void> {
+async function loop(index: number): Promise<void> {
   while (!stopping && started < config.ops && Date.now() < deadline) {
     started++;
     const before = Date.now();
-    await operation();
+    await operation(index);
     // After a failure, do not hammer a sick server: every loop stays bounded in rate.
     if (Date.now() - before < 2) await sleep(config.pauseMs);
   }
@@ -203,7 +241,7 @@ const watchdog = setTimeout(() => {
   process.exit(3);
 }, config.durationMs + config.graceMs);
 watchdog.unref();
-await Promise.all(Array.from({ length: config.loops }, () => loop()));
+await Promise.all(Array.from({ length: config.loops }, (_, i) => loop(i)));
 loopsEnded = true;
 if (shutdownDone) {
   await shutdownDone;
@@ -211,6 +249,7 @@ if (shutdownDone) {
 }
 const closeStarted = Date.now();
 await locks.close();
+await quitNodes();
 await closeLockClientOf(lockRedis, redis);
 emit({ t: 'done', process: name, at: Date.now(), closeMs: Date.now() - closeStarted, operations: started });
 redis.disconnect();
