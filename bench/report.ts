@@ -20,14 +20,14 @@ function table(header: string[], rows: string[][]): string {
 export function renderMarkdown(results: BenchResults): string {
   const m = results.machine;
   const out: string[] = [];
-  out.push(`# redis-rwlock benchmark (${results.config.name} run)`);
+  out.push(`# redis-rwlock benchmark (${results.config.name} run${m.server ? `, ${m.server}` : ''})`);
   out.push('');
   out.push(`- date: ${results.date}`);
   out.push(
     `- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}`,
   );
   out.push(
-    `- node ${m.node}, redis-server ${m.redis}, ioredis ${m.ioredis}; ${Object.entries(results.versions)
+    `- node ${m.node}, ${m.server ?? `redis-server ${m.redis}`}, ioredis ${m.ioredis}; ${Object.entries(results.versions)
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
   );

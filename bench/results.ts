@@ -42,7 +42,10 @@ export interface Machine {
   readonly memoryGiB: number;
   readonly os: string;
   readonly node: string;
+  /** The server's `redis_version` (Valkey reports the Redis version it is compatible with). */
   readonly redis: string;
+  /** The server's name and version, as `Redis 7.0.15` or `Valkey 8.0.1` (absent in results written before it). */
+  readonly server?: string;
   readonly ioredis: string;
   readonly loadAverageAtStart: number[];
 }

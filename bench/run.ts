@@ -19,6 +19,9 @@
  *   --render file.json      no measurement: re-evaluate the targets of a
  *                           results file and rewrite its .md (and the README
  *                           table, for latest.json)
+ *
+ * `TEST_SERVER=valkey` runs it on valkey-server (test/setup/server.ts) and
+ * writes bench/results/valkey-<name>.*; each result's header names the server.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -26,6 +29,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { stopAllServers } from '../src/testing/index.js';
+import { testServer } from '../test/setup/server.js';
 import { type BenchConfig, FULL, SMOKE } from './config.js';
 import { BASELINE_LIBS, EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, REDLOCK_LIBS, UNCONTENDED_LIBS } from './libs.js';
 import { renderMarkdown } from './report.js';
@@ -77,9 +81,13 @@ function rotate<T>(items: readonly T[], by: number): T[] {
 
 async function machine(topology: Topology | undefined): Promise<Machine> {
   let redis = 'unknown';
+  let server: string | undefined;
   if (topology) {
     const [m] = await topology.masters();
-    redis = /redis_version:(\S+)/.exec(await m!.info('server'))?.[1] ?? 'unknown';
+    const info = await m!.info('server');
+    redis = /redis_version:(\S+)/.exec(info)?.[1] ?? 'unknown';
+    const valkey = /valkey_version:(\S+)/.exec(info)?.[1];
+    server = valkey ? `Valkey ${valkey}` : `Redis ${redis}`;
   }
   return {
     cpu: os.cpus()[0]?.model.trim() ?? 'unknown',
@@ -88,6 +96,7 @@ async function machine(topology: Topology | undefined): Promise<Machine> {
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
     redis,
+    ...(server ? { server } : {}),
     ioredis: packageVersion('ioredis'),
     loadAverageAtStart: os.loadavg(),
   };
@@ -259,7 +268,10 @@ async function main(): Promise<number> {
   if (values.baseline !== undefined) await loadBaseline(values.baseline);
   const allLibs = [...new Set([...UNCONTENDED_LIBS, ...EXCLUSIVE_LIBS])].filter((l) => !BASELINE_LIBS.includes(l) || hasBaseline());
   const libs = list<LibName>(values.libs, allLibs, 'libs') ?? allLibs;
+  // TEST_SERVER picks the server (test/setup/server.ts); only a run on Redis writes latest.* and the README.
+  const server = testServer();
   const complete =
+    server === 'redis' &&
     values.only === undefined &&
     values.libs === undefined &&
     values.leases === undefined &&
@@ -268,7 +280,11 @@ async function main(): Promise<number> {
     values.baseline === undefined;
   const outPrefix =
     values.out ??
-    path.join(benchDir, 'results', config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke');
+    path.join(
+      benchDir,
+      'results',
+      `${server === 'redis' ? '' : `${server}-`}${config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke'}`,
+    );
   const command = `npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${
     process.argv.length > 2
       ? ` -- ${process.argv
