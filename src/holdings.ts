@@ -251,7 +251,8 @@ export class Holdings implements LeaseHost {
   }
 
   private extendHandedNow(lease: Lease): void {
-    if (lease.state !== 'held') return;
+    // Nor once close() began: a lease it could not release ends with its handed hold.
+    if (lease.state !== 'held' || this.closed) return;
     this.extend(lease, undefined).catch((error: unknown) => {
       if (lease.state !== 'held') return;
       const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
