@@ -552,21 +552,23 @@ export class Holdings implements LeaseHost {
 
   /**
    * Drops `lease`'s hold in Redis, in the background (the first ones at once,
-   * the rest as those are answered: see `giveBacks`); a failure is reported
-   * (the hold expires by itself).
+   * the rest as those are answered or given up after `redisTimeoutMs`: see
+   * `giveBacks`); a failure is reported (the hold expires by itself).
    */
   private giveBack(holding: Holding, lease: Lease): void {
     this.giveBacks.push(() =>
-      this.backend.abandon(holding.keys, lease.token, lease.holdId).catch((error: unknown) => {
-        const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-        this.observer?.backgroundError(
-          redisFailure(
-            `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
-            error,
-            context,
-          ),
-        );
-      }),
+      this.deadlines
+        .within(this.backend.abandon(holding.keys, lease.token, lease.holdId), this.redisTimeoutMs, 'giving back', lease)
+        .catch((error: unknown) => {
+          const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+          this.observer?.backgroundError(
+            redisFailure(
+              `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+              error,
+              context,
+            ),
+          );
+        }),
     );
   }
 

@@ -137,6 +137,27 @@ describe('Holdings (renewal timing and loss)', () => {
     }
   });
 
+  it('gives back the leases lost later while earlier give-backs hang: each waits redisTimeoutMs at most', async () => {
+    // A node that takes calls but never answers them must not hold up the give-backs of every other lock.
+    for (let i = 0; i < RELEASE_CALLS_IN_FLIGHT; i++) grant(`hung${i}`, `h${i}`, false, 500);
+    grant('later', 'l', false, 800);
+    const sent: string[] = [];
+    const abandon = backend.abandon;
+    backend.abandon = async (keys) => {
+      sent.push(keys.state);
+      if (keys.state.includes('hung')) await new Promise(() => undefined);
+    };
+    try {
+      await clock.tickAsync(799);
+      expect(losses, 'leases lost').to.have.length(RELEASE_CALLS_IN_FLIGHT + 1);
+      expect(sent, 'sent at once').to.have.length(RELEASE_CALLS_IN_FLIGHT);
+      await clock.tickAsync(1000); // the hung calls' bound (redisTimeoutMs) passed
+      expect(sent).to.include(lockKeys('p', 'later').state);
+    } finally {
+      backend.abandon = abandon;
+    }
+  });
+
   it("gives a lease that ran out back even when a 'lost' listener throws", async () => {
     holdings = new Holdings(
       backend,
