@@ -26,6 +26,7 @@ export type { BlockReason, HolderInfo, LegacyInfo, LegacyKeyInfo, LockInfo, Wait
 export { MIN_REDLOCK_NODES } from './backends/redlock-nodes.js';
 export { LockClient, type LockClientEvents } from './client.js';
 export type {
+  GlideCompatibleClient,
   IoredisCompatibleClient,
   LockRedisClient,
   NodeRedisCompatibleClient,
