@@ -1,9 +1,10 @@
 /**
  * One outage against one auto-renewed lease: a LockClient on `redis` (which
  * talks to Redis through `proxy`) takes a lease; `phaseMs` after a renewal
- * round starts, the proxy stalls every connection for `outageMs`; then it
- * waits for the state that settles it: the lease renewed after the outage,
- * or lost.
+ * round starts, the proxy stalls every connection for `outageMs` (with
+ * `cut`, then resets them: what was on the wire is lost, and the client
+ * reconnects); then it waits for the state that settles it: the lease
+ * renewed after the outage, or lost.
  *
  * @module
  */
@@ -27,6 +28,8 @@ export interface OutageOptions {
   readonly phaseMs: number;
   readonly outageMs: number;
   readonly resource: string;
+  /** The outage ends with every connection reset, not with what it held back delivered. */
+  readonly cut?: boolean;
 }
 
 export async function outageTrial(redis: LockRedisClient, proxy: FaultProxy | ClusterFaultProxy, o: OutageOptions): Promise<OutageTrial> {
@@ -45,6 +48,7 @@ export async function outageTrial(redis: LockRedisClient, proxy: FaultProxy | Cl
         proxy.stall();
         stallAt = performance.now();
         setTimeout(() => {
+          if (o.cut) proxy.reset();
           proxy.resume();
           resumedAt = performance.now();
         }, o.outageMs);
