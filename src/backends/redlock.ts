@@ -157,10 +157,16 @@ export class RedlockBackend implements LockBackend {
     }
 
     // No valid majority: take back what this attempt took, on every node (its hold only: a
-    // reentrant owner keeps the holds it had).
+    // reentrant owner keeps the holds it had). An acquire that fails here (below) waits no more:
+    // a node that refused it may have queued it, and a release would hand that place the lock.
+    const unknown = settled.filter((s) => s.status !== 'ok').length;
+    const fails = unknown > n - q || grants.length >= q;
     const undo = (i: number, outcome: Settled<AcquireOutcome>): Promise<unknown> | undefined => {
       const node = this.nodes[i]!;
-      if (outcome.status === 'ok') return outcome.value.granted ? node.release(r.keys, r.mode, r.owner, r.holdId) : undefined;
+      if (outcome.status === 'ok') {
+        if (outcome.value.granted) return node.release(r.keys, r.mode, r.owner, r.holdId);
+        return fails && queues ? node.abandon(r.keys, r.owner, r.holdId) : undefined;
+      }
       // Unknown outcome: it may have been granted.
       return node.abandon(r.keys, r.owner, r.holdId);
     };
@@ -176,9 +182,8 @@ export class RedlockBackend implements LockBackend {
     );
     await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
 
-    const unknown = settled.filter((s) => s.status !== 'ok').length;
     if (unknown > n - q) throwLayoutRefusal(settled);
-    if (unknown > n - q || grants.length >= q) {
+    if (fails) {
       const took = Math.round(performance.now() - started);
       throw new QuorumError(
         `acquiring the ${r.mode} lock on "${r.resource}"`,
