@@ -21,6 +21,10 @@
  * 5. No sentence of README.md and docs/*.md runs over 60 words (prose only:
  *    code, tables, headings and link URLs are not counted; a code span is
  *    one word).
+ * 6. Every figure the docs quote of the bench's measurements (`BENCH`
+ *    below) is the one in bench/results/latest.md, rounded as the doc
+ *    rounds it, so a new full run that moves a figure fails the check
+ *    until the docs say the new one.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -382,6 +386,87 @@ for (const file of docs) {
   flush();
 }
 console.log(`docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words`);
+
+// 6. Figures the docs quote of the bench's latest run (bench/results/latest.md, the standalone server).
+const latest = readFileSync(join(root, 'bench', 'results', 'latest.md'), 'utf8');
+/** A row's figure in the first table under `section` (a heading's start) whose first cell starts with `row`. */
+function benchFigure(section: string, row: string, column = 1): number {
+  const from = latest.indexOf(`### ${section}`);
+  const line =
+    from < 0
+      ? undefined
+      : latest
+          .slice(from)
+          .split('\n')
+          .find((l) => l.startsWith(`| ${row}`));
+  const cell = line?.split('|')[column + 1]?.trim();
+  const value = cell === undefined ? Number.NaN : Number.parseFloat(cell.replace(/,/g, ''));
+  if (Number.isNaN(value)) throw new Error(`docs-check: no "${row}" under "${section}" in bench/results/latest.md; update BENCH`);
+  return value;
+}
+const anatomy = (row: string) => benchFigure('(anatomy)', row);
+const rwlockCalls = ['acquire write, free lock', 'release write, only holder', 'acquire read, free lock', 'release read, only holder'].map(
+  (row) => anatomy(`redis-rwlock ${row}`),
+);
+
+/** Phrases that quote the bench: each numeric group of `pattern` must be `bench`'s figure, rounded as the doc rounds it. */
+const BENCH: { what: string; pattern: RegExp; bench: () => number[] }[] = [
+  {
+    what: 'server µs of a write grant on a free lock',
+    pattern: /(?:([\d.]+) µs of server time for a write grant|write, free lock \| 1 per try \| ([\d.]+) \|)/g,
+    bench: () => [anatomy('redis-rwlock acquire write, free lock')],
+  },
+  {
+    what: 'server µs of a read grant on a free lock',
+    pattern: /(?:([\d.]+) µs for a read grant|read, free lock \| 1 per try \| ([\d.]+) \|)/g,
+    bench: () => [anatomy('redis-rwlock acquire read, free lock')],
+  },
+  {
+    what: "server µs of a sole writer's release",
+    pattern: /(?:([\d.]+) µs of server time for a sole writer|write, sole holder \| 1 \| ([\d.]+) \|)/g,
+    bench: () => [anatomy('redis-rwlock release write, only holder')],
+  },
+  {
+    what: "server µs of a sole reader's release",
+    pattern: /(?:([\d.]+) µs for a sole reader|read, sole holder \| 1 \| ([\d.]+) \|)/g,
+    bench: () => [anatomy('redis-rwlock release read, only holder')],
+  },
+  {
+    what: "server µs of the bare floor's SET NX PX and compare-and-delete",
+    pattern: /compare-and-delete \| 1, 1 \| ([\d.]+), ([\d.]+) \|/g,
+    bench: () => [anatomy('floor acquire'), anatomy('floor release')],
+  },
+  {
+    what: "the range of the library's server µs per call, and a bare SET NX PX's",
+    pattern: /([\d.]+) to ([\d.]+) µs per call on an idle server, against ([\d.]+) µs for a bare/g,
+    bench: () => [Math.min(...rwlockCalls), Math.max(...rwlockCalls), anatomy('floor acquire')],
+  },
+  {
+    what: 'leases per renewal call',
+    pattern: /renewed (\d+) leases per call/g,
+    bench: () => [benchFigure('(e)', 'redis-rwlock (batched)', 1) / benchFigure('(e)', 'redis-rwlock (batched)', 3)],
+  },
+];
+let measured = 0;
+for (const { what, pattern, bench } of BENCH) {
+  let found = 0;
+  for (const { file, text } of joined) {
+    for (const match of text.matchAll(pattern)) {
+      found++;
+      const said = match.slice(1).filter((group): group is string => group !== undefined);
+      const expected = bench().map((value, k) => {
+        const decimals = said[k]?.split('.')[1]?.length ?? 0;
+        return value.toFixed(decimals);
+      });
+      if (said.join() !== expected.join()) {
+        problems.push(`${file}: "${match[0]}" says ${said.join(', ')}, the bench's latest run ${expected.join(', ')} (${what})`);
+      }
+    }
+  }
+  if (found === 0) problems.push(`no doc quotes ${what} as ${pattern} any more: update BENCH in scripts/docs-check.ts`);
+  measured += found;
+}
+console.log(`docs-check: ${measured} quotes of ${BENCH.length} bench figures compared with bench/results/latest.md`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);
