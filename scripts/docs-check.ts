@@ -20,7 +20,7 @@
  *    be found at least once, and every time with the code's value.
  * 5. No sentence of README.md and docs/*.md runs over 60 words (prose only:
  *    code, tables, headings and link URLs are not counted; a code span is
- *    one word).
+ *    one word), and the README has at most 300 lines.
  * 6. Every figure the docs quote of the bench's measurements (`BENCH`
  *    below) is the one in bench/results/latest.md, rounded as the doc
  *    rounds it, so a new full run that moves a figure fails the check
@@ -386,6 +386,12 @@ for (const file of docs) {
   flush();
 }
 console.log(`docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words`);
+// The README is read in one sitting: the rest belongs in docs/.
+const README_MAX_LINES = 300;
+const readmeLines = readFileSync(join(root, 'README.md'), 'utf8').trimEnd().split('\n').length;
+if (readmeLines > README_MAX_LINES) {
+  problems.push(`README.md: ${readmeLines} lines, at most ${README_MAX_LINES}: move detail to docs/ and link to it`);
+}
 
 // 6. Figures the docs quote of the bench's latest run (bench/results/latest.md, the standalone server).
 const latest = readFileSync(join(root, 'bench', 'results', 'latest.md'), 'utf8');
