@@ -448,6 +448,17 @@ const BENCH: { what: string; pattern: RegExp; bench: () => number[] }[] = [
     bench: () => [Math.min(...rwlockCalls), Math.max(...rwlockCalls), anatomy('floor acquire')],
   },
   {
+    what: 'bytes of a write-held lock and of a lock read by 1 and by 100 readers',
+    pattern:
+      /write-held by one holder \| ([\d,]+) \| \| read by 1 reader \| ([\d,]+) \|.*?\| read by 100 readers \| ([\d,]+) \(about (\d+) per further reader\)/g,
+    bench: () => [
+      benchFigure('(f)', 'write-held', 2),
+      benchFigure('(f)', '1 reader', 2),
+      benchFigure('(f)', '100 readers', 2),
+      Number(/Per extra reader: (\d+) bytes/.exec(latest)?.[1]),
+    ],
+  },
+  {
     what: 'leases per renewal call',
     pattern: /renewed (\d+) leases per call/g,
     bench: () => [benchFigure('(e)', 'redis-rwlock (batched)', 1) / benchFigure('(e)', 'redis-rwlock (batched)', 3)],
@@ -459,7 +470,10 @@ for (const { what, pattern, bench } of BENCH) {
   for (const { file, text } of joined) {
     for (const match of text.matchAll(pattern)) {
       found++;
-      const said = match.slice(1).filter((group): group is string => group !== undefined);
+      const said = match
+        .slice(1)
+        .filter((group): group is string => group !== undefined)
+        .map((group) => group.replace(/,/g, ''));
       const expected = bench().map((value, k) => {
         const decimals = said[k]?.split('.')[1]?.length ?? 0;
         return value.toFixed(decimals);
