@@ -155,6 +155,7 @@ export class GlideDriver implements Driver {
     // GLIDE is an optional peer: loaded here, once a GLIDE client is in use, never by other clients' paths.
     this.loading = import('@valkey/valkey-glide').then((glide) => (this.glide = glide as unknown as GlideModule));
     this.loading.catch(() => undefined);
+    if (this.cluster) this.loadSlots(); // before the first renewal round groups leases by master
   }
 
   get closed(): boolean {
@@ -214,7 +215,7 @@ export class GlideDriver implements Driver {
     return Number(await this.client.customCommand(wait, route).catch(rethrow));
   }
 
-  /** On a Cluster, from `CLUSTER SLOTS`, read again in the background once it is 5 s old; undefined until first read. */
+  /** On a Cluster, from `CLUSTER SLOTS` (read when the driver is made), read again in the background once 5 s old. */
   masterOf(slot: number): string | undefined {
     if (!this.cluster) return '';
     const map = this.slotMap;
@@ -273,15 +274,35 @@ function rethrow(error: unknown): never {
  */
 const MAX_RESENDS = 20;
 
-/** `send()`, its errors translated, sent again while it fails with a lost connection and the client is open. */
+/**
+ * GLIDE refuses a call beyond its `inflightRequestsLimit` (1000 by default)
+ * without sending it: such a call waits for room, up to this long in all.
+ */
+const MAX_WAIT_FOR_ROOM_MS = 10_000;
+const NO_ROOM = /maximum inflight requests/i;
+
+/**
+ * `send()`, its errors translated, sent again while it fails with a lost
+ * connection and the client is open, or while GLIDE has no room for it.
+ */
 async function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unknown> {
-  for (let resends = 0; ; resends++) {
+  let resends = 0;
+  let waitedMs = 0;
+  for (;;) {
+    let pause: number;
     try {
       return await send();
     } catch (error) {
-      if ((error as { name?: unknown }).name !== 'ConnectionError' || client.isClosed || resends >= MAX_RESENDS) throw translated(error);
+      if (client.isClosed) throw translated(error);
+      if (NO_ROOM.test((error as Error).message) && waitedMs < MAX_WAIT_FOR_ROOM_MS) {
+        pause = 1 + Math.floor(Math.random() * 10); // apart, so that the waiting calls do not return together
+        waitedMs += pause;
+      } else if ((error as { name?: unknown }).name === 'ConnectionError' && resends < MAX_RESENDS) {
+        pause = resends === 0 ? 0 : Math.min(10 * 2 ** resends, 200);
+        resends++;
+      } else throw translated(error);
     }
-    if (resends > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(10 * 2 ** resends, 200)));
+    if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
   }
 }
 
