@@ -137,7 +137,9 @@ export class RedlockBackend implements LockBackend {
       const validity = remaining - (performance.now() - started) - drift;
       if (validity > 0) {
         // A refused node may have queued this writer; it got the lock, so it waits no more there.
-        const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner).catch(() => undefined);
+        // Named by its hold id: the place of a newer acquire of the same owner stays, and a hold a
+        // release there handed it meanwhile goes (a majority holds the lease without it).
+        const withdraw = (i: number) => void this.nodes[i]!.abandon(r.keys, r.owner, r.holdId).catch(() => undefined);
         if (queues) settled.forEach((s, i) => s.status === 'ok' && !s.value.granted && withdraw(i));
         late.forEach((p, i) =>
           p?.then(
