@@ -3,12 +3,13 @@
 # minutes on 2 cores (test/setup/topologies.ts): the slowest suites
 # (declared with NODE_REDIS_IN_CI) on node-redis 5, and the suites that run on
 # every client (ALL_CLIENTS) on node-redis 6 and on GLIDE (with the suites
-# that name 'glide' themselves). CI runs it after `npm test`.
+# declared for GLIDE too: ONE_NODE_REDIS, NODE_REDIS_IN_CI_AND_GLIDE, or
+# naming 'glide'). CI runs it after `npm test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 heavy=$(grep -l "clients: NODE_REDIS_IN_CI\|selectedClients(NODE_REDIS_IN_CI)" test/integration/*.test.ts)
 light=$(grep -l "clients: ALL_CLIENTS\|selectedClients(ALL_CLIENTS)\|'node-redis6'\] }" test/integration/*.test.ts)
-glide=$(grep -l "clients: ALL_CLIENTS\|selectedClients(ALL_CLIENTS)\|'glide'\]" test/integration/*.test.ts)
+glide=$(grep -l "clients: ALL_CLIENTS\|selectedClients(ALL_CLIENTS)\|'glide'\]\|clients: ONE_NODE_REDIS\|_AND_GLIDE" test/integration/*.test.ts)
 TEST_CLIENTS=node-redis npx mocha --config .mocharc.clients.json $heavy
 TEST_CLIENTS=node-redis6 npx mocha --config .mocharc.clients.json $light
 TEST_CLIENTS=glide npx mocha --config .mocharc.clients.json $glide

@@ -16,7 +16,7 @@ import {
   type RenewTraceContext,
   TRACING_CHANNELS,
 } from '../../src/index.js';
-import { forEachTopology, NODE_REDIS_IN_CI } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -57,7 +57,7 @@ class Recorder<C extends object> {
   }
 }
 
-forEachTopology('tracing channels', { clients: NODE_REDIS_IN_CI }, (ctx) => {
+forEachTopology('tracing channels', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
   let locks: LockClient;
   const recorders: Recorder<object>[] = [];
   const record = <C extends object>(name: string, store?: AsyncLocalStorage<unknown>): Recorder<C> => {

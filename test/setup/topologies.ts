@@ -21,7 +21,7 @@
  *   while `ctx.client()` stays ioredis, for the test's own look at Redis.
  *   `node-redis` is node-redis 5 (the dev dependency `redis`), `node-redis6`
  *   node-redis 6 (the alias `redis6`), `glide` GLIDE 2 (`@valkey/valkey-glide`). A heavy suite runs on
- *   `ONE_NODE_REDIS` (ioredis and node-redis 5) to keep `npm test` short, the
+ *   `ONE_NODE_REDIS` (ioredis and node-redis 5; GLIDE in CI) to keep `npm test` short, the
  *   slowest on `NODE_REDIS_IN_CI` (ioredis in `npm test`, node-redis 5 in
  *   `npm run test:clients`). Without `TEST_CLIENTS`, suites run on ioredis and
  *   node-redis 5; `npm run test:clients` (CI) runs the rest: node-redis 5 on
@@ -53,8 +53,8 @@ export { type ClientKind, isNodeRedis, type NodeRedisLike, nodeRedisClient, node
 /** All client libraries, in the order their suites are declared. */
 export const ALL_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis', 'node-redis6', 'glide'];
 
-/** ioredis and one node-redis major (5): for the suites too slow to run on every major. */
-export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
+/** ioredis and one node-redis major (5), and GLIDE: for the suites too slow to run on every major. */
+export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis', 'glide'];
 
 /**
  * ioredis and node-redis 5, but `npm test` runs them on ioredis alone: the
@@ -62,6 +62,9 @@ export const ONE_NODE_REDIS: readonly ClientKind[] = ['ioredis', 'node-redis'];
  * budget. `npm run test:clients` (CI) runs them on node-redis 5.
  */
 export const NODE_REDIS_IN_CI: readonly ClientKind[] = ['ioredis', 'node-redis'];
+
+/** {@link NODE_REDIS_IN_CI}, and GLIDE in `npm run test:clients` too. */
+export const NODE_REDIS_IN_CI_AND_GLIDE: readonly ClientKind[] = [...NODE_REDIS_IN_CI, 'glide'];
 
 /** What runs when `TEST_CLIENTS` is not set (`npm test`): node-redis 6 and GLIDE run in `npm run test:clients`. */
 const NPM_TEST_CLIENTS: readonly ClientKind[] = ['ioredis', 'node-redis'];
@@ -150,7 +153,7 @@ export function selectedClients(declared: readonly ClientKind[] = ALL_CLIENTS): 
       if (!ALL_CLIENTS.includes(kind as ClientKind))
         throw new Error(`TEST_CLIENTS: unknown client "${kind}" (use ${ALL_CLIENTS.join(', ')})`);
     }
-  } else chosen = declared === NODE_REDIS_IN_CI ? ['ioredis'] : NPM_TEST_CLIENTS;
+  } else chosen = declared === NODE_REDIS_IN_CI || declared === NODE_REDIS_IN_CI_AND_GLIDE ? ['ioredis'] : NPM_TEST_CLIENTS;
   return declared.filter((k) => chosen.includes(k));
 }
 
