@@ -125,6 +125,27 @@ describe('history checker', () => {
     expect(live.violations.map((v) => v.kind)).to.include('overlap');
   });
 
+  it('tells a holder whose process was paused past its renewals (and told so) from a violation', () => {
+    // An auto-renewed lease of 300 ms; b granted at 1150 ms (its fence) while a's process still ran.
+    const events: HistoryEvent[] = [
+      ...writes([
+        ['a:1', 800_000, 800, 1200, 0],
+        ['b:1', 1_150_000, 1150, 1160, 1],
+      ]),
+    ];
+    const told: HistoryEvent = { t: 'lost', id: 'a:1', at: 1190, reason: 'ran out' };
+    const paused = (from: number, to: number): HistoryEvent => ({ t: 'paused', process: 'a', from, to });
+    const check = (extra: HistoryEvent[]) => checkHistory(buildHistory([...events, ...extra]), { autoLeaseMs: 300 });
+    // Paused 170 ms of the 300 ms before b's grant: it missed the renewals that would have kept it.
+    const excused = check([told, paused(960, 1130)]);
+    expect(excused.violations).to.deep.equal([]);
+    expect(excused.expiredHolder).to.have.length(1);
+    // Not told, paused for less than half the lease, or paused before that lease: a violation.
+    expect(check([paused(960, 1130)]).violations.map((v) => v.kind)).to.include('overlap');
+    expect(check([told, paused(1000, 1130)]).violations.map((v) => v.kind)).to.include('overlap');
+    expect(check([told, paused(500, 840)]).violations.map((v) => v.kind)).to.include('overlap');
+  });
+
   it("counts a fixed lease in the server's whole ms: granted at n.x ms, over from ms n + leaseMs", () => {
     // As in a run of the workload below: a reader granted at server time 1000.615 ms with a 100 ms
     // lease, told 1 ms late that it ran out (a busy event loop), and a writer granted at 1100.061 ms:

@@ -163,6 +163,7 @@ describe('redlock mode under the history checker [independent servers, each behi
     const handoffMs = longestHandoffMs(history, windows);
     const result = checkAndReport(fault, { kind: `redlock, ${n} servers` }, history, {
       counters: await counters(dataClient, RESOURCES),
+      autoLeaseMs: LEASE_MS,
       recoveryMs: handoffMs,
       quiet: plant !== undefined,
       notes:

@@ -42,6 +42,14 @@
  * may tell it later still), so a lease's end on the server is the fence's
  * whole ms plus L, not the fence plus L.
  *
+ * An auto-renewed lease has no such end: its process renews it every third
+ * of the lease. Each worker prints the pauses of its event loop (a 10 ms
+ * ticker that ran more than {@link PAUSE_REPORT_MS} late), and with
+ * `autoLeaseMs` the checker lists an overlap as `expired-holder` when the
+ * earlier holder was told and its process was paused for at least half the
+ * lease in the lease before the later grant (it missed the renewals that
+ * would have kept it; a healthy process misses none).
+ *
  * ## Faults
  * A test declares the windows in which it injected a fault. An overlap during
  * a `failover` window, in which the earlier holder's lease was reported lost,
@@ -151,6 +159,8 @@ export type HistoryEvent =
       message: string;
     }
   | { t: 'hang'; process: string; at: number }
+  /** The process's event loop ran nothing from `from` to `to` (a stalled process: CPU starvation, GC). */
+  | { t: 'paused'; process: string; from: number; to: number }
   /** A graceful shutdown: the process holds no lease, begins no critical section, and calls close() now, with `acquiring` acquires in flight. */
   | { t: 'shutdown'; process: string; at: number; acquiring: number }
   | { t: 'done'; process: string; at: number; closeMs: number; quitMs?: number; operations: number };
@@ -208,6 +218,8 @@ export interface History {
   shutdowns: Map<string, { at: number; acquiring: number }>;
   /** Processes that reported a hang. */
   hangs: string[];
+  /** Each process's event-loop pauses longer than {@link PAUSE_REPORT_MS}. */
+  pauses: Map<string, { from: number; to: number }[]>;
   /** Processes that finished, with the time close() took. */
   done: Map<string, { at: number; closeMs: number; operations: number }>;
 }
@@ -265,6 +277,20 @@ export interface CheckOptions {
   faultMarginMs?: number;
   /** The workload's fixed (not renewed) lease, if it used one: lets the checker tell expired holders apart. */
   fixedLeaseMs?: number;
+  /**
+   * The workload's auto-renewed lease: lets the checker tell holders whose
+   * process was paused past their renewals apart (see "Stalled holders").
+   */
+  autoLeaseMs?: number;
+}
+
+/** A worker prints an event-loop pause longer than this, in ms. */
+export const PAUSE_REPORT_MS = 50;
+
+/** How long `process` was paused within [from, to], in ms. */
+export function pausedMs(history: History, process: string, from: number, to: number): number {
+  const pauses = history.pauses.get(process) ?? [];
+  return pauses.reduce((sum, p) => sum + Math.max(0, Math.min(to, p.to) - Math.max(from, p.from)), 0);
 }
 
 /** Assembles the events of every worker into a {@link History}. */
@@ -274,6 +300,7 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
   const hangs: string[] = [];
   const shutdowns = new Map<string, { at: number; acquiring: number }>();
   const done = new Map<string, { at: number; closeMs: number; operations: number }>();
+  const pauses = new Map<string, { from: number; to: number }[]>();
   for (const e of events) {
     switch (e.t) {
       case 'grant': {
@@ -305,6 +332,9 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
       case 'hang':
         hangs.push(e.process);
         break;
+      case 'paused':
+        pauses.set(e.process, [...(pauses.get(e.process) ?? []), { from: e.from, to: e.to }]);
+        break;
       case 'shutdown':
         shutdowns.set(e.process, { at: e.at, acquiring: e.acquiring });
         break;
@@ -315,7 +345,7 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
         break;
     }
   }
-  return { holds: [...holds.values()], failures, deaths: new Map(deaths), shutdowns, hangs, done };
+  return { holds: [...holds.values()], failures, deaths: new Map(deaths), shutdowns, hangs, pauses, done };
 }
 
 /**
@@ -370,11 +400,19 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         const [first, second] = a.h.fence < b.h.fence ? [a.h, b.h] : [b.h, a.h];
         const told = first.lostAt !== undefined || first.release === 'LockNotHeldError';
         const leaseOver = options.fixedLeaseMs === undefined ? Infinity : Math.floor(first.fence / 1000) + options.fixedLeaseMs;
+        const auto = options.autoLeaseMs;
+        const paused = auto === undefined ? 0 : pausedMs(history, first.process, second.fence / 1000 - auto, second.fence / 1000);
         if (told && second.fence / 1000 >= leaseOver) {
           expiredHolder.push({
             kind: 'expired-holder',
             resource,
             detail: `${detail}; ${first.id}'s lease had run out on the server ${(second.fence / 1000 - leaseOver).toFixed(1)} ms before ${second.id} was granted`,
+          });
+        } else if (told && auto !== undefined && paused >= auto / 2) {
+          expiredHolder.push({
+            kind: 'expired-holder',
+            resource,
+            detail: `${detail}; ${first.process} was paused ${paused} ms in the ${auto} ms lease before ${second.id} was granted`,
           });
         } else if (failover && (a.h.lostAt !== undefined || b.h.lostAt !== undefined)) {
           failoverWindow.push({

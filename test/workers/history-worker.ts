@@ -31,7 +31,7 @@ import { ALL_HOLDS, type ExtendRequest } from '../../src/backends/backend.js';
 import type { ExtendRound } from '../../src/backends/extend-groups.js';
 import { RedlockBackend } from '../../src/backends/redlock.js';
 import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
-import type { HistoryEvent, WorkerConfig } from '../support/history.js';
+import { type HistoryEvent, PAUSE_REPORT_MS, type WorkerConfig } from '../support/history.js';
 import { closeLockClientOf, connectTarget, lockClientOf } from '../support/targets.js';
 
 const config = JSON.parse(process.env.HISTORY_CONFIG!) as WorkerConfig;
@@ -56,6 +56,16 @@ locks.on('lost', () => undefined); // each lease's own signal is recorded below
 
 const emit = (event: HistoryEvent) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+// The event loop's pauses (CPU starvation, GC), in which no lease can be renewed: a ticker that
+// ran late says so, for the checker (history.ts, "Stalled holders").
+let lastTick = Date.now();
+setInterval(() => {
+  const now = Date.now();
+  // Due 10 ms after the last tick: the loop may have been idle until then.
+  if (now - lastTick > PAUSE_REPORT_MS) emit({ t: 'paused', process: name, from: lastTick + 10, to: now });
+  lastTick = now;
+}, 10).unref();
 const pick = <T>(items: readonly T[]) => items[Math.floor(Math.random() * items.length)]!;
 const errorName = (e: unknown) => (e instanceof Error ? e.name : typeof e);
 
