@@ -101,7 +101,7 @@ forEachTopology('OpenTelemetry metrics (redis-rwlock/opentelemetry)', (ctx) => {
     const durations = await metrics.points(LOCK_METRICS.acquireDuration);
     expect(durations.reduce((n, p) => n + p.value, 0)).to.equal(5);
     const timedOut = durations.find((p) => p.attributes['rwlock.outcome'] === 'timeout');
-    expect(timedOut?.sum).to.be.at.least(0.05);
+    expect(timedOut?.sum, 'about its 50 ms waitMs (a timer may fire a little early)').to.be.at.least(0.045);
     expect(timedOut?.boundaries).to.deep.equal(WAIT_BUCKETS_MS.map((ms) => ms / 1000));
     for (const name of [acquisitions, LOCK_METRICS.acquireDuration]) {
       for (const point of await metrics.points(name)) expect(point.attributes).to.not.have.property('rwlock.resource');
