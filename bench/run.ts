@@ -285,7 +285,7 @@ async function main(): Promise<number> {
       'results',
       `${server === 'redis' ? '' : `${server}-`}${config.name === 'full' && complete ? 'latest' : config.name === 'full' ? 'partial' : 'smoke'}`,
     );
-  const command = `npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${
+  const command = `${server === 'redis' ? '' : `TEST_SERVER=${server} `}npm run ${config.name === 'smoke' ? 'bench:smoke' : 'bench'}${
     process.argv.length > 2
       ? ` -- ${process.argv
           .slice(2)
