@@ -15,7 +15,7 @@ Logger.setLoggerConfig('error');
  * How long a GLIDE command may wait for its reply: GLIDE's default (250 ms)
  * fails calls on a machine shared by several test processes.
  */
-const REQUEST_TIMEOUT_MS = 2_000;
+export const REQUEST_TIMEOUT_MS = 2_000;
 
 /** What a GLIDE client of the tests is made with. */
 export interface GlideOptions {
