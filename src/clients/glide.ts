@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import type { ScriptName } from '../backends/scripts.js';
 import { ClientClosedError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
@@ -120,8 +121,8 @@ function translated(error: unknown): unknown {
 const CHECK_MS = 1_000;
 /** How long a Cluster subscription may wait for GLIDE to confirm it (it says no more when the server refuses). */
 const SUBSCRIBE_TIMEOUT_MS = 2_000;
-/** One master, for a command any node could answer: the master of slot 0 (a replica may refuse). */
-const ANY_MASTER = { route: { type: 'primarySlotId', id: 0 } };
+/** One master, for a command any node could answer (a replica may refuse): the master of a fixed key's slot. */
+const ANY_MASTER = { route: { type: 'primarySlotKey', key: 'rwlock' } };
 /** How old a Cluster's slot map may get before renewal's grouping reads it again. */
 const SLOT_MAP_MAX_AGE_MS = 5_000;
 const SLOTS = 16_384;
@@ -211,7 +212,8 @@ export class GlideDriver implements Driver {
 
   async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
     const wait = ['WAIT', String(replicas), String(timeoutMs)];
-    const route = this.cluster ? { route: { type: 'primarySlotId', id: slot } } : undefined;
+    // Routed by a key of the slot: GLIDE 2.5.2 sends a primarySlotId route as an empty key's (slot 0).
+    const route = this.cluster ? { route: { type: 'primarySlotKey', key: keyOfSlot(slot) } } : undefined;
     return Number(await this.client.customCommand(wait, route).catch(rethrow));
   }
 
@@ -259,6 +261,16 @@ export class GlideDriver implements Driver {
         this.loadingSlots = false;
       });
   }
+}
+
+/** A key of each slot asked for so far: `WAIT` is routed by it. */
+const slotKeys = new Map<number, string>();
+
+/** A short key in `slot` (found by trying numbers: about 16,000 hashes, once per slot). */
+function keyOfSlot(slot: number): string {
+  let key = slotKeys.get(slot);
+  for (let n = 0; key === undefined; n++) if (calculateSlot(String(n)) === slot) slotKeys.set(slot, (key = String(n)));
+  return key;
 }
 
 function rethrow(error: unknown): never {

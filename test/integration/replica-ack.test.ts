@@ -18,14 +18,14 @@ import {
   type ClientKind,
   disconnect,
   isNodeRedis,
-  NODE_REDIS_IN_CI,
+  NODE_REDIS_IN_CI_AND_GLIDE,
   nodeRedisClient,
   nodeRedisCluster,
   selectedClients,
   sharedCluster,
   sharedStandalone,
 } from '../setup/topologies.js';
-import { glideClient } from '../support/glide-clients.js';
+import { glideClient, glideCluster } from '../support/glide-clients.js';
 import { rejection } from '../support/rejection.js';
 
 /** WAIT calls a server has served so far. */
@@ -50,7 +50,7 @@ async function connected(
 }
 
 // Failovers are slow: ioredis and one node-redis major.
-for (const clientKind of selectedClients(NODE_REDIS_IN_CI))
+for (const clientKind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE))
   describe(`replica acknowledgement [cluster${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
     this.timeout(90_000);
     let cluster: RedisClusterHandle;
@@ -64,6 +64,7 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI))
           nodeRedisCluster(clientKind as 'node-redis', {
             rootNodes: cluster.startupNodes.map((n) => ({ socket: { host: n.host, port: n.port } })),
           }),
+        () => glideCluster({ addresses: cluster.startupNodes }),
       );
       clients.add(redis);
       const locks = new LockClient(redis, options);
