@@ -405,7 +405,10 @@ export class RedlockBackend implements LockBackend {
       };
       const arm = () => {
         clearTimeout(timer);
-        timer = setTimeout(() => finish(true), timeoutMs);
+        // After an event-loop stall, timers run before the I/O that came in meanwhile: answers that
+        // arrived in time are read first (setImmediate runs after the poll phase), as deadlines.ts does.
+        const armed = setTimeout(() => setImmediate(() => timer === armed && finish(true)), timeoutMs);
+        timer = armed;
       };
       arm();
       const answered = () => {
