@@ -7,12 +7,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
-import type { Redis } from 'ioredis';
 import type { LockRedisClient } from '../../src/clients/index.js';
-import { type Lease, LockClient, type LockClientOptions, LockLostError } from '../../src/index.js';
-import { type FaultProxy, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
-import { type ClientKind, disconnect } from '../setup/topologies.js';
-import { connectLockClient, targetThrough } from '../support/targets.js';
+import { type Lease, type LockClient, type LockClientOptions, LockLostError } from '../../src/index.js';
+import type { ClientKind } from '../setup/topologies.js';
+import { proxiedMasters } from '../support/proxied-masters.js';
 
 const N = 3;
 const QUORUM = 2;
@@ -20,49 +18,13 @@ const QUORUM = 2;
 function suite(clientKind: ClientKind): void {
   describe(`redlock renewal racing a release [${N} independent servers, ${clientKind}]`, function () {
     this.timeout(60_000);
-    let masters: RedisMastersHandle;
-    let admin: Redis[];
-    let proxies: FaultProxy[];
-    let through: LockRedisClient[];
-    const closing: LockClient[] = [];
-
-    before(async function () {
-      this.timeout(60_000);
-      masters = await startRedisMasters(N);
-      admin = masters.clients();
-    });
-    after(async () => {
-      for (const a of admin ?? []) a.disconnect();
-      await masters?.stop();
-    });
-    beforeEach(async () => {
-      proxies = await Promise.all(masters.servers.map((server) => startFaultProxy({ target: { port: server.port } })));
-      through = await Promise.all(proxies.map((proxy) => connectLockClient(targetThrough(proxy, clientKind))));
-    });
-    afterEach(async () => {
-      for (const locks of closing.splice(0)) await locks.close();
-      for (const c of through) disconnect(c);
-      await Promise.all(proxies.map((proxy) => proxy.close()));
-      await masters.flush();
-    });
-
-    const open = (clients: readonly LockRedisClient[], options: LockClientOptions = {}): LockClient => {
-      const locks = new LockClient(clients, { mode: 'redlock', ...options });
-      closing.push(locks);
-      return locks;
-    };
-    /** How many servers hold `lease`'s hold (by its id, in the lock's hash). */
-    const nodesHolding = async (locks: LockClient, lease: Lease): Promise<number> => {
-      const { state } = locks.lock(lease.resource).keys;
-      const fields = await Promise.all(admin.map((a) => a.hgetall(state)));
-      return fields.filter((f) => Object.values(f).some((v) => ` ${v} `.includes(` ${lease.holdId} `))).length;
-    };
-    /** A command on each of the library's connections: it runs after whatever the library sent on them before. */
-    const behindEverySent = () => Promise.all(through.map((c) => (c as Redis).exists('nothing')));
+    const m = proxiedMasters(N, clientKind);
+    const open = (clients: readonly LockRedisClient[], options: LockClientOptions = {}) => m.open(clients, { mode: 'redlock', ...options });
+    const nodesHolding = (locks: LockClient, lease: Lease) => m.nodesHolding(lease, locks.lock(lease.resource).keys.state);
 
     it('an extension that finds the lease released drops no hold the same owner was granted since: nobody else gets in', async () => {
-      const locks = open(through);
-      const others = open(admin);
+      const locks = open(m.through);
+      const others = open(m.admin);
       const lock = locks.lock('again');
       const first = await lock.acquireWrite({ owner: 'owner-x' });
       // All three on the wire together, in this order on every server: the release frees the
@@ -73,7 +35,7 @@ function suite(clientKind: ClientKind): void {
       await releasing;
       expect(await extending).to.be.instanceOf(LockLostError);
       const second = await acquiring;
-      await behindEverySent(); // whatever the extension's verdict sent has run
+      await m.behindEverySent(); // whatever the extension's verdict sent has run
       expect(second.held).to.equal(true);
       expect(await nodesHolding(locks, second), 'servers holding the new grant').to.equal(N);
       expect(await others.lock('again').tryAcquireWrite(), 'another writer').to.equal(null);
@@ -81,14 +43,14 @@ function suite(clientKind: ClientKind): void {
     });
 
     it('a lease lost by renewal gives back its own holds on every server, and the lock is free at once', async () => {
-      const locks = open(through);
-      const others = open(admin);
+      const locks = open(m.through);
+      const others = open(m.admin);
       const lease = await locks.lock('gone').acquireWrite({ leaseMs: 3_000 });
       const { state } = locks.lock('gone').keys;
       // Gone on a majority (as after their data was lost), still held on the third server.
-      await Promise.all(admin.slice(0, QUORUM).map((a) => a.del(state)));
+      await Promise.all(m.admin.slice(0, QUORUM).map((a) => a.del(state)));
       expect(await rejectionOf(lease.extend())).to.be.instanceOf(LockLostError);
-      await behindEverySent();
+      await m.behindEverySent();
       expect(await nodesHolding(locks, lease), 'servers still holding the lost hold').to.equal(0);
       const next = await others.lock('gone').tryAcquireWrite();
       expect(next, 'another writer once the lost lease was given back').to.not.equal(null);
@@ -96,9 +58,9 @@ function suite(clientKind: ClientKind): void {
     });
 
     it('one owner in an acquire/release loop, 5 ms per server, renewal every 100 ms: every lease held is held by a majority', async () => {
-      const locks = open(through, { leaseMs: 300 });
+      const locks = open(m.through, { leaseMs: 300 });
       const lock = locks.lock('loop');
-      for (const proxy of proxies) proxy.delay(5); // each way
+      for (const proxy of m.proxies) proxy.delay(5); // each way
       let cycles = 0;
       const short: number[] = [];
       const until = performance.now() + 8_000;
@@ -106,7 +68,7 @@ function suite(clientKind: ClientKind): void {
         const lease = await lock.acquireWrite({ owner: 'owner-loop', waitMs: 5_000 });
         // Released about when the first renewal round (100 ms after the grant) starts.
         await sleep(85 + (cycles % 20));
-        await behindEverySent(); // a verdict's clean-up sent before this grant was answered has run
+        await m.behindEverySent(); // a verdict's clean-up sent before this grant was answered has run
         const holding = await nodesHolding(locks, lease);
         // Read after the servers: a lease still held by its local deadline then was held by a majority.
         if (holding < QUORUM && lease.held) short.push(cycles);
@@ -114,7 +76,7 @@ function suite(clientKind: ClientKind): void {
         await lease.release().catch(() => undefined);
         cycles++;
       }
-      for (const proxy of proxies) proxy.delay(0);
+      for (const proxy of m.proxies) proxy.delay(0);
       expect(cycles, 'cycles run').to.be.at.least(20);
       expect(short, `cycles held by the client but by no majority, of ${cycles}`).to.deep.equal([]);
     });
