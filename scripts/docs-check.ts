@@ -327,25 +327,41 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
 ];
 
 const joined = docs.map((file) => ({ file, text: prose(file).replace(/\s*\n\s*/g, ' ') }));
-let quoted = 0;
-for (const { what, pattern, code } of NUMBERS) {
-  let found = 0;
-  for (const { file, text } of joined) {
-    for (const match of text.matchAll(pattern)) {
-      found++;
-      const said = match
-        .slice(1)
-        .filter((group): group is string => group !== undefined && /^[\d,.]+$/.test(group))
-        .map((group) => Number(group.replace(/,/g, '')));
-      const expected = code(match);
-      if (said.join() !== expected.join()) {
-        problems.push(`${file}: "${match[0]}" says ${said.join(', ')}, the code ${expected.join(', ')} (${what})`);
+
+/**
+ * Each quote of `figures` in the docs: the numeric groups of its pattern
+ * must be the figure's values (`values`), rounded as the doc rounds them.
+ * Returns how many quotes were compared.
+ */
+function checkQuotes<F extends { what: string; pattern: RegExp }>(
+  figures: readonly F[],
+  table: string,
+  source: string,
+  values: (figure: F, match: RegExpExecArray) => number[],
+): number {
+  let quotes = 0;
+  for (const figure of figures) {
+    let found = 0;
+    for (const { file, text } of joined) {
+      for (const match of text.matchAll(figure.pattern)) {
+        found++;
+        const said = match
+          .slice(1)
+          .filter((group): group is string => group !== undefined && /^[\d,.]+$/.test(group))
+          .map((group) => group.replace(/,/g, ''));
+        const expected = values(figure, match).map((value, k) => value.toFixed(said[k]?.split('.')[1]?.length ?? 0));
+        if (said.join() !== expected.join()) {
+          problems.push(`${file}: "${match[0]}" says ${said.join(', ')}, ${source} ${expected.join(', ')} (${figure.what})`);
+        }
       }
     }
+    if (found === 0) problems.push(`no doc quotes ${figure.what} as ${figure.pattern} any more: update ${table} in scripts/docs-check.ts`);
+    quotes += found;
   }
-  if (found === 0) problems.push(`no doc quotes ${what} as ${pattern} any more: update NUMBERS in scripts/docs-check.ts`);
-  quoted += found;
+  return quotes;
 }
+
+const quoted = checkQuotes(NUMBERS, 'NUMBERS', 'the code', (figure, match) => figure.code(match));
 console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compared with the code`);
 
 // 5. No sentence over MAX_SENTENCE_WORDS words in prose (code blocks, tables, headings and link URLs left out).
@@ -464,28 +480,7 @@ const BENCH: { what: string; pattern: RegExp; bench: () => number[] }[] = [
     bench: () => [benchFigure('(e)', 'redis-rwlock (batched)', 1) / benchFigure('(e)', 'redis-rwlock (batched)', 3)],
   },
 ];
-let measured = 0;
-for (const { what, pattern, bench } of BENCH) {
-  let found = 0;
-  for (const { file, text } of joined) {
-    for (const match of text.matchAll(pattern)) {
-      found++;
-      const said = match
-        .slice(1)
-        .filter((group): group is string => group !== undefined)
-        .map((group) => group.replace(/,/g, ''));
-      const expected = bench().map((value, k) => {
-        const decimals = said[k]?.split('.')[1]?.length ?? 0;
-        return value.toFixed(decimals);
-      });
-      if (said.join() !== expected.join()) {
-        problems.push(`${file}: "${match[0]}" says ${said.join(', ')}, the bench's latest run ${expected.join(', ')} (${what})`);
-      }
-    }
-  }
-  if (found === 0) problems.push(`no doc quotes ${what} as ${pattern} any more: update BENCH in scripts/docs-check.ts`);
-  measured += found;
-}
+const measured = checkQuotes(BENCH, 'BENCH', "the bench's latest run", (figure) => figure.bench());
 console.log(`docs-check: ${measured} quotes of ${BENCH.length} bench figures compared with bench/results/latest.md`);
 
 if (problems.length > 0) {
