@@ -8,6 +8,7 @@
  * servers, on ioredis and node-redis.
  */
 import { tracingChannel } from 'node:diagnostics_channel';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
@@ -36,9 +37,7 @@ const BEFORE = ['a pause', 'a renewal answered late'] as const;
 /** Blocks the event loop for `ms`, as a starved CPU does: no timer, no reply is handled meanwhile. */
 function stall(ms: number): void {
   const until = performance.now() + ms;
-  let spins = 0;
-  while (performance.now() < until) spins++;
-  expect(spins).to.be.above(0);
+  while (performance.now() < until);
 }
 
 /** The lease's local deadline (performance.now; internal): where the first of two stalls ends. */
@@ -160,7 +159,8 @@ for (const clientKind of selectedClients(['ioredis', 'node-redis'])) {
           const before = BEFORE[Math.floor(Math.random() * BEFORE.length)]!;
           if (before === 'a pause') await sleep(Math.random() * LEASE_MS);
           else {
-            await nextRenewal();
+            // Not when the lease runs out first (a starved process): no round would come.
+            if (!(await Promise.race([nextRenewal().then(() => true), once(lease.signal, 'abort').then(() => false)]))) continue;
             const ended = renewalEnd();
             await new Promise((resolve) => setImmediate(resolve)); // its calls written
             stall(Math.max(0, localDeadlineOf(lease) - 5 - Math.random() * 10 - performance.now()));
