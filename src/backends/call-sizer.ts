@@ -5,13 +5,15 @@
  * Where the script's clock moves (`TIME` on Redis 7.0, `os.clock()` on Redis
  * 7.4 and later and on Valkey 8 and later: lua/includes/clock.lua), the
  * script stops itself at its budget, and the size follows how much the last
- * call did. Where it stands still (Redis 7.2, Valkey 7.2), nothing inside a
- * call can stop it, so the size alone must keep it within the budget: it is
- * the budget over the cost of a unit, measured from the start times of two
- * calls the server ran one after the other. The server runs one command at a
- * time, so the gap between them is at least the first call's cost (more when
- * other commands ran between them), and the least of the recent gaps per
- * unit is the estimate.
+ * call did (halving at most after a call it stopped, so that one call cut
+ * short by a stall does not shrink the calls after it). Where it stands
+ * still (Redis 7.2, Valkey 7.2), nothing inside a call can stop it, so the
+ * size alone must keep it within the budget: it is the budget over the cost
+ * of a unit, measured from the start times of two calls the server ran one
+ * after the other. The server runs one command at a time, so the gap
+ * between them is at least the first call's cost (more when other commands
+ * ran between them), and the least of the recent gaps per unit is the
+ * estimate.
  */
 export class CallSizer {
   #size: number;
@@ -51,7 +53,9 @@ export class CallSizer {
     const stood = reply.elapsedUs <= 0;
     this.#last = { startUs: reply.startUs, units: reply.units, stood };
     let size = this.#size;
-    if (reply.stopped) size = Math.max(1, reply.units);
+    // A call its clock stopped: the next carries what it reached, or half its size if more (one
+    // call a stall cut short must not shrink every call after it; its clock stops the next too).
+    if (reply.stopped) size = Math.max(1, reply.units, Math.ceil(size / 2));
     else if (reply.units === reply.sent && reply.sent >= size) size = Math.ceil(size * 1.25);
     if (stood && this.#costs.length > 0) size = Math.min(size, Math.floor(this.budgetUs / Math.min(...this.#costs)));
     this.#size = Math.max(1, Math.min(this.max, size));

@@ -29,6 +29,17 @@ describe('CallSizer', () => {
     expect(sizer.size).to.equal(256);
   });
 
+  it('where the clock moves, halves its size at most after one call a stall stopped early', () => {
+    const sizer = new CallSizer(250, 16, 256);
+    for (let i = 0; i < 40; i++) sizer.answered({ startUs: i, elapsedUs: 100, units: sizer.size, sent: sizer.size, stopped: false });
+    expect(sizer.size).to.equal(256);
+    // The server was descheduled mid-call: the budget ran out after one lease.
+    sizer.answered({ startUs: 50, elapsedUs: 300, units: 1, sent: 256, stopped: true });
+    expect(sizer.size).to.equal(128);
+    sizer.answered({ startUs: 51, elapsedUs: 120, units: 128, sent: 128, stopped: false });
+    expect(sizer.size).to.equal(160);
+  });
+
   it('where the clock stands still, keeps each call within the budget by its measured cost', () => {
     const sizes = standStill(new CallSizer(250, 16, 256), 20, 50, () => 0);
     expect(sizes[0]).to.equal(16);
