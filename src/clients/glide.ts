@@ -147,12 +147,16 @@ export class GlideDriver implements Driver {
   /** The scripts sent once already (with EVAL; a Cluster's other masters answer NOSCRIPT once, and GLIDE loads them). */
   private readonly sent = new Set<ScriptName>();
   private users = 0;
+  /** The library's script calls in flight on this client, at most half of GLIDE's limit; the rest wait in order. */
+  private readonly gate: CallGate;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
   private loadingSlots = false;
 
   constructor(client: GlideCompatibleClient) {
     this.client = client as unknown as GlideApi;
     this.cluster = isGlideCluster(client);
+    const limit = this.client.config?.inflightRequestsLimit;
+    this.gate = new CallGate(Math.max(1, Math.floor((typeof limit === 'number' ? limit : GLIDE_INFLIGHT_LIMIT) / 2)));
     // GLIDE is an optional peer: loaded here, once a GLIDE client is in use, never by other clients' paths.
     this.loading = import('@valkey/valkey-glide').then((glide) => (this.glide = glide as unknown as GlideModule));
     this.loading.catch(() => undefined);
@@ -187,12 +191,14 @@ export class GlideDriver implements Driver {
       command[0] = first ? 'EVAL' : 'EVALSHA';
       command[1] = first ? LUA_SOURCES[name] : shaOf(name);
       for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
-      return resending(this.client, () => this.client.customCommand(command)).catch((error: unknown) => {
-        if (first || !(error instanceof GlideReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
-        command[0] = 'EVAL';
-        command[1] = LUA_SOURCES[name];
-        return resending(this.client, () => this.client.customCommand(command));
-      });
+      return this.gate
+        .run(() => resending(this.client, () => this.client.customCommand(command)))
+        .catch((error: unknown) => {
+          if (first || !(error instanceof GlideReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
+          command[0] = 'EVAL';
+          command[1] = LUA_SOURCES[name];
+          return this.gate.run(() => resending(this.client, () => this.client.customCommand(command)));
+        });
     }
     if (glide === undefined) return this.loading.then(() => this.script(name, args));
     const keyCount = Number(args[0]);
@@ -203,7 +209,7 @@ export class GlideDriver implements Driver {
     let script = this.scripts.get(name);
     if (script === undefined) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
     const invocation = { keys, args: rest };
-    return resending(this.client, () => this.client.invokeScript(script, invocation));
+    return this.gate.run(() => resending(this.client, () => this.client.invokeScript(script, invocation)));
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -288,9 +294,39 @@ const MAX_RESENDS = 20;
 
 /**
  * GLIDE refuses a call beyond its `inflightRequestsLimit` (1000 by default)
- * without sending it: such a call waits for room, up to this long in all.
+ * without sending it. The library keeps its own calls to half of that
+ * ({@link CallGate}), so that it leaves room for the application's; a call
+ * refused all the same (the application's calls took the room) waits for
+ * room, up to this long in all.
  */
 const MAX_WAIT_FOR_ROOM_MS = 10_000;
+const GLIDE_INFLIGHT_LIMIT = 1000;
+
+/**
+ * At most `limit` calls at once; the others start in the order they came,
+ * each as one in flight ends. Without it, calls past GLIDE's limit retried
+ * at random, and under thousands at once (a `Promise.all` of 3,000
+ * releases) one could wait past `redisTimeoutMs` while later ones went.
+ */
+export class CallGate {
+  #inFlight = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(private readonly limit: number) {}
+
+  async run<T>(call: () => Promise<T>): Promise<T> {
+    if (this.#inFlight < this.limit) this.#inFlight++;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    try {
+      return await call();
+    } finally {
+      // The slot goes to the longest-waiting call, or is freed.
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#inFlight--;
+    }
+  }
+}
 const NO_ROOM = /maximum inflight requests/i;
 
 /**
