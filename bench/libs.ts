@@ -144,15 +144,8 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-base-ap',
 ];
 
-/** The libraries run on a client with `enableAutoPipelining: true`. */
-export const AUTOPIPELINED_LIBS: readonly LibName[] = [
-  'floor-ap',
-  'fenced-floor-ap',
-  'semaphore-ap',
-  'rwlock-write-ap',
-  'rwlock-read-ap',
-  'rwlock-base-ap',
-];
+/** The libraries run on a client with `enableAutoPipelining: true`: the uncontended ones named `-ap`. */
+export const AUTOPIPELINED_LIBS: readonly LibName[] = UNCONTENDED_LIBS.filter((lib) => lib.endsWith('-ap'));
 
 /** The fenced floor a lock is compared with, on an autopipelining client when the lock is on one. */
 export function fencedPeerOf(lib: LibName): LibName {
