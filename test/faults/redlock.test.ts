@@ -7,9 +7,10 @@
 // of its own, without faults, so the counter check proves the lock alone.
 //
 // Each loop acquires one resource as one explicit owner, again right after its
-// release, while renewal may still run for that owner (holds up to 120 ms,
-// renewal every 100 ms): the pattern of the two-writer bug of redlock renewal
-// (a lost verdict dropping every hold of the owner). A
+// release, and half the holds end just before a renewal round (renewal every
+// 100 ms), so the round finds the lease gone while the owner acquires again:
+// the pattern of the two-writer bug of redlock renewal (a lost verdict
+// dropping every hold of the owner), in most cycles rather than by chance. A
 // last row runs the same workload with that bug planted in the workers' copy
 // of the library (test side only): the checker must report it, so a clean row
 // above is known not to be vacuous.
@@ -111,6 +112,7 @@ describe('redlock mode under the history checker [independent servers, each behi
         minHoldMs: 1,
         maxHoldMs: 120,
         ownerPerLoop: true,
+        releaseBeforeRenewalMs: 2 * LINK_DELAY_MS,
         resources: RESOURCES,
         loops: LOOPS,
         redlockNodes: proxies.map((p) => ({ host: p.host, port: p.port })),

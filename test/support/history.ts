@@ -109,6 +109,15 @@ export interface WorkerConfig {
    */
   ownerPerLoop?: boolean;
   /**
+   * Half the holds end up to this many ms before the client's next renewal
+   * round (its phase read from the `redis-rwlock:renew` tracing channel), so
+   * the round starts while the release is on the wire and finds the lease
+   * gone: with `ownerPerLoop`, the race of redlock's two-writer bug in most
+   * cycles rather than a few. Holds can then run up to one renewal period
+   * past `minHoldMs`.
+   */
+  releaseBeforeRenewalMs?: number;
+  /**
    * A bug planted in the worker's copy of the library, for a row that the
    * checker must fail: `renewal-abandons-all` drops every hold of the owner
    * on every node when renewal finds one of its leases lost (not the lost

@@ -26,11 +26,12 @@
 //
 // With redlockNodes the LockClient runs in redlock mode on one ioredis client per node; the data stays on the
 // target. A planted bug (config.plant) patches this process's copy of the library, never the shipped code.
+import { tracingChannel } from 'node:diagnostics_channel';
 import { type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { ALL_HOLDS, type ExtendRequest } from '../../src/backends/backend.js';
 import type { ExtendRound } from '../../src/backends/extend-groups.js';
 import { RedlockBackend } from '../../src/backends/redlock.js';
-import { type Lease, LockClient, type LockClientOptions, RWLockError } from '../../src/index.js';
+import { type Lease, LockClient, type LockClientOptions, RWLockError, TRACING_CHANNELS } from '../../src/index.js';
 import { type HistoryEvent, PAUSE_REPORT_MS, type WorkerConfig } from '../support/history.js';
 import { closeLockClientOf, connectTarget, lockClientOf } from '../support/targets.js';
 
@@ -56,6 +57,27 @@ locks.on('lost', () => undefined); // each lease's own signal is recorded below
 
 const emit = (event: HistoryEvent) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** When the client's last renewal round started (config.releaseBeforeRenewalMs). */
+let lastRenewalAt: number | undefined;
+if (config.releaseBeforeRenewalMs !== undefined) {
+  tracingChannel(TRACING_CHANNELS.renew).start.subscribe(() => {
+    lastRenewalAt = Date.now();
+  });
+}
+
+/** How long to hold: up to `releaseBeforeRenewalMs` before a renewal round for half the holds, else at random. */
+function holdMs(): number {
+  const before = config.releaseBeforeRenewalMs;
+  if (before === undefined || lastRenewalAt === undefined || Math.random() < 0.5) {
+    return config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
+  }
+  const period = Math.floor(config.leaseMs / 3); // the client's renewal interval (src/holdings.ts)
+  const now = Date.now();
+  let end = lastRenewalAt + period - Math.random() * before;
+  while (end - now < config.minHoldMs) end += period;
+  return end - now;
+}
 
 // The event loop's pauses (CPU starvation, GC), in which no lease can be renewed: a ticker that
 // ran late says so, for the checker (history.ts, "Stalled holders").
@@ -199,7 +221,6 @@ async function criticalSection(id: string, mode: 'read' | 'write', data: string,
     emit({ t: 'data', id, shutdown: true });
     return;
   }
-  const hold = config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
   if (mode === 'write') {
     const building = await attempt(redis.set(`${data}:state`, `building:${id}`));
     const read = building.error ? building : await attempt(redis.get(`${data}:counter`));
@@ -207,7 +228,7 @@ async function criticalSection(id: string, mode: 'read' | 'write', data: string,
       emit({ t: 'data', id, dataError: read.error });
     } else {
       const seen = Number(read.value ?? 0);
-      await sleep(hold);
+      await sleep(holdMs());
       if (lease.signal.aborted && !config.ignoreLoss) {
         emit({ t: 'data', id, seen, skippedWrite: true });
       } else {
@@ -218,7 +239,7 @@ async function criticalSection(id: string, mode: 'read' | 'write', data: string,
     }
   } else {
     const read = await attempt(redis.mget(`${data}:state`, `${data}:counter`));
-    await sleep(hold);
+    await sleep(holdMs());
     emit(
       read.error
         ? { t: 'data', id, dataError: read.error }
