@@ -15,7 +15,7 @@ import {
   type LockClient,
   LockLostError,
 } from '../../src/index.js';
-import { forEachTopology, NODE_REDIS_IN_CI, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
@@ -37,7 +37,7 @@ function runWorker(ctx: TopologyContext, pairs: string, rounds: number): Promise
   return runWorkerProcess(WORKER, { RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_PAIRS: pairs, RWLOCK_ROUNDS: String(rounds) });
 }
 
-forEachTopology('several locks at once', { clients: NODE_REDIS_IN_CI }, (ctx) => {
+forEachTopology('several locks at once', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
   const clients = suiteLockClients(ctx, { recheckMs: 50 });
   const open = () => clients.open();
 

@@ -4,9 +4,10 @@
 // under them moves one unit between the pair's counters with non-atomic
 // read-modify-writes. It checks exclusion on the way: each resource's marker
 // key must be free when it enters (SET NX) and still its own when it leaves.
+// Its LockClient runs on the suite's client library, the counters on ioredis.
 // Prints one JSON line: operations, violations, timeouts, longest wait.
 import { AcquireTimeoutError, LockClient } from '../../src/index.js';
-import { connectTarget, type WorkerTarget } from '../support/targets.js';
+import { closeLockClientOf, connectTarget, lockClientOf, type WorkerTarget } from '../support/targets.js';
 
 const target = JSON.parse(process.env.RWLOCK_TARGET!) as WorkerTarget;
 const rounds = Number(process.env.RWLOCK_ROUNDS ?? 200);
@@ -14,7 +15,8 @@ const pairs = (process.env.RWLOCK_PAIRS ?? 'a:b').split(',').map((p) => p.split(
 const me = `${process.pid}`;
 
 const redis = connectTarget(target);
-const locks = new LockClient(redis, { waitMs: 20_000 });
+const lockRedis = await lockClientOf(target, redis);
+const locks = new LockClient(lockRedis, { waitMs: 20_000 });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 let operations = 0;
@@ -50,5 +52,6 @@ async function loop(offset: number): Promise<void> {
 await Promise.all([loop(0), loop(1)]);
 const stats = locks.stats();
 await locks.close();
+await closeLockClientOf(lockRedis, redis);
 await redis.quit();
 process.stdout.write(`${JSON.stringify({ operations, violations, timeouts, longestWaitMs, waits: stats.waits })}\n`);
