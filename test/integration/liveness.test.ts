@@ -13,12 +13,12 @@ import {
 } from '../../src/index.js';
 import { handedChannel } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
-import { disconnect, forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
+import { disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { queueWriters } from '../support/queued-writers.js';
 import { killSubscribers, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 
-forEachTopology('liveness', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('liveness', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
   let redis: RedisClient; // the test's own look at Redis
   const opened: LockClient[] = [];
   /** A LockClient on a connection of its own (a client of the suite's library), as a separate process would have. */

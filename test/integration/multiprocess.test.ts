@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
-import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
+import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { targetOf } from '../support/targets.js';
 import { runWorkerProcess } from '../support/worker-process.js';
 
@@ -23,7 +23,7 @@ function runWorker(target: object): Promise<WorkerResult> {
   });
 }
 
-forEachTopology('several processes', { clients: ONE_NODE_REDIS }, (ctx) => {
+forEachTopology('several processes', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
   it(`lose no update of a non-atomic counter over ${PROCESSES * OPS_PER_PROCESS} mixed operations in ${PROCESSES} processes`, async function () {
     this.timeout(180_000);
     const results = await Promise.all(Array.from({ length: PROCESSES }, () => runWorker(targetOf(ctx))));

@@ -17,7 +17,7 @@ import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
-import { type ClientKind, disconnect, sharedCluster } from '../setup/topologies.js';
+import { type ClientKind, disconnect, NODE_REDIS_IN_CI, selectedClients, sharedCluster } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { queueWriters } from '../support/queued-writers.js';
@@ -542,11 +542,13 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
   });
 }
 
-suite(3);
-suite(5);
-suite(3, 'node-redis');
+// node-redis in `npm run test:clients`: the suite is among the slowest.
+for (const kind of selectedClients(NODE_REDIS_IN_CI)) {
+  suite(3, kind);
+  if (kind === 'ioredis') suite(5);
+}
 
-for (const clientKind of ['ioredis', 'node-redis'] as const) {
+for (const clientKind of selectedClients(NODE_REDIS_IN_CI)) {
   describe(`redlock mode over a Cluster and two servers${clientKind === 'ioredis' ? '' : `, ${clientKind}`}`, function () {
     this.timeout(60_000);
     let cluster: RedisClusterHandle;
