@@ -155,7 +155,12 @@ export function runScript<N extends ScriptName>(
   lock?: SlotOf,
 ): Promise<ScriptReply<N>> {
   const check = serverChecks.get(client);
-  if (check !== true) return (check ?? checkServer(client)).then(() => runScript(client, name, keys, args, lock));
+  if (check === undefined) return checkServer(client).then(() => runScript(client, name, keys, args, lock));
+  if (check !== true)
+    return check.then(
+      () => runScript(client, name, keys, args, lock),
+      (error: unknown) => recheck(client, check, error, () => runScript(client, name, keys, args, lock)),
+    );
   const flat: (string | number)[] = [keys.length, ...keys, ...args];
   const first = client.script(name, flat, lock) as Promise<ScriptReply<N>>;
   if (!client.cluster) return first;
@@ -205,6 +210,18 @@ function checkServer(client: Driver): Promise<void> {
   );
   serverChecks.set(client, check);
   return check;
+}
+
+/**
+ * A call that joined another's server check, which then went unanswered
+ * (sent before an outage, it timed out on the client while this call is
+ * newer): checks again for this call, once, or joins the check already
+ * started again. A check that failed for good fails the call.
+ */
+function recheck<T>(client: Driver, joined: Promise<void>, error: unknown, then: () => Promise<T>): Promise<T> {
+  const now = serverChecks.get(client);
+  if (now === joined) throw error;
+  return now === true ? then() : (now ?? checkServer(client)).then(then);
 }
 
 /**
