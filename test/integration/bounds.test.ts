@@ -3,8 +3,9 @@
  * when later (and within a few ms of its signal aborting) whatever Redis does; release, extend and
  * inspect within `redisTimeoutMs`; a lease read after a stall knows it ran
  * out; a closed client ends every wait. Against real servers: nothing
- * listening, a server that accepts and never answers, a paused Redis
- * (CLIENT PAUSE), and a real synchronous stall of the event loop.
+ * listening, a server that accepts and never answers (on GLIDE, which
+ * connects first: a server killed, or stalled by a fault proxy), a paused
+ * Redis (CLIENT PAUSE), and a real synchronous stall of the event loop.
  */
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -21,7 +22,7 @@ import {
   RedisUnavailableError,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { findFreePort, startRedisServer } from '../../src/testing/index.js';
+import { findFreePort, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
 import {
   type ClientKind,
   disconnect,
@@ -33,6 +34,7 @@ import {
   selectedClients,
 } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { glideClient } from '../support/glide-clients.js';
 import { masters, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
@@ -136,7 +138,87 @@ for (const kind of selectedClients(NODE_REDIS_IN_CI))
     });
   });
 
-// GLIDE too, but not above: its createClient refuses a server that is not there, leaving no client to hand a LockClient.
+// GLIDE's createClient refuses a server that is not there: its client is made while one runs, which then goes away.
+if (selectedClients(NODE_REDIS_IN_CI_AND_GLIDE).includes('glide'))
+  describe('hard bounds: Redis not there [glide]', function () {
+    this.timeout(30_000);
+    const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
+    const open = async (port: number) => {
+      // GLIDE fails a call at its requestTimeout: above the bounds tested here, so that the library's bound decides.
+      const redis = await glideClient({ addresses: [{ host: '127.0.0.1', port }], requestTimeoutMs: 5_000 });
+      const locks = new LockClient(redis);
+      opened.push({ redis, locks });
+      return locks;
+    };
+    afterEach(async () => {
+      for (const { redis, locks } of opened.splice(0)) {
+        await locks.close();
+        disconnect(redis);
+      }
+    });
+
+    it('rejects with RedisUnavailableError by waitMs + 250 ms once its server is gone, and works once it is back', async () => {
+      const server = await startRedisServer();
+      try {
+        const locks = await open(server.port);
+        await server.kill(); // nothing listens on the port now
+        const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
+        expect(error).to.be.instanceOf(RedisUnavailableError);
+        expect(error.message).to.include('did not answer within 2250 ms');
+        expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
+        const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
+        expect(tried.error).to.be.instanceOf(RedisUnavailableError);
+        expect(tried.ms).to.be.below(1_000 + LAG_MS);
+
+        await server.restart(); // on the same port, empty
+        // GLIDE reconnects on its own backoff (connectionBackoff: by default up to 3.2 s, ±20 %, between tries).
+        const lease = await locks.lock('gone').acquireWrite({ waitMs: 8_000 });
+        expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
+        await lease.release();
+        const admin = server.client();
+        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
+        admin.disconnect();
+      } finally {
+        await server.stop();
+      }
+    });
+
+    it('rejects by the bound while a connected server stops answering, within ms of an abort, and gives back what it took', async () => {
+      const server = await startRedisServer();
+      const proxy = await startFaultProxy({ target: { port: server.port } });
+      try {
+        const locks = await open(proxy.port);
+        proxy.stall(); // connected; from now on nothing is answered
+        const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
+        expect(error).to.be.instanceOf(RedisUnavailableError);
+        expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
+        const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
+        expect(short.error).to.be.instanceOf(RedisUnavailableError);
+        expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
+
+        const controller = new AbortController();
+        setTimeout(() => controller.abort(new Error('request cancelled')), 300);
+        const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
+        expect(abort.error).to.be.instanceOf(AcquireAbortedError);
+        expect(abort.ms).to.be.within(290, 300 + LAG_MS);
+
+        const inspected = await timedRejection(() => locks.inspect('stalled'));
+        expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
+        expect(inspected.ms).to.be.below(1_000 + LAG_MS);
+
+        proxy.resume(); // what was held back runs now; whatever it took is given back
+        const lease = await locks.lock('stalled').acquireWrite({ waitMs: 8_000 });
+        await lease.release();
+        const admin = server.client();
+        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
+        admin.disconnect();
+      } finally {
+        await proxy.close();
+        await server.stop();
+      }
+    });
+  });
+
 forEachTopology('hard bounds', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
   let redis: RedisClient; // the test's own look at Redis
   let lockRedis: LockRedisClient; // the LockClients', of the suite's library
