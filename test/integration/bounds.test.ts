@@ -22,7 +22,7 @@ import {
   RedisUnavailableError,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { findFreePort, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
+import { findFreePort, type RedisServerHandle, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
 import {
   type ClientKind,
   disconnect,
@@ -64,6 +64,49 @@ function quietClient(kind: ClientKind, port: number): LockRedisClient {
   return redis;
 }
 
+/** With nothing listening: an acquire rejects by waitMs + 250 ms, a try within redisTimeoutMs (it cannot say "taken"). */
+async function expectNothingListeningBounds(locks: LockClient): Promise<void> {
+  const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
+  expect(error).to.be.instanceOf(RedisUnavailableError);
+  expect(error.message).to.include('did not answer within 2250 ms');
+  expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
+  // tryAcquire must not say "taken" (null) when it cannot know: it rejects, within redisTimeoutMs.
+  const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
+  expect(tried.error).to.be.instanceOf(RedisUnavailableError);
+  expect(tried.ms).to.be.below(1_000 + LAG_MS);
+}
+
+/** With a connection that is never answered: acquires by their bound, an abort within ms, inspect within redisTimeoutMs. */
+async function expectNoAnswerBounds(locks: LockClient): Promise<void> {
+  const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
+  expect(error).to.be.instanceOf(RedisUnavailableError);
+  expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
+  // A short wait still gets redisTimeoutMs for its one answer.
+  const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
+  expect(short.error).to.be.instanceOf(RedisUnavailableError);
+  expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
+
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(new Error('request cancelled')), 300);
+  const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
+  expect(abort.error).to.be.instanceOf(AcquireAbortedError);
+  expect(abort.ms).to.be.within(290, 300 + LAG_MS);
+
+  const inspected = await timedRejection(() => locks.inspect('stalled'));
+  expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
+  expect(inspected.ms).to.be.below(1_000 + LAG_MS);
+}
+
+/** Once Redis answers again: `resource` is granted, and whatever the calls held back took is given back. */
+async function expectWorksAgain(locks: LockClient, server: RedisServerHandle, resource: string, waitMs: number): Promise<void> {
+  const lease = await locks.lock(resource).acquireWrite({ waitMs });
+  expect((await locks.inspect(resource)).writer?.owner).to.equal(lease.token);
+  await lease.release();
+  const admin = server.client();
+  await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
+  admin.disconnect();
+}
+
 for (const kind of selectedClients(NODE_REDIS_IN_CI))
   describe(`hard bounds: Redis not there${kind === 'ioredis' ? '' : ` [${kind}]`}`, function () {
     this.timeout(30_000);
@@ -84,24 +127,11 @@ for (const kind of selectedClients(NODE_REDIS_IN_CI))
     it('rejects with RedisUnavailableError by waitMs + 250 ms with nothing listening, and works once Redis is back', async () => {
       const port = await findFreePort();
       const locks = open(port);
-      const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
-      expect(error).to.be.instanceOf(RedisUnavailableError);
-      expect(error.message).to.include('did not answer within 2250 ms');
-      expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
-      // tryAcquire must not say "taken" (null) when it cannot know: it rejects, within redisTimeoutMs.
-      const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
-      expect(tried.error).to.be.instanceOf(RedisUnavailableError);
-      expect(tried.ms).to.be.below(1_000 + LAG_MS);
-
+      await expectNothingListeningBounds(locks);
       const server = await startRedisServer({ port });
       try {
-        // The commands ioredis kept queued run now; whatever they took is given back.
-        const lease = await locks.lock('gone').acquireWrite({ waitMs: 5_000 });
-        expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
-        await lease.release();
-        const admin = server.client();
-        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
-        admin.disconnect();
+        // The commands the client kept queued run now.
+        await expectWorksAgain(locks, server, 'gone', 5_000);
       } finally {
         await server.stop();
       }
@@ -113,24 +143,7 @@ for (const kind of selectedClients(NODE_REDIS_IN_CI))
       blackHole.listen(0, '127.0.0.1');
       await once(blackHole, 'listening');
       try {
-        const locks = open((blackHole.address() as net.AddressInfo).port);
-        const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
-        expect(error).to.be.instanceOf(RedisUnavailableError);
-        expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
-        // A short wait still gets redisTimeoutMs for its one answer.
-        const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
-        expect(short.error).to.be.instanceOf(RedisUnavailableError);
-        expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
-
-        const controller = new AbortController();
-        setTimeout(() => controller.abort(new Error('request cancelled')), 300);
-        const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
-        expect(abort.error).to.be.instanceOf(AcquireAbortedError);
-        expect(abort.ms).to.be.within(290, 300 + LAG_MS);
-
-        const inspected = await timedRejection(() => locks.inspect('stalled'));
-        expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
-        expect(inspected.ms).to.be.below(1_000 + LAG_MS);
+        await expectNoAnswerBounds(open((blackHole.address() as net.AddressInfo).port));
       } finally {
         for (const socket of sockets) socket.destroy();
         blackHole.close();
@@ -162,22 +175,10 @@ if (selectedClients(NODE_REDIS_IN_CI_AND_GLIDE).includes('glide'))
       try {
         const locks = await open(server.port);
         await server.kill(); // nothing listens on the port now
-        const { error, ms } = await timedRejection(() => locks.lock('gone').acquireWrite({ waitMs: 2_000 }));
-        expect(error).to.be.instanceOf(RedisUnavailableError);
-        expect(error.message).to.include('did not answer within 2250 ms');
-        expect(ms).to.be.within(2_200, 2_250 + LAG_MS);
-        const tried = await timedRejection(() => locks.lock('gone').tryAcquireWrite());
-        expect(tried.error).to.be.instanceOf(RedisUnavailableError);
-        expect(tried.ms).to.be.below(1_000 + LAG_MS);
-
+        await expectNothingListeningBounds(locks);
         await server.restart(); // on the same port, empty
         // GLIDE reconnects on its own backoff (connectionBackoff: by default up to 3.2 s, ±20 %, between tries).
-        const lease = await locks.lock('gone').acquireWrite({ waitMs: 8_000 });
-        expect((await locks.inspect('gone')).writer?.owner).to.equal(lease.token);
-        await lease.release();
-        const admin = server.client();
-        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
-        admin.disconnect();
+        await expectWorksAgain(locks, server, 'gone', 8_000);
       } finally {
         await server.stop();
       }
@@ -189,29 +190,9 @@ if (selectedClients(NODE_REDIS_IN_CI_AND_GLIDE).includes('glide'))
       try {
         const locks = await open(proxy.port);
         proxy.stall(); // connected; from now on nothing is answered
-        const { error, ms } = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 1_000 }));
-        expect(error).to.be.instanceOf(RedisUnavailableError);
-        expect(ms).to.be.within(1_200, 1_250 + LAG_MS);
-        const short = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 100 }));
-        expect(short.error).to.be.instanceOf(RedisUnavailableError);
-        expect(short.ms).to.be.within(950, 1_000 + LAG_MS);
-
-        const controller = new AbortController();
-        setTimeout(() => controller.abort(new Error('request cancelled')), 300);
-        const abort = await timedRejection(() => locks.lock('stalled').acquireWrite({ waitMs: 10_000, signal: controller.signal }));
-        expect(abort.error).to.be.instanceOf(AcquireAbortedError);
-        expect(abort.ms).to.be.within(290, 300 + LAG_MS);
-
-        const inspected = await timedRejection(() => locks.inspect('stalled'));
-        expect(inspected.error).to.be.instanceOf(RedisUnavailableError);
-        expect(inspected.ms).to.be.below(1_000 + LAG_MS);
-
-        proxy.resume(); // what was held back runs now; whatever it took is given back
-        const lease = await locks.lock('stalled').acquireWrite({ waitMs: 8_000 });
-        await lease.release();
-        const admin = server.client();
-        await eventually('the late grants to be given back', async () => (await admin.dbsize()) === 0);
-        admin.disconnect();
+        await expectNoAnswerBounds(locks);
+        proxy.resume(); // what was held back runs now
+        await expectWorksAgain(locks, server, 'stalled', 8_000);
       } finally {
         await proxy.close();
         await server.stop();
