@@ -107,22 +107,29 @@ async function expectWorksAgain(locks: LockClient, server: RedisServerHandle, re
   admin.disconnect();
 }
 
+/** Registers an afterEach that closes every LockClient given to the returned function, then its Redis client. */
+function closedAfterEach(): (redis: LockRedisClient, locks: LockClient) => LockClient {
+  const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
+  afterEach(async () => {
+    for (const { redis, locks } of opened.splice(0)) {
+      await locks.close();
+      disconnect(redis);
+    }
+  });
+  return (redis, locks) => {
+    opened.push({ redis, locks });
+    return locks;
+  };
+}
+
 for (const kind of selectedClients(NODE_REDIS_IN_CI))
   describe(`hard bounds: Redis not there${kind === 'ioredis' ? '' : ` [${kind}]`}`, function () {
     this.timeout(30_000);
-    const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
+    const track = closedAfterEach();
     const open = (port: number, options?: LockClientOptions) => {
       const redis = quietClient(kind, port);
-      const locks = new LockClient(redis, options);
-      opened.push({ redis, locks });
-      return locks;
+      return track(redis, new LockClient(redis, options));
     };
-    afterEach(async () => {
-      for (const { redis, locks } of opened.splice(0)) {
-        await locks.close();
-        disconnect(redis);
-      }
-    });
 
     it('rejects with RedisUnavailableError by waitMs + 250 ms with nothing listening, and works once Redis is back', async () => {
       const port = await findFreePort();
@@ -155,20 +162,12 @@ for (const kind of selectedClients(NODE_REDIS_IN_CI))
 if (selectedClients(NODE_REDIS_IN_CI_AND_GLIDE).includes('glide'))
   describe('hard bounds: Redis not there [glide]', function () {
     this.timeout(30_000);
-    const opened: { redis: LockRedisClient; locks: LockClient }[] = [];
+    const track = closedAfterEach();
     const open = async (port: number) => {
       // GLIDE fails a call at its requestTimeout: above the bounds tested here, so that the library's bound decides.
       const redis = await glideClient({ addresses: [{ host: '127.0.0.1', port }], requestTimeoutMs: 5_000 });
-      const locks = new LockClient(redis);
-      opened.push({ redis, locks });
-      return locks;
+      return track(redis, new LockClient(redis));
     };
-    afterEach(async () => {
-      for (const { redis, locks } of opened.splice(0)) {
-        await locks.close();
-        disconnect(redis);
-      }
-    });
 
     it('rejects with RedisUnavailableError by waitMs + 250 ms once its server is gone, and works once it is back', async () => {
       const server = await startRedisServer();
