@@ -8,7 +8,13 @@ import type { LockRedisClient } from '../../src/clients/index.js';
 import { type Lease, LockClient, type LockClientOptions } from '../../src/index.js';
 import { type FaultProxy, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
 import { type ClientKind, disconnect } from '../setup/topologies.js';
+import { isGlide } from './glide-clients.js';
 import { connectLockClient, targetThrough } from './targets.js';
+
+/** GLIDE's way to send any command (its `exists` takes a list). */
+interface GlideCommands {
+  customCommand(args: string[]): Promise<unknown>;
+}
 
 /** What a suite's tests use; valid inside its tests. */
 export interface ProxiedMasters {
@@ -72,6 +78,11 @@ export function proxiedMasters(n: number, clientKind: ClientKind): ProxiedMaster
       const fields = await Promise.all(ctx.admin.map((a) => a.hgetall(state)));
       return fields.filter((f) => Object.values(f).some((v) => ` ${v} `.includes(` ${lease.holdId} `))).length;
     },
-    behindEverySent: () => Promise.all(ctx.through.map((c) => (c as Redis).exists('nothing'))),
+    behindEverySent: () =>
+      Promise.all(
+        ctx.through.map((c) =>
+          isGlide(c) ? (c as unknown as GlideCommands).customCommand(['EXISTS', 'nothing']) : (c as Redis).exists('nothing'),
+        ),
+      ),
   };
 }
