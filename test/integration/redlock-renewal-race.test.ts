@@ -3,13 +3,14 @@
  * that lease's holds alone. One that overlaps the owner's release finds
  * nothing on any node; the same owner may be granted the lock again before
  * its verdict, and that new grant must stay held on every node. Three
- * independent servers, each behind a fault proxy, on ioredis and node-redis.
+ * independent servers, each behind a fault proxy, on ioredis, node-redis and
+ * GLIDE.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { type Lease, type LockClient, type LockClientOptions, LockLostError } from '../../src/index.js';
-import { type ClientKind, NODE_REDIS_IN_CI, selectedClients } from '../setup/topologies.js';
+import { type ClientKind, NODE_REDIS_IN_CI_AND_GLIDE, selectedClients } from '../setup/topologies.js';
 import { proxiedMasters } from '../support/proxied-masters.js';
 
 const N = 3;
@@ -95,5 +96,5 @@ function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
-// node-redis in `npm run test:clients`: its loop test takes seconds.
-for (const kind of selectedClients(NODE_REDIS_IN_CI)) suite(kind);
+// node-redis and GLIDE in `npm run test:clients`: its loop test takes seconds.
+for (const kind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) suite(kind);
