@@ -5,7 +5,8 @@
  * starvation or a long GC pause would) up to about when its lease runs out,
  * with a minority of the servers killed; then another client tries the lock
  * at once, before the holder's timers or replies run. Three independent
- * servers, on ioredis (npm test) and node-redis (npm run test:clients).
+ * servers, on ioredis (npm test), node-redis and GLIDE (npm run
+ * test:clients).
  */
 import { tracingChannel } from 'node:diagnostics_channel';
 import { once } from 'node:events';
@@ -15,7 +16,7 @@ import type { Redis } from 'ioredis';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { type Lease, LockClient, TRACING_CHANNELS } from '../../src/index.js';
 import { type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
-import { disconnect, NODE_REDIS_IN_CI, selectedClients } from '../setup/topologies.js';
+import { disconnect, NODE_REDIS_IN_CI_AND_GLIDE, selectedClients } from '../setup/topologies.js';
 import { connectLockClient } from '../support/targets.js';
 
 const N = 3;
@@ -57,7 +58,7 @@ interface Probe {
   abortedAfterSendMs: number | undefined;
 }
 
-for (const clientKind of selectedClients(NODE_REDIS_IN_CI)) {
+for (const clientKind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) {
   describe(`redlock: a holder whose event loop stalls [${N} servers, ${clientKind}]`, function () {
     this.timeout(120_000);
     let masters: RedisMastersHandle;
