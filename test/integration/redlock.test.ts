@@ -3,7 +3,8 @@
  * harness (startRedisMasters): majority grants, node failures (SIGKILL,
  * SIGSTOP, data loss), loss signals, read/write conflicts across majorities,
  * clean-up of failed attempts, wake-ups, bad input. On ioredis nodes, and
- * (3 servers; a Cluster and two servers) on node-redis nodes.
+ * (3 servers; a Cluster and two servers) on node-redis nodes; a Cluster and
+ * two servers on GLIDE nodes too.
  */
 
 import { spawn } from 'node:child_process';
@@ -17,9 +18,17 @@ import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
-import { type ClientKind, disconnect, NODE_REDIS_IN_CI, selectedClients, sharedCluster } from '../setup/topologies.js';
+import {
+  type ClientKind,
+  disconnect,
+  NODE_REDIS_IN_CI,
+  NODE_REDIS_IN_CI_AND_GLIDE,
+  selectedClients,
+  sharedCluster,
+} from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
+import { glideClient, glideCluster } from '../support/glide-clients.js';
 import { queueWriters } from '../support/queued-writers.js';
 import { scriptCalls } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -542,13 +551,15 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
   });
 }
 
-// node-redis in `npm run test:clients`: the suite is among the slowest.
+// node-redis in `npm run test:clients`: the suite is among the slowest. Not on GLIDE yet: with a
+// minority killed, two waiting writers can hand each other their nodes for good (GLIDE: 3 runs in 10
+// with 1 of 3 servers killed; ioredis: once with 2 of 5).
 for (const kind of selectedClients(NODE_REDIS_IN_CI)) {
   suite(3, kind);
   if (kind === 'ioredis') suite(5);
 }
 
-for (const clientKind of selectedClients(NODE_REDIS_IN_CI)) {
+for (const clientKind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) {
   describe(`redlock mode over a Cluster and two servers${clientKind === 'ioredis' ? '' : `, ${clientKind}`}`, function () {
     this.timeout(60_000);
     let cluster: RedisClusterHandle;
@@ -557,6 +568,11 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI)) {
     const nodes = async (): Promise<LockRedisClient[]> => {
       let list: LockRedisClient[];
       if (clientKind === 'ioredis') list = [cluster.client(), ...(masters.clients() as [Redis, Redis])];
+      else if (clientKind === 'glide')
+        list = await Promise.all([
+          glideCluster({ addresses: cluster.startupNodes }),
+          ...masters.servers.map((s) => glideClient({ addresses: [s] })),
+        ]);
       else {
         const nodeCluster = createCluster({
           rootNodes: cluster.startupNodes.map((node) => ({ socket: { host: node.host, port: node.port } })),
@@ -597,74 +613,76 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI)) {
   });
 }
 
-describe('redlock mode: bad input', () => {
-  let masters: RedisMastersHandle;
-  const made: Redis[] = [];
-  const clients = (): Redis[] => {
-    const list = masters.clients({ lazyConnect: true });
-    made.push(...list);
-    return list;
-  };
-  before(async function () {
-    this.timeout(60_000);
-    masters = await startRedisMasters(3);
-  });
-  after(async () => {
-    for (const c of made) c.disconnect();
-    await masters?.stop();
-  });
-
-  /** node-redis clients of servers 0, 1 and 0 again (as "localhost"), not connected. */
-  const nodeRedisOfOneServerTwice = () => [
-    ...masters.servers.slice(0, 2).map((s) => createClient({ socket: { host: s.host, port: s.port } })),
-    createClient({ socket: { host: 'localhost', port: masters.servers[0]!.port } }),
-  ];
-
-  const cases: [string, () => unknown][] = [
-    ['fewer than 3 clients', () => new LockClient(clients().slice(0, 2), { mode: 'redlock' })],
-    ['no clients', () => new LockClient([], { mode: 'redlock' })],
-    [
-      'the same client twice',
-      () => {
-        const [a, b] = clients();
-        return new LockClient([a!, b!, a!], { mode: 'redlock' });
-      },
-    ],
-    [
-      'two clients of one server',
-      () => {
-        const [a, b] = clients();
-        return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
-      },
-    ],
-    ['two node-redis clients of one server', () => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })],
-    ['a non-client among them', () => new LockClient([...clients().slice(0, 2), {} as Redis], { mode: 'redlock' })],
-    ['one client in redlock mode', () => new LockClient(clients()[0]!, { mode: 'redlock' })],
-    ['an array without mode redlock', () => new LockClient(clients())],
-    ['redlock options in hash mode', () => new LockClient(clients()[0]!, { redlock: { driftFactor: 0.01 } })],
-    ['a drift factor of 0.5', () => new LockClient(clients(), { mode: 'redlock', redlock: { driftFactor: 0.5 } })],
-    ['a node timeout of 0', () => new LockClient(clients(), { mode: 'redlock', redlock: { nodeTimeoutMs: 0 } })],
-  ];
-  for (const [what, make] of cases) {
-    it(`refuses ${what} with InvalidArgumentError`, () => {
-      expect(make).to.throw(InvalidArgumentError);
+// On ioredis (and node-redis' constructors): not again in the GLIDE run of `npm run test:clients`.
+if (selectedClients(['ioredis']).includes('ioredis'))
+  describe('redlock mode: bad input', () => {
+    let masters: RedisMastersHandle;
+    const made: Redis[] = [];
+    const clients = (): Redis[] => {
+      const list = masters.clients({ lazyConnect: true });
+      made.push(...list);
+      return list;
+    };
+    before(async function () {
+      this.timeout(60_000);
+      masters = await startRedisMasters(3);
     });
-  }
+    after(async () => {
+      for (const c of made) c.disconnect();
+      await masters?.stop();
+    });
 
-  it('names the problem', () => {
-    expect(() => new LockClient(clients().slice(0, 2), { mode: 'redlock' })).to.throw(/at least 3 independent servers/);
-    const [a, b] = clients();
-    expect(() => new LockClient([a!, b!, a!], { mode: 'redlock' })).to.throw(/same client/);
-    expect(() => new LockClient(clients())).to.throw(/mode "redlock"/);
-    expect(() => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })).to.throw(
-      /elements 0 and 2 both connect to 127\.0\.0\.1:/,
-    );
-  });
+    /** node-redis clients of servers 0, 1 and 0 again (as "localhost"), not connected. */
+    const nodeRedisOfOneServerTwice = () => [
+      ...masters.servers.slice(0, 2).map((s) => createClient({ socket: { host: s.host, port: s.port } })),
+      createClient({ socket: { host: 'localhost', port: masters.servers[0]!.port } }),
+    ];
 
-  it('accepts 3 distinct servers', async () => {
-    const locks = new LockClient(clients(), { mode: 'redlock' });
-    const lease: Lease = await locks.lock('ok').acquireWrite();
-    await lease.release();
-    await locks.close();
+    const cases: [string, () => unknown][] = [
+      ['fewer than 3 clients', () => new LockClient(clients().slice(0, 2), { mode: 'redlock' })],
+      ['no clients', () => new LockClient([], { mode: 'redlock' })],
+      [
+        'the same client twice',
+        () => {
+          const [a, b] = clients();
+          return new LockClient([a!, b!, a!], { mode: 'redlock' });
+        },
+      ],
+      [
+        'two clients of one server',
+        () => {
+          const [a, b] = clients();
+          return new LockClient([a!, b!, masters.servers[0]!.client({ lazyConnect: true })], { mode: 'redlock' });
+        },
+      ],
+      ['two node-redis clients of one server', () => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })],
+      ['a non-client among them', () => new LockClient([...clients().slice(0, 2), {} as Redis], { mode: 'redlock' })],
+      ['one client in redlock mode', () => new LockClient(clients()[0]!, { mode: 'redlock' })],
+      ['an array without mode redlock', () => new LockClient(clients())],
+      ['redlock options in hash mode', () => new LockClient(clients()[0]!, { redlock: { driftFactor: 0.01 } })],
+      ['a drift factor of 0.5', () => new LockClient(clients(), { mode: 'redlock', redlock: { driftFactor: 0.5 } })],
+      ['a node timeout of 0', () => new LockClient(clients(), { mode: 'redlock', redlock: { nodeTimeoutMs: 0 } })],
+    ];
+    for (const [what, make] of cases) {
+      it(`refuses ${what} with InvalidArgumentError`, () => {
+        expect(make).to.throw(InvalidArgumentError);
+      });
+    }
+
+    it('names the problem', () => {
+      expect(() => new LockClient(clients().slice(0, 2), { mode: 'redlock' })).to.throw(/at least 3 independent servers/);
+      const [a, b] = clients();
+      expect(() => new LockClient([a!, b!, a!], { mode: 'redlock' })).to.throw(/same client/);
+      expect(() => new LockClient(clients())).to.throw(/mode "redlock"/);
+      expect(() => new LockClient(nodeRedisOfOneServerTwice(), { mode: 'redlock' })).to.throw(
+        /elements 0 and 2 both connect to 127\.0\.0\.1:/,
+      );
+    });
+
+    it('accepts 3 distinct servers', async () => {
+      const locks = new LockClient(clients(), { mode: 'redlock' });
+      const lease: Lease = await locks.lock('ok').acquireWrite();
+      await lease.release();
+      await locks.close();
+    });
   });
-});
