@@ -29,6 +29,8 @@ local m, holdId, owner = string.match(ARGV[1], '^(%a) (%S+) (.*)$')
 local mode = m == 'w' and 'write' or 'read'
 local channel = stateKey
 local peerChannel = ARGV[2]
+-- Only redlock mode, on the hash-mode scripts, keeps a giving-back writer queued.
+local requeue = nil
 
 -- @include layout-version
 -- @include state

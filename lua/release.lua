@@ -10,6 +10,10 @@
   ARGV[1] holder     '<w|r> <holdId> <owner>': the mode ('w' write, 'r'
                      read), the id of the acquire whose hold this releases,
                      and the owner token, last (as the acquire sent it)
+  ARGV[2..4]         optional (redlock mode): placeUs, beatMs, leaseMs of a
+                     waiting writer giving back a grant that no majority
+                     joined; it stays queued at that place, so the lock goes
+                     to the earliest place, which may be its own
 
   Wakes waiters on the lock's channel, named as stateKey; the message is the
   mode, or 'mode:<token>' naming the one waiting writer that may get in next
@@ -49,6 +53,8 @@ end
 
 local m, holdId, owner = string.match(ARGV[1], '^(%a) (%S+) (.*)$')
 local mode = m == 'w' and 'write' or 'read'
+local requeue = nil
+if ARGV[2] then requeue = { place = tonumber(ARGV[2]), beatMs = tonumber(ARGV[3]), leaseMs = ARGV[4] } end
 
 -- @include layout-version
 -- @include state

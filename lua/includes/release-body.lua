@@ -4,7 +4,7 @@
   peer hooks (`no-peers` or `legacy`). Returns the script's reply, as
   documented in lua/release.lua.
 ]]
--- @needs rcall stateKey leasesKey queueKey owner mode holdId channel state peers
+-- @needs rcall stateKey leasesKey queueKey owner mode holdId channel requeue state peers
 local now, nowUs = serverTime()
 local mine = spilledDeadlineOf(owner)
 
@@ -88,6 +88,10 @@ end
 
 forgetIfFree(owner)
 peerMirror(owner, now)
+-- A redlock writer giving back a grant no majority joined queues again at its
+-- place before the hand-over: two such writers each holding one node handed
+-- it to each other, for good; now both nodes go to the earlier place.
+if requeue then enqueue(owner, now, nowUs, requeue.place, requeue.beatMs, holdId, requeue.leaseMs) end
 -- With one live holder or none left, a waiter may now get in (a writer, a
 -- reader behind a writer, or the last reader upgrading). Writers waiting from
 -- before this moment may take a lock freed of every holder.

@@ -42,6 +42,16 @@ export interface HandedGrant {
   readonly fence: number;
 }
 
+/** A waiting writer's queue entry, kept by a release that gives back its grant (redlock mode). */
+export interface Requeue {
+  /** Its place in every node's queue (server µs). */
+  readonly placeUs: number;
+  /** How long its place lasts without another try (its `waitBeatMs`). */
+  readonly beatMs: number;
+  /** The lease a hand-over gives it. */
+  readonly leaseMs: number;
+}
+
 export interface AcquireRequest<K extends LockKeys = LockKeys> {
   /** The resource name, for errors raised below the lock. */
   readonly resource: string;
@@ -184,9 +194,10 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
   /**
    * Releases hold `holdId`. True when it was released, now or by an earlier
    * delivery of the same release while the owner still holds that mode;
-   * false when the owner holds nothing of that mode.
+   * false when the owner holds nothing of that mode. With `requeue` (hash
+   * layout, redlock mode), a waiting writer giving back a grant stays queued.
    */
-  release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean>;
+  release(keys: K, mode: LockMode, owner: string, holdId: string, requeue?: Requeue): Promise<boolean>;
   /**
    * For each request, the lease left in ms after extending, 0 when it is no
    * longer held, or NaN when its node could not be asked this time (the

@@ -163,10 +163,19 @@ export class RedlockBackend implements LockBackend {
     // a node that refused it may have queued it, and a release would hand that place the lock.
     const unknown = settled.filter((s) => s.status !== 'ok').length;
     const fails = unknown > n - q || grants.length >= q;
+    const blocked = refusals.flatMap((o) => (o.granted ? [] : [o]));
+    if (place === undefined && queues) {
+      const placed = blocked.flatMap((o) => o.queuedAtUs ?? []).filter((p) => p !== undefined);
+      if (placed.length > 0) this.places.set(r, placed.sort((a, b) => a - b)[(placed.length - 1) >> 1]!);
+    }
+    // A writer that waits on gives a grant back at its place: the node then hands the lock to the
+    // earliest place (see release.lua), not to a writer giving its own node back to this one.
+    const placeUs = queues && !fails ? this.places.get(r) : undefined;
+    const requeue = placeUs === undefined ? undefined : { placeUs, beatMs: r.waitBeatMs, leaseMs: r.leaseMs };
     const undo = (i: number, outcome: Settled<AcquireOutcome>): Promise<unknown> | undefined => {
       const node = this.nodes[i]!;
       if (outcome.status === 'ok') {
-        if (outcome.value.granted) return node.release(r.keys, r.mode, r.owner, r.holdId);
+        if (outcome.value.granted) return node.release(r.keys, r.mode, r.owner, r.holdId, requeue);
         return fails && queues ? node.abandon(r.keys, r.owner, r.holdId) : undefined;
       }
       // Unknown outcome: it may have been granted.
@@ -200,11 +209,6 @@ export class RedlockBackend implements LockBackend {
           ? `the majority's grants took ${took} ms, which left no validity of the ${r.leaseMs} ms lease (it was released again)`
           : `${unknown} did not answer`,
       );
-    }
-    const blocked = refusals.flatMap((o) => (o.granted ? [] : [o]));
-    if (place === undefined && queues) {
-      const placed = blocked.flatMap((o) => o.queuedAtUs ?? []).filter((p) => p !== undefined);
-      if (placed.length > 0) this.places.set(r, placed.sort((a, b) => a - b)[(placed.length - 1) >> 1]!);
     }
     // 'upgrade' means "give up now, waiting would deadlock": only when it bars every majority.
     const upgrades = blocked.filter((o) => o.reason === 'upgrade').length;

@@ -12,6 +12,7 @@ import {
   handedNodes,
   type LockBackend,
   type LockInfo,
+  type Requeue,
 } from './backend.js';
 import { CallSizer } from './call-sizer.js';
 import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './extend-groups.js';
@@ -88,12 +89,14 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return r.replicaAck === undefined ? outcome : acknowledged(this, this.client, r, r.replicaAck, outcome);
   }
 
-  async release(keys: K, mode: LockMode, owner: string, holdId: string): Promise<boolean> {
+  async release(keys: K, mode: LockMode, owner: string, holdId: string, requeue?: Requeue): Promise<boolean> {
     const { scripts, names, peerChannels } = this.layout;
+    const holder = holderArg(mode, holdId, owner);
+    const args = requeue
+      ? ([holder, requeue.placeUs, requeue.beatMs, requeue.leaseMs] as const)
+      : ([holder, ...peerChannels(keys)] as const);
     try {
-      return (
-        (await runScript(this.client, scripts.release, names(keys), [holderArg(mode, holdId, owner), ...peerChannels(keys)], keys)) >= 0
-      );
+      return (await runScript(this.client, scripts.release, names(keys), args, keys)) >= 0;
     } catch (error) {
       throw layoutRefusal(error, keys);
     }

@@ -63,7 +63,13 @@ interface LockOperations {
       | readonly [leaseMs: number, holder: HolderArg, waitBeatMs: number, queueing: Queueing, placeUs: number],
     reply: AcquireReply,
   ];
-  release: [args: readonly [holder: HolderArg, ...channels: Channels], reply: number];
+  /** Hash mode may add a waiting writer's placeUs, beatMs and leaseMs, to keep it queued (redlock mode). */
+  release: [
+    args:
+      | readonly [holder: HolderArg, ...channels: Channels]
+      | readonly [holder: HolderArg, placeUs: number, beatMs: number, leaseMs: number],
+    reply: number,
+  ];
   /**
    * ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call).
    * Reply: the call's start (server µs) and its run by its clock (µs), then the lease left of each lock reached (lua/extend.lua).
