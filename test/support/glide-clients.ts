@@ -28,6 +28,8 @@ export interface GlideOptions {
   readonly ca?: string | Buffer | undefined;
   /** Cluster nodes' addresses to reach through others (a fault proxy each), as ioredis' `natMap`. */
   readonly natMap?: Readonly<Record<string, { readonly host: string; readonly port: number }>> | undefined;
+  /** Connects at the first command (GLIDE's `lazyConnect`): made while a server is down. */
+  readonly lazyConnect?: boolean | undefined;
 }
 
 function configuration(options: GlideOptions) {
@@ -41,6 +43,7 @@ function configuration(options: GlideOptions) {
       advancedConfiguration: { tlsAdvancedConfiguration: { rootCertificates: options.ca } },
     }),
     ...(options.natMap && { addressResolver: resolver(options.natMap) }),
+    ...(options.lazyConnect && { lazyConnect: true }),
   };
 }
 
