@@ -3,8 +3,7 @@
  * harness (startRedisMasters): majority grants, node failures (SIGKILL,
  * SIGSTOP, data loss), loss signals, read/write conflicts across majorities,
  * clean-up of failed attempts, wake-ups, bad input. On ioredis nodes, and
- * (3 servers; a Cluster and two servers) on node-redis nodes; a Cluster and
- * two servers on GLIDE nodes too.
+ * (3 servers; a Cluster and two servers) on node-redis and GLIDE nodes.
  */
 
 import { spawn } from 'node:child_process';
@@ -18,14 +17,7 @@ import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { InvalidArgumentError, type Lease, LockClient, type LockClientOptions, LockLostError, QuorumError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisMastersHandle, startFaultProxy, startRedisMasters } from '../../src/testing/index.js';
-import {
-  type ClientKind,
-  disconnect,
-  NODE_REDIS_IN_CI,
-  NODE_REDIS_IN_CI_AND_GLIDE,
-  selectedClients,
-  sharedCluster,
-} from '../setup/topologies.js';
+import { type ClientKind, disconnect, NODE_REDIS_IN_CI_AND_GLIDE, selectedClients, sharedCluster } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { glideClient, glideCluster } from '../support/glide-clients.js';
@@ -47,6 +39,19 @@ function nodeRedisOf(server: { host: string; port: number }) {
   return client;
 }
 
+/**
+ * A GLIDE client of `server`. `createClient` refuses a server that is down or
+ * paused, and a redlock LockClient must start with a minority of its servers
+ * so: `lazyConnect`, and a PING (up to 1 s) to connect now where the server
+ * answers, as ioredis and node-redis start connecting when made.
+ */
+async function glideOf(server: { host: string; port: number }): Promise<LockRedisClient> {
+  const client = await glideClient({ addresses: [{ host: server.host, port: server.port }], lazyConnect: true });
+  const ping = (client as unknown as { customCommand(args: string[]): Promise<unknown> }).customCommand(['PING']);
+  await Promise.race([ping.catch(() => undefined), sleep(1_000)]);
+  return client;
+}
+
 function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
   describe(`redlock mode [${n} independent servers${clientKind === 'ioredis' ? '' : `, ${clientKind}`}]`, function () {
     this.timeout(30_000);
@@ -57,8 +62,13 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     const lockClients = new Set<LockClient>();
 
     /** A redlock LockClient on fresh connections to every server, of the suite's client library. */
-    const open = (options: LockClientOptions = {}): LockClient => {
-      const nodes: LockRedisClient[] = clientKind === 'ioredis' ? masters.clients() : masters.servers.map(nodeRedisOf);
+    const open = async (options: LockClientOptions = {}): Promise<LockClient> => {
+      const nodes: LockRedisClient[] =
+        clientKind === 'ioredis'
+          ? masters.clients()
+          : clientKind === 'glide'
+            ? await Promise.all(masters.servers.map(glideOf))
+            : masters.servers.map(nodeRedisOf);
       for (const c of nodes) {
         if (clientKind === 'ioredis') (c as Redis).on('error', () => undefined); // killed servers are part of the tests
         clients.add(c);
@@ -99,7 +109,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     });
 
     it('grants on every node, with the same keys, and releases everywhere', async () => {
-      const locks = open();
+      const locks = await open();
       const lease = await locks.lock('report').acquireWrite();
       // The acquire returns once a majority granted; the rest follow.
       await onEveryNode();
@@ -119,7 +129,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
     it(`keeps mutual exclusion with ${n - quorum} server(s) killed`, async () => {
       for (const s of masters.servers.slice(0, n - quorum)) await s.kill('SIGKILL');
-      const [a, b] = [open(), open()];
+      const [a, b] = await Promise.all([open(), open()]);
       const held = await a.lock('account').acquireWrite();
       expect(await b.lock('account').tryAcquireWrite()).to.equal(null);
       expect(await b.lock('account').tryAcquireRead()).to.equal(null);
@@ -129,7 +139,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       await Promise.all(reads.map((r) => r.release()));
 
       // Several clients race for the write lock, waiting for each other: never two inside at once.
-      const racers = [a, b, open()];
+      const racers = [a, b, await open()];
       let inside = 0;
       let most = 0;
       let done = 0;
@@ -157,7 +167,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     it('refuses with a QuorumError that names each node and why, when a majority is down', async () => {
       const down = masters.servers.slice(0, n - quorum + 1);
       for (const s of down) await s.kill('SIGKILL');
-      const locks = open();
+      const locks = await open();
       const error = await rejection(locks.lock('ledger').acquireWrite({ waitMs: 2_000 }));
       expect(error).to.be.instanceOf(QuorumError);
       const q = error as QuorumError;
@@ -176,7 +186,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     });
 
     it('reports a lease lost once a majority of its nodes lost it (data gone, as after a restart without persistence)', async () => {
-      const locks = open({ leaseMs: 600 });
+      const locks = await open({ leaseMs: 600 });
       const lease = await locks.lock('job').acquireWrite();
       // The acquire returns once a majority granted: a flush that came before the last node's
       // grant would leave a majority holding it, and the lease rightly not lost.
@@ -191,7 +201,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     });
 
     it('reports a lease lost once a majority of its nodes are killed', async () => {
-      const locks = open({ leaseMs: 600 });
+      const locks = await open({ leaseMs: 600 });
       const lease = await locks.lock('job').acquireWrite();
       const started = performance.now();
       const lost = new Promise<unknown>((resolve) => lease.signal.addEventListener('abort', () => resolve(lease.signal.reason)));
@@ -204,7 +214,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     it('keeps a lease while a majority renews it, with the other nodes down', async () => {
       // Renewed every 333 ms: a round held up by a starved event loop does not lose it (with 450 ms
       // it did, on a loaded machine, while the other client below connected: rightly lost).
-      const locks = open({ leaseMs: 1_000 });
+      const locks = await open({ leaseMs: 1_000 });
       const lease = await locks.lock('job').acquireWrite();
       for (const s of masters.servers.slice(0, n - quorum)) await s.kill('SIGKILL');
       const killedAt = performance.now();
@@ -215,28 +225,28 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
         () => locks.stats().renewals >= renewed + 3 && performance.now() - killedAt > 1_000,
       );
       expect(lease.held).to.equal(true);
-      expect(await open().lock('job').tryAcquireRead()).to.equal(null);
+      expect(await (await open()).lock('job').tryAcquireRead()).to.equal(null);
       expect(lease.held).to.equal(true);
       await lease.release();
     });
 
     it('keeps the lock through the restart of a minority of its nodes without persistence', async () => {
-      const locks = open({ leaseMs: 1_000 }); // renewed every 333 ms: a slow round on a loaded machine does not lose it
+      const locks = await open({ leaseMs: 1_000 }); // renewed every 333 ms: a slow round on a loaded machine does not lose it
       const lease = await locks.lock('job').acquireWrite();
       await onEveryNode();
       for (const s of masters.servers.slice(0, n - quorum)) await s.restart(); // back empty
-      expect(await open().lock('job').tryAcquireWrite()).to.equal(null);
+      expect(await (await open()).lock('job').tryAcquireWrite()).to.equal(null);
       await sleep(1_100); // renewals: the restarted nodes no longer hold it, a majority still does
       expect(lease.held).to.equal(true);
-      expect(await open().lock('job').tryAcquireRead()).to.equal(null);
+      expect(await (await open()).lock('job').tryAcquireRead()).to.equal(null);
       await lease.release();
     });
 
     it('loses the lock when a majority restarts without persistence: a second holder gets it before the first learns of it', async () => {
-      const first = await open().lock('job').acquireWrite({ leaseMs: 10_000 }); // not renewed: it learns at its next extend
+      const first = await (await open()).lock('job').acquireWrite({ leaseMs: 10_000 }); // not renewed: it learns at its next extend
       await onEveryNode();
       for (const s of masters.servers.slice(0, quorum)) await s.restart(); // back empty, at once (no delayed restart)
-      const second = await open().lock('job').tryAcquireWrite();
+      const second = await (await open()).lock('job').tryAcquireWrite();
       expect(second, 'a second writer').to.not.equal(null);
       expect(first.held, 'the first writer has not heard yet').to.equal(true);
       // Its connections to the restarted nodes may still be reconnecting: undecided (QuorumError) until they are back.
@@ -249,7 +259,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
     if (n === 3) {
       it('renews each lease on its own: one left undecided by a hung node does not cost the leases a majority renewed', async () => {
-        const locks = open({ leaseMs: 600 });
+        const locks = await open({ leaseMs: 600 });
         const one = await locks.lock('one').acquireWrite();
         await onEveryNode();
         await masters.servers[1]!.restart(); // node B comes back without lease 1
@@ -270,7 +280,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
       it('acknowledges grants per node with replicaAck', async () => {
         // These servers have no replicas: every node falls short.
-        const locks = open({ replicaAck: { replicas: 1, timeoutMs: 20 } });
+        const locks = await open({ replicaAck: { replicas: 1, timeoutMs: 20 } });
         const error = await rejection(locks.lock('acked').acquireWrite({ waitMs: 0 }));
         expect(error).to.be.instanceOf(QuorumError);
         expect((error as QuorumError).nodes.map((x) => x.outcome)).to.deep.equal(['error', 'error', 'error']);
@@ -283,14 +293,14 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     }
 
     it('detects a read/write conflict across majorities: a writer on one majority, a reader reaching another', async () => {
-      const writer = open();
+      const writer = await open();
       const w = await writer.lock('doc').acquireWrite();
       await onEveryNode();
       // The last node forgets the write lock (restart without persistence): it is held on the first quorum only.
       await admin[n - 1]!.flushall();
       // The reader reaches only the nodes from the second on: the first is frozen.
       await masters.servers[0]!.pause();
-      const reader = open();
+      const reader = await open();
       expect(await reader.lock('doc').tryAcquireRead()).to.equal(null);
       expect(await admin[n - 1]!.dbsize()).to.equal(0); // what the reader got on the last node was given back
       await masters.servers[0]!.resume();
@@ -308,7 +318,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     });
 
     it('leaves no keys on any node after a failed attempt, a try or a wait that times out', async () => {
-      const x = open();
+      const x = await open();
       const held = await x.lock('slot').acquireWrite();
       await onEveryNode();
       await admin[n - 1]!.flushall(); // held on the first n-1 nodes only, free on the last
@@ -324,7 +334,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
         expect(info.queue).to.deep.equal([]);
       };
       await onlyX();
-      const y = open();
+      const y = await open();
       expect(await y.lock('slot').tryAcquireWrite()).to.equal(null);
       await onlyX();
       expect(await rejection(y.lock('slot').acquireWrite({ waitMs: 300 }))).to.have.property('name', 'AcquireTimeoutError');
@@ -335,8 +345,8 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
     it('wakes a waiter when the holder releases, also with a node down, without waiting for the re-check', async () => {
       await masters.servers[0]!.kill('SIGKILL');
-      const holder = open();
-      const waiter = open({ recheckMs: 20_000 });
+      const holder = await open();
+      const waiter = await open({ recheckMs: 20_000 });
       const held = await holder.lock('queue').acquireWrite();
       let releasedAt = 0;
       const waiting = waiter.lock('queue').acquireWrite({ waitMs: 10_000 });
@@ -350,12 +360,12 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
     it("hands the lock over inside each node's release: no acquire per handoff, no herd", async () => {
       const calls = async () => (await Promise.all(admin.map((a) => scriptCalls(a)))).reduce((x, y) => x + y, 0);
-      const holder = open();
+      const holder = await open();
       const held = await holder.lock('herd').acquireWrite();
       await onEveryNode(); // else a waiter's try is granted on a node the holder did not reach yet
       const owners = ['w1', 'w2', 'w3', 'w4'];
       // Re-checks every 5 s: within this test a waiter tries again only when a release wakes it.
-      const waiters = owners.map(() => open({ recheckMs: 5_000 }));
+      const waiters = await Promise.all(owners.map(() => open({ recheckMs: 5_000 })));
       // Each queued on every node, in arrival order.
       const { order, done } = await queueWriters('herd', owners, waiters, async (count) =>
         (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{herd}')))).every((queued) => queued === count),
@@ -398,13 +408,34 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       for (const a of admin) await a.del(...keys);
     });
 
+    it('hands a node a waiting writer gives back to the earliest place: two writers holding one node each do not swap them', async () => {
+      // X holds node 0 and Y node 1, each queued on the other's; each gives its node back (no
+      // majority). Before, each release handed its node to the other writer, and their next tries
+      // did the same again, for 20 s (the mutual-exclusion test above, with a server killed).
+      const keys = ['rwlock:{swap}', 'rwlock#leases:{swap}', 'rwlock#queue:{swap}'] as const;
+      const placeOf = { X: 1_000_000, Y: 2_000_000 };
+      const acquire = (a: Redis, w: 'X' | 'Y') =>
+        runScript(driverFor(a), 'acquireWrite', [...keys], [60_000, holderArg('write', `${w}.0`, w), 60_000, '0h', placeOf[w]]);
+      const [x, y] = [admin[0]!, admin[1]!];
+      await acquire(x, 'X');
+      await acquire(x, 'Y');
+      await acquire(y, 'Y');
+      await acquire(y, 'X');
+      await runScript(driverFor(x), 'release', [...keys], [holderArg('write', 'X.0', 'X'), placeOf.X, 60_000, 60_000]);
+      await runScript(driverFor(y), 'release', [...keys], [holderArg('write', 'Y.0', 'Y'), placeOf.Y, 60_000, 60_000]);
+      expect(await x.hget(keys[0], 'w'), 'the writer holding node 0').to.equal('X');
+      expect(await y.hget(keys[0], 'w'), 'the writer holding node 1').to.equal('X');
+      for (const a of [x, y]) expect(await a.zrange(keys[2], '0', '-1')).to.deep.equal(['Y']);
+      for (const a of admin) await a.del(...keys);
+    });
+
     it("keeps one writer when the nodes' queues disagree: the majority's head holds, the other gives back and goes next", async () => {
       const queue = 'rwlock#queue:{split}';
-      const holder = open();
+      const holder = await open();
       const held = await holder.lock('split').acquireWrite();
       await onEveryNode(); // else a waiter's try is granted on a node the holder did not reach yet
       const owners = ['first', 'second'];
-      const waiters = owners.map(() => open({ recheckMs: 5_000 }));
+      const waiters = await Promise.all(owners.map(() => open({ recheckMs: 5_000 })));
       let inside = 0;
       let overlaps = 0;
       const order: string[] = [];
@@ -436,10 +467,10 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     it('a writer with a long lease that a release hands the lock holds it: the drift allowance fits the handed hold', async () => {
       // The handed hold lasts 2 x recheckMs + 100 ms; an allowance of the whole lease (1 % of
       // 120 s) left it no validity, and the grant was released again with a QuorumError.
-      const holder = open();
+      const holder = await open();
       const held = await holder.lock('long').acquireWrite();
       await onEveryNode();
-      const waiter = open({ leaseMs: 120_000 });
+      const waiter = await open({ leaseMs: 120_000 });
       const waiting = waiter.lock('long').acquireWrite({ waitMs: 10_000 });
       await eventually('the waiter to queue on every node', async () =>
         (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{long}')))).every((queued) => queued === 1),
@@ -453,7 +484,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
 
     if (n === 3 && clientKind === 'ioredis') {
       it("orders waiting writers by the servers' clocks: a process whose clock runs 60 s ahead keeps its place", async () => {
-        const holder = open();
+        const holder = await open();
         const held = await holder.lock('skew').acquireWrite();
         await onEveryNode();
         const queued = (count: number) => async () =>
@@ -470,7 +501,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
         });
         try {
           await eventually('the process 60 s ahead to queue on every node', queued(1), 10_000);
-          const later = open({ fair: true }).lock('skew').acquireWrite({ owner: 'later', waitMs: 20_000 });
+          const later = (await open({ fair: true })).lock('skew').acquireWrite({ owner: 'later', waitMs: 20_000 });
           await eventually('the later writer to queue on every node', queued(2));
           await held.release();
           // The first writer after the holder: the release hands the lock to the head of each queue.
@@ -504,7 +535,7 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
           const before = await calls();
           const held = await holder.lock('late').acquireWrite();
           await onEveryNode(); // else the writer's try is granted on a node the holder did not reach yet
-          const writer = open({ recheckMs: 5_000 });
+          const writer = await open({ recheckMs: 5_000 });
           const waiting = writer.lock('late').acquireWrite({ waitMs: 10_000 });
           await eventually('the writer queued on every node', async () =>
             (await Promise.all(admin.map((a) => a.zcard('rwlock#queue:{late}')))).every((queued) => queued === 1),
@@ -533,13 +564,13 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
     }
 
     it('hands out growing fences, reentrancy and upgrade across nodes', async () => {
-      const locks = open();
+      const locks = await open();
       const lock = locks.lock('fenced');
       const a = await lock.acquireWrite({ owner: 'job' });
       const b = await lock.acquireWrite({ owner: 'job' }); // reentrant on every node
       expect(b.fence).to.equal(a.fence); // the holding's fence: the outer lease's writes stay valid
       await b.release();
-      expect(await open().lock('fenced').tryAcquireRead()).to.equal(null); // still held once
+      expect(await (await open()).lock('fenced').tryAcquireRead()).to.equal(null); // still held once
       await a.release();
       const r = await lock.acquireRead({ owner: 'reader' });
       const w = await lock.acquireWrite({ owner: 'reader', waitMs: 1_000 }); // the sole reader upgrades
@@ -551,10 +582,8 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
   });
 }
 
-// node-redis in `npm run test:clients`: the suite is among the slowest. Not on GLIDE yet: with a
-// minority killed, two waiting writers can hand each other their nodes for good (GLIDE: 3 runs in 10
-// with 1 of 3 servers killed; ioredis: once with 2 of 5).
-for (const kind of selectedClients(NODE_REDIS_IN_CI)) {
+// node-redis and GLIDE in `npm run test:clients`: the suite is among the slowest.
+for (const kind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) {
   suite(3, kind);
   if (kind === 'ioredis') suite(5);
 }
@@ -569,10 +598,7 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) {
       let list: LockRedisClient[];
       if (clientKind === 'ioredis') list = [cluster.client(), ...(masters.clients() as [Redis, Redis])];
       else if (clientKind === 'glide')
-        list = await Promise.all([
-          glideCluster({ addresses: cluster.startupNodes }),
-          ...masters.servers.map((s) => glideClient({ addresses: [s] })),
-        ]);
+        list = await Promise.all([glideCluster({ addresses: cluster.startupNodes }), ...masters.servers.map(glideOf)]);
       else {
         const nodeCluster = createCluster({
           rootNodes: cluster.startupNodes.map((node) => ({ socket: { host: node.host, port: node.port } })),
