@@ -26,7 +26,8 @@
  *   `npm run test:clients`). Without `TEST_CLIENTS`, suites run on ioredis and
  *   node-redis 5; `npm run test:clients` (CI) runs the rest: node-redis 5 on
  *   `NODE_REDIS_IN_CI` suites, node-redis 6 and GLIDE on `ALL_CLIENTS` ones.
- *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, `glide`, a list) chooses the libraries that run.
+ *   `TEST_CLIENTS=ioredis` (or `node-redis`, `node-redis6`, `glide`, a list) chooses the libraries that run;
+ *   `TEST_NODE_REDIS_IN_CI_ONLY=1` (test:clients' node-redis 5 run) runs only the `NODE_REDIS_IN_CI` suites.
  */
 import { once } from 'node:events';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
@@ -154,6 +155,8 @@ export function selectedClients(declared: readonly ClientKind[] = ALL_CLIENTS): 
         throw new Error(`TEST_CLIENTS: unknown client "${kind}" (use ${ALL_CLIENTS.join(', ')})`);
     }
   } else chosen = declared === NODE_REDIS_IN_CI || declared === NODE_REDIS_IN_CI_AND_GLIDE ? ['ioredis'] : NPM_TEST_CLIENTS;
+  // test:clients' node-redis 5 run: only the suites `npm test` left to it, not those it ran on node-redis 5 already.
+  if (process.env.TEST_NODE_REDIS_IN_CI_ONLY === '1' && declared !== NODE_REDIS_IN_CI && declared !== NODE_REDIS_IN_CI_AND_GLIDE) return [];
   return declared.filter((k) => chosen.includes(k));
 }
 
