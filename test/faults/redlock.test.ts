@@ -7,7 +7,7 @@
 // of its own, without faults, so the counter check proves the lock alone.
 //
 // Each loop acquires one resource as one explicit owner, again right after its
-// release, and half the holds end just before a renewal round (renewal every
+// release, and three holds in four end just before a renewal round (renewal every
 // 100 ms), so the round finds the lease gone while the owner acquires again:
 // the pattern of the two-writer bug of redlock renewal (a lost verdict
 // dropping every hold of the owner), in most cycles rather than by chance. A

@@ -109,7 +109,7 @@ export interface WorkerConfig {
    */
   ownerPerLoop?: boolean;
   /**
-   * Half the holds end up to this many ms before the client's next renewal
+   * Three holds in four end up to this many ms before the client's next renewal
    * round (its phase read from the `redis-rwlock:renew` tracing channel), so
    * the round starts while the release is on the wire and finds the lease
    * gone: with `ownerPerLoop`, the race of redlock's two-writer bug in most

@@ -66,15 +66,19 @@ if (config.releaseBeforeRenewalMs !== undefined) {
   });
 }
 
-/** How long to hold: up to `releaseBeforeRenewalMs` before a renewal round for half the holds, else at random. */
+/**
+ * How long to hold: for three holds in four, until a quarter to all of
+ * `releaseBeforeRenewalMs` before a renewal round (a timer that fires late
+ * still releases before the round), else at random.
+ */
 function holdMs(): number {
   const before = config.releaseBeforeRenewalMs;
-  if (before === undefined || lastRenewalAt === undefined || Math.random() < 0.5) {
+  if (before === undefined || lastRenewalAt === undefined || Math.random() < 0.25) {
     return config.minHoldMs + Math.random() * (config.maxHoldMs - config.minHoldMs);
   }
   const period = Math.floor(config.leaseMs / 3); // the client's renewal interval (src/holdings.ts)
   const now = Date.now();
-  let end = lastRenewalAt + period - Math.random() * before;
+  let end = lastRenewalAt + period - before * (0.25 + 0.75 * Math.random());
   while (end - now < config.minHoldMs) end += period;
   return end - now;
 }
