@@ -472,8 +472,8 @@ export class RedisServerProcess implements RedisServerHandle {
     this.#assertNotStopped('kill');
     const child = this.#child;
     if (!child || !this.#running) return;
-    if (signal === 'SIGKILL' || signal === 'SIGTERM') child.kill('SIGCONT'); // a paused server must see it at once
-    child.kill(signal);
+    if (signal === 'SIGKILL' || signal === 'SIGTERM') send(child, 'SIGCONT'); // a paused server must see it at once
+    send(child, signal);
     if (TERMINATING_SIGNALS.has(signal)) await this.#waitForExit(child);
   }
 
@@ -515,9 +515,9 @@ export class RedisServerProcess implements RedisServerHandle {
   async #terminate(): Promise<void> {
     const child = this.#child;
     if (!child || !this.#running) return;
-    child.kill('SIGCONT');
-    child.kill('SIGTERM');
-    const timer = setTimeout(() => child.kill('SIGKILL'), this.#stopTimeoutMs);
+    send(child, 'SIGCONT');
+    send(child, 'SIGTERM');
+    const timer = setTimeout(() => send(child, 'SIGKILL'), this.#stopTimeoutMs);
     try {
       await this.#waitForExit(child);
     } finally {
@@ -537,6 +537,22 @@ export class RedisServerProcess implements RedisServerHandle {
 
   #assertNotStopped(method: string): void {
     if (this.#stopping) throw new Error(`redis-server on port ${this.port} has been stopped; ${method}() is not possible any more`);
+  }
+}
+
+/**
+ * Sends `signal` to a server process that has not exited yet (the caller
+ * checks), by its pid: Deno's `ChildProcess.kill()` sends only the first
+ * signal of a child's life and makes every later call a no-op (it sets
+ * `killed` and returns), so `SIGCONT` then `SIGTERM` never stopped a server
+ * there. Node and Bun send every signal either way.
+ */
+function send(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    process.kill(child.pid, signal);
+  } catch {
+    // exited meanwhile (ESRCH)
   }
 }
 
