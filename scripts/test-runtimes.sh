@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The black-box runtime check (test/runtimes/run.ts) on Bun and on Deno, both
+# from the npm registry (devDependencies `bun` and `deno`, so `npm ci` installs
+# them), against the built package in dist/: ioredis, node-redis 5 and 6, one
+# server and a Cluster each, servers started by redis-rwlock/testing from that
+# runtime. Builds dist/ first when it is missing or older than src/ or lua/
+# (not counting src/lua/scripts.generated.ts, which gen-lua rewrites each run).
+# The runtimes run side by side (each mostly waits: about 25 s, 1 s of CPU).
+# Prints each runtime's failures and summary line (the full output:
+# node_modules/.cache/runtimes/<runtime>.log); exits 1 if any failed.
+# RUNTIMES="bun" narrows it; RUNTIME_CLIENTS, RUNTIME_TOPOLOGIES and
+# TEST_SERVER pass through (test/runtimes/run.ts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -f dist/cjs/index.js ] || [ -n "$(find src lua -newer dist/cjs/index.js ! -name scripts.generated.ts -print -quit)" ]; then
+  npm run build --silent
+fi
+logs=node_modules/.cache/runtimes
+mkdir -p "$logs"
+runtimes=(${RUNTIMES:-bun deno})
+pids=()
+for runtime in "${runtimes[@]}"; do
+  case "$runtime" in
+    bun) command=(node_modules/.bin/bun test/runtimes/run.ts) ;;
+    deno) command=(node_modules/.bin/deno run -A test/runtimes/run.ts) ;;
+    *) echo "test:runtimes: unknown runtime $runtime (bun or deno)" >&2; exit 1 ;;
+  esac
+  if [ ! -x "${command[0]}" ]; then
+    echo "test:runtimes: ${command[0]} is missing; npm ci installs it (devDependency $runtime)" >&2
+    exit 1
+  fi
+  "${command[@]}" >"$logs/$runtime.log" 2>&1 &
+  pids+=($!)
+done
+failed=0
+for i in "${!runtimes[@]}"; do
+  log="$logs/${runtimes[$i]}.log"
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  if [ "$rc" = 0 ]; then
+    tail -n 1 "$log"
+  else
+    failed=1
+    grep -v '^  ok ' "$log" || true
+    echo "test:runtimes: ${runtimes[$i]} FAILED (exit $rc; full output in $log)"
+  fi
+done
+exit "$failed"
