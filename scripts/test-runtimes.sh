@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The black-box runtime check (test/runtimes/run.ts) on Bun and on Deno, both
 # from the npm registry (devDependencies `bun` and `deno`, so `npm ci` installs
-# them), against the built package in dist/: ioredis, node-redis 5 and 6, one
-# server and a Cluster each, servers started by redis-rwlock/testing from that
-# runtime. Builds dist/ first when it is missing or older than src/ or lua/
+# them), against the built package in dist/: ioredis, node-redis 5 and 6 and
+# GLIDE, one server and a Cluster each, servers started by redis-rwlock/testing
+# from that runtime. Builds dist/ first when it is missing or older than src/ or lua/
 # (not counting src/lua/scripts.generated.ts, which gen-lua rewrites each run).
-# The runtimes run side by side (each mostly waits: about 25 s, 1 s of CPU).
+# The runtimes run side by side (each mostly waits: about 30 s, 1 s of CPU).
 # Prints each runtime's failures and summary line (the full output:
 # node_modules/.cache/runtimes/<runtime>.log); exits 1 if any failed.
 # RUNTIMES="bun" narrows it; RUNTIME_CLIENTS, RUNTIME_TOPOLOGIES and

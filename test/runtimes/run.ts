@@ -2,8 +2,8 @@
  * The black-box runtime check (`npm run test:runtimes`): run by Bun
  * (`bun test/runtimes/run.ts`) and by Deno (`deno run -A test/runtimes/run.ts`),
  * against the built package (`redis-rwlock` and `redis-rwlock/testing`
- * resolve to dist/ through package.json's exports), on ioredis, node-redis 5
- * and node-redis 6, each on one server and on a 6-node Cluster that the
+ * resolve to dist/ through package.json's exports), on ioredis, node-redis 5,
+ * node-redis 6 and GLIDE, each on one server and on a 6-node Cluster that the
  * testing helper starts from this same runtime. What it exercises, per
  * client and topology, is what the lock, hand-over, renewal and bound suites
  * cover on Node: shared reads and an exclusive write; a release that hands
@@ -18,6 +18,7 @@
  * narrow the run; `TEST_SERVER=valkey` runs it on Valkey.
  */
 import { strict as assert } from 'node:assert';
+import { GlideClient, GlideClusterClient } from '@valkey/valkey-glide';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
 import { createClient as createClient6, createCluster as createCluster6 } from 'redis6';
@@ -71,6 +72,15 @@ const CLIENTS: Record<string, Connect> = {
       : await createClient6({ url: `redis://127.0.0.1:${where.port}` }).connect();
     client.on('error', () => undefined);
     return { client: client as unknown as Client, close: () => client.close() };
+  },
+  glide: async (where) => {
+    const client = where.cluster
+      ? await GlideClusterClient.createClient({
+          addresses: where.ports.map((port) => ({ host: '127.0.0.1', port })),
+          requestTimeout: 2_000,
+        })
+      : await GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: where.port }], requestTimeout: 2_000 });
+    return { client, close: async () => client.close() };
   },
 };
 
