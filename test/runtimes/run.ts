@@ -10,8 +10,8 @@
  * the lock to a waiting writer, and one that wakes every waiting reader, by
  * the wake-up message (the waiters re-check only every 10 s, so a poll
  * cannot pass); renewal that keeps a lease past three lease periods; and
- * `waitMs` rejecting an acquire in time. Mocha is not used: a plain runner
- * has nothing of Node's to lean on but the library's own dependencies.
+ * `waitMs` rejecting an acquire in time. No mocha: the runner asks nothing
+ * of the runtime beyond what the library and its clients use.
  *
  * Prints one line per check and a summary; exits 1 if any check failed.
  * `RUNTIME_CLIENTS=ioredis,node-redis6` and `RUNTIME_TOPOLOGIES=server`
