@@ -24,7 +24,14 @@
  * 6. Every figure the docs quote of the bench's measurements (`BENCH`
  *    below) is the one in bench/results/latest.md, rounded as the doc
  *    rounds it, so a new full run that moves a figure fails the check
- *    until the docs say the new one.
+ *    until the docs say the new one. A "longest ... call" the docs quote
+ *    is a row of the bench too.
+ * 7. The table of which integration suites run on which client library
+ *    (after `<!-- docs-check: suites -->`) is the one the test files
+ *    declare (`forEachTopology`'s `clients`, `selectedClients(...)`), and
+ *    no doc counts those suites in words ("all but seven").
+ * 8. The constants the source's comments quote (`COMMENTS` below: those the
+ *    API reference is built from) are the code's.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -39,6 +46,7 @@ import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
 import { CLIENT_DEFAULTS, MIN_LEASE_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
+import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
@@ -480,8 +488,134 @@ const BENCH: { what: string; pattern: RegExp; bench: () => number[] }[] = [
     bench: () => [benchFigure('(e)', 'redis-rwlock (batched)', 1) / benchFigure('(e)', 'redis-rwlock (batched)', 3)],
   },
 ];
+/** A row of the bench's summary table (its first table): the value cell of `row` on `topology`. */
+function summaryFigure(row: string, topology: 'standalone' | 'cluster'): number {
+  const line = latest.split('\n').find((l) => l.startsWith(`| ${row} | ${topology} |`));
+  const value = Number.parseFloat(line?.split('|')[3]?.trim() ?? '');
+  if (Number.isNaN(value)) throw new Error(`docs-check: no "${row}" on ${topology} in bench/results/latest.md; update BENCH`);
+  return value;
+}
+BENCH.push({
+  what: 'the longest renewal call on one server and on a Cluster, in ms',
+  pattern: /longest renewal call of the bench's latest run took ([\d.]+) ms on one server and ([\d.]+) ms on a Cluster/g,
+  bench: () =>
+    ['standalone', 'cluster'].map((t) =>
+      summaryFigure('renewal of 100000 leases: longest command on any master (SLOWLOG at 1 ms; 0: none listed)', t as 'standalone'),
+    ),
+});
 const measured = checkQuotes(BENCH, 'BENCH', "the bench's latest run", (figure) => figure.bench());
 console.log(`docs-check: ${measured} quotes of ${BENCH.length} bench figures compared with bench/results/latest.md`);
+
+// A "longest" call or command quoted anywhere else than through BENCH is a claim nothing checks.
+for (const { file, text } of joined) {
+  for (const match of text.matchAll(/longest [\w ]{0,40}?(?:call|command)[^.]*?\b(\d+(?:\.\d+)?) ?(?:ms|µs)/g)) {
+    if (
+      !BENCH.some(
+        (b) =>
+          new RegExp(b.pattern.source).test(match[0]) ||
+          new RegExp(b.pattern.source).test(text.slice(match.index! - 40, match.index! + match[0].length + 80)),
+      )
+    ) {
+      problems.push(`${file}: "${match[0]}" quotes a longest call that no BENCH pattern checks: quote the bench's row (add it to BENCH)`);
+    }
+  }
+}
+
+// 7. Which suites run on which client, from the test files.
+const SUITE_CLIENTS: Record<string, readonly string[]> = {
+  ALL_CLIENTS,
+  ONE_NODE_REDIS,
+  NODE_REDIS_IN_CI,
+  NODE_REDIS_IN_CI_AND_GLIDE,
+};
+function clientsOf(arg: string): string[] {
+  const named = SUITE_CLIENTS[arg.trim()];
+  if (named) return [...named];
+  const listed = [...arg.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
+  if (listed.length === 0) problems.push(`scripts/docs-check.ts: cannot read the clients "${arg}" of a suite: teach SUITE_CLIENTS`);
+  return listed;
+}
+const suites = new Map<string, Set<string>>();
+for (const file of readdirSync(join(root, 'test', 'integration')).filter((f) => f.endsWith('.test.ts'))) {
+  const text = readFileSync(join(root, 'test', 'integration', file), 'utf8');
+  const kinds = new Set<string>();
+  for (const m of text.matchAll(/forEachTopology\(\s*(?:'[^']*'|`[^`]*`)\s*,\s*(?:\{\s*clients:\s*([^}]*)\})?/g)) {
+    for (const kind of m[1] === undefined ? ['ioredis'] : clientsOf(m[1])) kinds.add(kind);
+  }
+  for (const m of text.matchAll(/selectedClients\(([^)]*)\)/g)) for (const kind of clientsOf(m[1]!)) kinds.add(kind);
+  if (kinds.size === 0) kinds.add('ioredis'); // a plain describe(): the test's own ioredis client
+  suites.set(file.replace(/\.test\.ts$/, ''), kinds);
+}
+const SUITE_ROWS: Record<string, (kinds: Set<string>) => boolean> = {
+  'node-redis 5': (k) => k.has('node-redis'),
+  'node-redis 6': (k) => k.has('node-redis6'),
+  'GLIDE 2': (k) => k.has('glide'),
+  'ioredis only': (k) => k.size === 1 && k.has('ioredis'),
+};
+let suiteRows = 0;
+for (const file of docs) {
+  const lines = readFileSync(join(root, file), 'utf8').split('\n');
+  for (const [k, line] of lines.entries()) {
+    if (/\ball but (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d+)\b/i.test(line)) {
+      problems.push(`${file}:${k + 1}: "all but ..." counts suites or clients in words: list them in the suites table instead`);
+    }
+    if (!line.includes('<!-- docs-check: suites -->')) continue;
+    for (let r = k + 1; r < lines.length && /^\|/.test(lines[r]!); r++) {
+      const [, label, cell] = lines[r]!.split('|').map((c) => c.trim());
+      const wanted = label ? SUITE_ROWS[label] : undefined;
+      if (!wanted) continue;
+      suiteRows++;
+      const said = [...cell!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).sort();
+      const derived = [...suites]
+        .filter(([, kinds]) => wanted(kinds))
+        .map(([name]) => name)
+        .sort();
+      if (said.join() !== derived.join()) {
+        const missing = derived.filter((n) => !said.includes(n));
+        const extra = said.filter((n) => !derived.includes(n));
+        problems.push(
+          `${file}:${r + 1}: the ${label} row of the suites table differs from test/integration: missing ${missing.join(', ') || 'none'}; not run there: ${extra.join(', ') || 'none'}`,
+        );
+      }
+    }
+  }
+}
+if (suiteRows === 0) problems.push('no doc has the suites table (<!-- docs-check: suites -->) any more');
+console.log(`docs-check: ${suiteRows} rows of the suites table derived from ${suites.size} test files`);
+
+// 8. Constants quoted in the comments of the source the API reference is built from.
+const COMMENTS: { file: string; what: string; pattern: RegExp; code: () => number }[] = [
+  {
+    file: 'src/observability/channels.ts',
+    what: 'EXTEND_BUDGET_US',
+    pattern: /about (\d+) µs of server time/g,
+    code: () => EXTEND_BUDGET_US,
+  },
+  {
+    file: 'src/observability/channels.ts',
+    what: 'RETRY_FIRST_MS (src/holdings.ts)',
+    pattern: /tried again (\d+) ms later/g,
+    code: () => inSource('src/holdings.ts', /const RETRY_FIRST_MS = (\d+);/),
+  },
+  { file: 'src/holdings.ts', what: 'EXTEND_BUDGET_US', pattern: /at most (\d+) µs of server time/g, code: () => EXTEND_BUDGET_US },
+  { file: 'src/client.ts', what: 'MIN_REDLOCK_NODES', pattern: /\(at least (\d+)\)/g, code: () => MIN_REDLOCK_NODES },
+];
+let commentQuotes = 0;
+for (const c of COMMENTS) {
+  const comments = readFileSync(join(root, c.file), 'utf8')
+    .split('\n')
+    .filter((l) => /^\s*(?:\/\*\*?|\*|\/\/)/.test(l) || /\/\*\*.*\*\//.test(l))
+    .join(' ');
+  let found = 0;
+  for (const m of comments.matchAll(c.pattern)) {
+    found++;
+    if (Number(m[1]) !== c.code()) problems.push(`${c.file}: a comment says "${m[0]}", the code ${c.code()} (${c.what})`);
+  }
+  if (found === 0)
+    problems.push(`${c.file}: no comment quotes ${c.what} as ${c.pattern} any more: update COMMENTS in scripts/docs-check.ts`);
+  commentQuotes += found;
+}
+console.log(`docs-check: ${commentQuotes} quotes of constants in source comments compared with the code`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);
