@@ -51,9 +51,11 @@ import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_RED
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
   'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => join('docs', f)),
+  ...['docs', join('docs', 'guide')].flatMap((folder) =>
+    readdirSync(join(root, folder))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => join(folder, f)),
+  ),
 ];
 
 interface Block {
