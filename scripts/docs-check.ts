@@ -32,19 +32,26 @@
  *    no doc counts those suites in words ("all but seven").
  * 8. The constants the source's comments quote (`COMMENTS` below: those the
  *    API reference is built from) are the code's.
+ * 9. docs/reference.md names every export of `redis-rwlock` (read with the
+ *    TypeScript compiler API from src/index.ts). Its tables marked
+ *    `<!-- docs-check: fields T -->` list exactly the public members of T,
+ *    `<!-- docs-check: options T -->` exactly the options of T with the
+ *    defaults and limits of src/options.ts and src/lock.ts, and
+ *    `<!-- docs-check: errors -->` every error class with its `code`.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { EXTEND_BUDGET_US, EXTEND_MAX_LEASES } from '../src/backends/extend-groups.js';
 import { MIN_REDLOCK_NODES } from '../src/backends/redlock-nodes.js';
 import { INSPECT_BUDGET_US } from '../src/backends/scripted.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
-import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
+import { MAX_PREFIX_BYTES, MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
-import { CLIENT_DEFAULTS, MIN_LEASE_MS } from '../src/options.js';
+import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
 
@@ -618,6 +625,213 @@ for (const c of COMMENTS) {
   commentQuotes += found;
 }
 console.log(`docs-check: ${commentQuotes} quotes of constants in source comments compared with the code`);
+
+// 9. The API surface in docs/reference.md.
+const REFERENCE = join('docs', 'reference.md');
+const reference = readFileSync(join(root, REFERENCE), 'utf8');
+const program = ts.createProgram([join(root, 'src', 'index.ts')], {
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  target: ts.ScriptTarget.ES2022,
+  strict: true,
+  skipLibCheck: true,
+  types: ['node'],
+});
+const checker = program.getTypeChecker();
+const exported = checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(join(root, 'src', 'index.ts'))!)!);
+for (const symbol of exported) {
+  if (!new RegExp(`\`[^\`\\n]*\\b${symbol.name}\\b[^\`\\n]*\``).test(reference)) {
+    problems.push(`${REFERENCE}: the export ${symbol.name} is not named (in a code span) anywhere on the page`);
+  }
+}
+/** The public, documented members of an exported type, as the generated reference shows them (no @internal, no inherited EventEmitter). */
+function membersOf(name: string): string[] {
+  const symbol = exported.find((e) => e.name === name);
+  if (!symbol) throw new Error(`docs-check: ${name} is not exported by src/index.ts; update the reference's docs-check tables`);
+  const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
+  return checker
+    .getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target))
+    .filter((p) => {
+      const declaration = p.valueDeclaration ?? p.declarations?.[0];
+      if (!declaration?.getSourceFile().fileName.startsWith(join(root, 'src'))) return false;
+      if (ts.getCombinedModifierFlags(declaration as ts.Declaration) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected))
+        return false;
+      if (ts.getJSDocTags(declaration).some((tag) => tag.tagName.text === 'internal')) return false;
+      return !p.name.startsWith('__') || p.name.startsWith('__@');
+    })
+    .map((p) => (p.name.startsWith('__@') ? `[Symbol.${p.name.slice(3).replace(/@\d+$/, '')}]` : p.name));
+}
+/** The rows of the table after `<!-- docs-check: <kind> <name> -->`: its cells, and the code spans of its first cell (member names). */
+function referenceTable(marker: string): { line: number; cells: string[]; names: string[] }[] | undefined {
+  const lines = reference.split('\n');
+  const at = lines.findIndex((l) => l.trim() === `<!-- docs-check: ${marker} -->`);
+  if (at < 0) return undefined;
+  const rows: { line: number; cells: string[]; names: string[] }[] = [];
+  for (let r = at + 3; r < lines.length && /^\|/.test(lines[r]!); r++) {
+    const cells = lines[r]!.replace(/\\\|/g, '\u0000')
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim().replace(/\u0000/g, '|'));
+    const names = [...cells[0]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\(.*$/, '').replace(/^\.\.\.$/, ''));
+    rows.push({ line: r + 1, cells, names: names.filter((n) => n !== '') });
+  }
+  return rows;
+}
+const FIELD_TABLES = [
+  'Lease',
+  'LeaseGroup',
+  'LockClient',
+  'RWLock',
+  'LockClientEvents',
+  'LockStats',
+  'AcquireTraceContext',
+  'LeaseTraceContext',
+  'RenewTraceContext',
+];
+/** Members a table may leave to prose: the EventEmitter methods `on(...)`, `once`, `off`, ... stand for. */
+const EMITTER = new Set(['on', 'once', 'off', 'addListener', 'removeListener', 'removeAllListeners', 'emit']);
+let apiRows = 0;
+for (const name of FIELD_TABLES) {
+  const rows = referenceTable(`fields ${name}`);
+  if (!rows) {
+    problems.push(`${REFERENCE}: no table of ${name}'s members (<!-- docs-check: fields ${name} -->)`);
+    continue;
+  }
+  apiRows += rows.length;
+  const listed = new Set(rows.flatMap((r) => r.names));
+  const members = membersOf(name);
+  for (const m of members)
+    if (!listed.has(m) && !(name === 'LockClient' && EMITTER.has(m))) problems.push(`${REFERENCE}: ${name}.${m} is missing from its table`);
+  for (const row of rows) {
+    for (const n of row.names)
+      if (!members.includes(n) && !EMITTER.has(n)) problems.push(`${REFERENCE}:${row.line}: ${name} has no member ${n}`);
+  }
+}
+/** `duration('<name>', o.<x>, <min>` in a source file: the option's minimum. */
+function minimumOf(file: string, name: string): number {
+  const min = inSource(file, new RegExp(`duration\\('${name.replace('.', '\\.')}', o\\.\\w+, (\\w+)`));
+  return Number.isNaN(min) ? MIN_LEASE_MS : min;
+}
+const span = (text: string): string => `\`${text}\``;
+const durationLimit = (min: number): string => `${min} to ${MAX_DURATION_MS}`;
+const optionsSource = 'src/options.ts';
+const OPTION_TABLES: Record<string, Record<string, { default?: string; limits?: string[]; noTry?: true }>> = {
+  LockClientOptions: {
+    prefix: { default: span(`'${CLIENT_DEFAULTS.prefix}'`), limits: [`at most ${MAX_PREFIX_BYTES} bytes`] },
+    leaseMs: { default: span(String(CLIENT_DEFAULTS.leaseMs)), limits: [durationLimit(MIN_LEASE_MS)] },
+    waitMs: { default: span(String(CLIENT_DEFAULTS.waitMs)), limits: [durationLimit(minimumOf(optionsSource, 'waitMs'))] },
+    redisTimeoutMs: {
+      default: span(String(CLIENT_DEFAULTS.redisTimeoutMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redisTimeoutMs'))],
+    },
+    writerPreference: { default: span(String(CLIENT_DEFAULTS.writerPreference)) },
+    fair: { default: span(String(CLIENT_DEFAULTS.fair)) },
+    recheckMs: { default: span(String(CLIENT_DEFAULTS.recheckMs)), limits: [durationLimit(minimumOf(optionsSource, 'recheckMs'))] },
+    mode: { default: span(`'${CLIENT_DEFAULTS.mode}'`), limits: CLIENT_MODES.map((m) => span(`'${m}'`)) },
+    legacyKeys: {},
+    redlock: {},
+    replicaAck: { default: 'off' },
+  },
+  RedlockOptions: {
+    driftFactor: {
+      default: span(String(CLIENT_DEFAULTS.redlock.driftFactor)),
+      limits: [
+        `from ${inSource(optionsSource, /factor >= ([\d.]+) && factor < [\d.]+/)} to below ${inSource(optionsSource, /factor >= [\d.]+ && factor < ([\d.]+)/)}`,
+      ],
+    },
+    driftMs: {
+      default: span(String(CLIENT_DEFAULTS.redlock.driftMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redlock.driftMs'))],
+    },
+    nodeTimeoutMs: {
+      default: span(String(CLIENT_DEFAULTS.redlock.nodeTimeoutMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redlock.nodeTimeoutMs'))],
+    },
+  },
+  ReplicaAckOptions: {
+    replicas: {
+      default: 'required',
+      limits: [
+        `${inSource(optionsSource, /replicas < (\d+) \|\| replicas > \d+/)} to ${inSource(optionsSource, /replicas < \d+ \|\| replicas > (\d+)/)}`,
+      ],
+    },
+    timeoutMs: { default: 'required', limits: [durationLimit(minimumOf(optionsSource, 'replicaAck.timeoutMs'))] },
+    onShortfall: { default: span(`'${/o\.onShortfall \?\? '(\w+)'/.exec(readFileSync(join(root, optionsSource), 'utf8'))?.[1]}'`) },
+  },
+  AcquireOptions: {
+    waitMs: { default: "the client's `waitMs`", limits: [durationLimit(minimumOf('src/lock.ts', 'waitMs'))], noTry: true },
+    signal: { noTry: true },
+    leaseMs: { default: "the client's `leaseMs`", limits: [durationLimit(MIN_LEASE_MS)] },
+    owner: { limits: [`1 to ${MAX_OWNER_LENGTH} characters`] },
+    replicaAck: { default: "the client's `replicaAck`" },
+  },
+};
+// The try functions refuse what they cannot use: the options a wait takes and a try does not.
+const lockSource = readFileSync(join(root, 'src', 'lock.ts'), 'utf8');
+const optionList = (name: string) =>
+  [...(new RegExp(`const ${name} = \\[([^\\]]*)\\]`).exec(lockSource)?.[1] ?? '').matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+const tryRefuses = optionList('WAIT_OPTIONS').filter((o) => !optionList('TRY_OPTIONS').includes(o));
+for (const [name, expected] of Object.entries(OPTION_TABLES)) {
+  const rows = referenceTable(`options ${name}`);
+  if (!rows) {
+    problems.push(`${REFERENCE}: no table of ${name} (<!-- docs-check: options ${name} -->)`);
+    continue;
+  }
+  apiRows += rows.length;
+  const members = membersOf(name);
+  for (const m of members) {
+    const row = rows.find((r) => r.names[0] === m);
+    if (!row) {
+      problems.push(`${REFERENCE}: the option ${name}.${m} is missing from its table`);
+      continue;
+    }
+    const want = expected[m];
+    if (!want) {
+      problems.push(`scripts/docs-check.ts: ${name}.${m} is a new option: add its default and limits to OPTION_TABLES`);
+      continue;
+    }
+    const [, defaultCell, , limitsCell, meaning] = row.cells;
+    if (want.default !== undefined && defaultCell !== want.default) {
+      problems.push(`${REFERENCE}:${row.line}: the default of ${name}.${m} is ${defaultCell}, the code's ${want.default}`);
+    }
+    for (const limit of want.limits ?? []) {
+      const bounded = new RegExp(`(?:^|[^\\d.])${limit.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?:$|[^\\d])`);
+      if (!bounded.test(limitsCell ?? ''))
+        problems.push(`${REFERENCE}:${row.line}: the limits of ${name}.${m} say "${limitsCell}", the code's: ${limit}`);
+    }
+    if (name === 'AcquireOptions' && tryRefuses.includes(m) !== /Not for the try functions/.test(meaning ?? '')) {
+      problems.push(
+        `${REFERENCE}:${row.line}: ${m}: the try functions ${tryRefuses.includes(m) ? 'refuse' : 'take'} it (src/lock.ts TRY_OPTIONS)`,
+      );
+    }
+  }
+  for (const row of rows)
+    if (!members.includes(row.names[0] ?? '')) problems.push(`${REFERENCE}:${row.line}: ${name} has no option ${row.names[0]}`);
+}
+// Every error class, with its code.
+const errorsSource = readFileSync(join(root, 'src', 'errors.ts'), 'utf8');
+const errorCodes = new Map(
+  [
+    ...errorsSource.matchAll(
+      /export class (\w+Error) extends \w+ \{\s*(?:\/\*\*[\s\S]*?\*\/\s*)?override readonly code: RWLockErrorCode = '(\w+)'/g,
+    ),
+  ].map((m) => [m[1]!, m[2]!]),
+);
+const errorRows = referenceTable('errors');
+if (!errorRows) problems.push(`${REFERENCE}: no table of the errors (<!-- docs-check: errors -->)`);
+else {
+  apiRows += errorRows.length;
+  for (const [error, code] of errorCodes) {
+    const row = errorRows.find((r) => r.names[0] === error);
+    if (!row) problems.push(`${REFERENCE}: the error ${error} is missing from the errors table`);
+    else if (row.cells[1] !== span(code))
+      problems.push(`${REFERENCE}:${row.line}: ${error}'s code is ${row.cells[1]}, the code's ${span(code)}`);
+    else if ((row.cells[3] ?? '').length === 0) problems.push(`${REFERENCE}:${row.line}: ${error}: say what to do`);
+  }
+  if (errorCodes.size < 10)
+    problems.push(`scripts/docs-check.ts: read only ${errorCodes.size} error classes from src/errors.ts: update the pattern`);
+}
+console.log(`docs-check: ${exported.length} exports and ${apiRows} rows of reference tables compared with the code`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);
