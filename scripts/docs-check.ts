@@ -307,15 +307,6 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
   },
   { what: 'the longest resource name (MAX_RESOURCE_BYTES)', pattern: /at most ([\d,]+) UTF-8 bytes/g, code: () => [MAX_RESOURCE_BYTES] },
   {
-    what: 'the shortest durations',
-    pattern: /minimum \((\d+) for leases, (\d+) for waits, (\d+) for `recheckMs`\)/g,
-    code: () => [
-      MIN_LEASE_MS,
-      inSource('src/options.ts', /duration\('waitMs', o\.waitMs, (\d+)\)/),
-      inSource('src/options.ts', /duration\('recheckMs', o\.recheckMs, (\d+)\)/),
-    ],
-  },
-  {
     what: 'a default duration, in ms',
     pattern: /`(leaseMs|waitMs|redisTimeoutMs|recheckMs)`,? \(?(\d+)(?: ms)?[,)]/g,
     code: (m) => [DEFAULT_MS[m[1]!]!],
