@@ -18,9 +18,11 @@
  * 4. Every number the docs quote of a constant of the code (defaults,
  *    batch sizes, bounds: `NUMBERS` below) is the code's: each phrase must
  *    be found at least once, and every time with the code's value.
- * 5. No sentence of README.md and docs/*.md runs over 60 words (prose only:
- *    code, tables, headings and link URLs are not counted; a code span is
- *    one word), and the README has at most 300 lines.
+ * 5. No sentence of README.md and docs/ runs over 60 words, as
+ *    scripts/docs-check/sentences.ts counts them: prose and table cells, a
+ *    code span by its words. README.md and the task pages (docs/guide/)
+ *    average at most 25 words a sentence, none over 40, and chain no
+ *    semicolons. The README has at most 300 lines.
  * 6. Every figure the docs quote of the bench's measurements (`BENCH`
  *    below) is the one in bench/results/latest.md, rounded as the doc
  *    rounds it, so a new full run that moves a figure fails the check
@@ -54,6 +56,7 @@ import { ACQUIRE_SLACK_MS } from '../src/lock.js';
 import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
+import { figures, sentencesOf } from './docs-check/sentences.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
@@ -372,44 +375,32 @@ function checkQuotes<F extends { what: string; pattern: RegExp }>(
 const quoted = checkQuotes(NUMBERS, 'NUMBERS', 'the code', (figure, match) => figure.code(match));
 console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compared with the code`);
 
-// 5. No sentence over MAX_SENTENCE_WORDS words in prose (code blocks, tables, headings and link URLs left out).
+// 5. Sentences (scripts/docs-check/sentences.ts: prose and table cells, a code span by its words).
 const MAX_SENTENCE_WORDS = 60;
+/** README.md and the task pages, read in one sitting: shorter sentences, and no chains of semicolons. */
+const PLAIN = { average: 25, longest: 40, semicolons: 1 };
+const plain = (file: string) => file === 'README.md' || file.startsWith(join('docs', 'guide') + '/');
 let sentences = 0;
 for (const file of docs) {
-  let unit: string[] = [];
-  let start = 0;
-  const flush = () => {
-    const text = unit
-      .join(' ')
-      .replace(/<!--.*?-->|<a\s[^>]*><\/a>/g, ' ')
-      .replace(/\]\([^)]*\)/g, ']')
-      .replace(/`[^`]*`/g, 'code');
-    unit = [];
-    // A sentence ends at . ! or ? before a space (not in e.g., i.e., vs.).
-    for (const sentence of text.split(/(?<!\b(?:e\.g|i\.e|vs))[.!?](?=\s)/u)) {
-      const words = sentence.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
-      if (words === 0) continue;
-      sentences++;
-      if (words > MAX_SENTENCE_WORDS) {
-        problems.push(
-          `${file}:${start}: a sentence of ${words} words (at most ${MAX_SENTENCE_WORDS}): "${sentence.trim().slice(0, 60)}..."`,
-        );
-      }
+  const found = sentencesOf(readFileSync(join(root, file), 'utf8'));
+  sentences += found.length;
+  const limit = plain(file) ? PLAIN.longest : MAX_SENTENCE_WORDS;
+  for (const s of found) {
+    if (s.words > limit) problems.push(`${file}:${s.line}: a sentence of ${s.words} words (at most ${limit}): "${s.text.slice(0, 60)}..."`);
+    if (plain(file) && s.semicolons > PLAIN.semicolons) {
+      problems.push(
+        `${file}:${s.line}: a chain of ${s.semicolons} semicolons in one sentence: make it several: "${s.text.slice(0, 60)}..."`,
+      );
     }
-  };
-  for (const [k, line] of prose(file).split('\n').entries()) {
-    // A blank line, a table row or a heading ends a paragraph; a list item starts one.
-    if (/^\s*$|^\s*\||^#/.test(line)) {
-      flush();
-      continue;
-    }
-    if (/^\s*(?:[-*+]|\d+\.)\s/.test(line)) flush();
-    if (unit.length === 0) start = k + 1;
-    unit.push(line.trim().replace(/^(?:[-*+]|\d+\.)\s+(?:\[[ x]\]\s+)?/, ''));
   }
-  flush();
+  const { average } = figures(found);
+  if (plain(file) && average > PLAIN.average) {
+    problems.push(`${file}: sentences average ${average.toFixed(1)} words (at most ${PLAIN.average}): split the long ones`);
+  }
 }
-console.log(`docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words`);
+console.log(
+  `docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words; README.md and docs/guide/ to ${PLAIN.longest}, averaging at most ${PLAIN.average}`,
+);
 // The README is read in one sitting: the rest belongs in docs/.
 const README_MAX_LINES = 300;
 const readmeLines = readFileSync(join(root, 'README.md'), 'utf8').trimEnd().split('\n').length;
