@@ -18,34 +18,54 @@
  * 4. Every number the docs quote of a constant of the code (defaults,
  *    batch sizes, bounds: `NUMBERS` below) is the code's: each phrase must
  *    be found at least once, and every time with the code's value.
- * 5. No sentence of README.md and docs/*.md runs over 60 words (prose only:
- *    code, tables, headings and link URLs are not counted; a code span is
- *    one word), and the README has at most 300 lines.
+ * 5. No sentence of README.md and docs/ runs over 60 words, as
+ *    scripts/docs-check/sentences.ts counts them: prose and table cells, a
+ *    code span by its words. README.md and the task pages (docs/guide/)
+ *    average at most 25 words a sentence, none over 40, and chain no
+ *    semicolons. The README has at most 300 lines.
  * 6. Every figure the docs quote of the bench's measurements (`BENCH`
  *    below) is the one in bench/results/latest.md, rounded as the doc
  *    rounds it, so a new full run that moves a figure fails the check
- *    until the docs say the new one.
+ *    until the docs say the new one. A "longest ... call" the docs quote
+ *    is a row of the bench too.
+ * 7. The table of which integration suites run on which client library
+ *    (after `<!-- docs-check: suites -->`) is the one the test files
+ *    declare (`forEachTopology`'s `clients`, `selectedClients(...)`), and
+ *    no doc counts those suites in words ("all but seven").
+ * 8. The constants the source's comments quote (`COMMENTS` below: those the
+ *    API reference is built from) are the code's.
+ * 9. docs/reference.md names every export of `redis-rwlock` (read with the
+ *    TypeScript compiler API from src/index.ts). Its tables marked
+ *    `<!-- docs-check: fields T -->` list exactly the public members of T,
+ *    `<!-- docs-check: options T -->` exactly the options of T with the
+ *    defaults and limits of src/options.ts and src/lock.ts, and
+ *    `<!-- docs-check: errors -->` every error class with its `code`.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { EXTEND_BUDGET_US, EXTEND_MAX_LEASES } from '../src/backends/extend-groups.js';
 import { MIN_REDLOCK_NODES } from '../src/backends/redlock-nodes.js';
 import { INSPECT_BUDGET_US } from '../src/backends/scripted.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
-import { MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
+import { MAX_PREFIX_BYTES, MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
-import { CLIENT_DEFAULTS, MIN_LEASE_MS } from '../src/options.js';
+import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
+import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
+import { figures, sentencesOf } from './docs-check/sentences.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
 const docs = [
   'README.md',
-  ...readdirSync(join(root, 'docs'))
-    .filter((f) => f.endsWith('.md'))
-    .map((f) => join('docs', f)),
+  ...['docs', join('docs', 'guide')].flatMap((folder) =>
+    readdirSync(join(root, folder))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => join(folder, f)),
+  ),
 ];
 
 interface Block {
@@ -290,15 +310,6 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
   },
   { what: 'the longest resource name (MAX_RESOURCE_BYTES)', pattern: /at most ([\d,]+) UTF-8 bytes/g, code: () => [MAX_RESOURCE_BYTES] },
   {
-    what: 'the shortest durations',
-    pattern: /minimum \((\d+) for leases, (\d+) for waits, (\d+) for `recheckMs`\)/g,
-    code: () => [
-      MIN_LEASE_MS,
-      inSource('src/options.ts', /duration\('waitMs', o\.waitMs, (\d+)\)/),
-      inSource('src/options.ts', /duration\('recheckMs', o\.recheckMs, (\d+)\)/),
-    ],
-  },
-  {
     what: 'a default duration, in ms',
     pattern: /`(leaseMs|waitMs|redisTimeoutMs|recheckMs)`,? \(?(\d+)(?: ms)?[,)]/g,
     code: (m) => [DEFAULT_MS[m[1]!]!],
@@ -364,44 +375,32 @@ function checkQuotes<F extends { what: string; pattern: RegExp }>(
 const quoted = checkQuotes(NUMBERS, 'NUMBERS', 'the code', (figure, match) => figure.code(match));
 console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compared with the code`);
 
-// 5. No sentence over MAX_SENTENCE_WORDS words in prose (code blocks, tables, headings and link URLs left out).
+// 5. Sentences (scripts/docs-check/sentences.ts: prose and table cells, a code span by its words).
 const MAX_SENTENCE_WORDS = 60;
+/** README.md and the task pages, read in one sitting: shorter sentences, and no chains of semicolons. */
+const PLAIN = { average: 25, longest: 40, semicolons: 1 };
+const plain = (file: string) => file === 'README.md' || file.startsWith(join('docs', 'guide') + '/');
 let sentences = 0;
 for (const file of docs) {
-  let unit: string[] = [];
-  let start = 0;
-  const flush = () => {
-    const text = unit
-      .join(' ')
-      .replace(/<!--.*?-->|<a\s[^>]*><\/a>/g, ' ')
-      .replace(/\]\([^)]*\)/g, ']')
-      .replace(/`[^`]*`/g, 'code');
-    unit = [];
-    // A sentence ends at . ! or ? before a space (not in e.g., i.e., vs.).
-    for (const sentence of text.split(/(?<!\b(?:e\.g|i\.e|vs))[.!?](?=\s)/u)) {
-      const words = sentence.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
-      if (words === 0) continue;
-      sentences++;
-      if (words > MAX_SENTENCE_WORDS) {
-        problems.push(
-          `${file}:${start}: a sentence of ${words} words (at most ${MAX_SENTENCE_WORDS}): "${sentence.trim().slice(0, 60)}..."`,
-        );
-      }
+  const found = sentencesOf(readFileSync(join(root, file), 'utf8'));
+  sentences += found.length;
+  const limit = plain(file) ? PLAIN.longest : MAX_SENTENCE_WORDS;
+  for (const s of found) {
+    if (s.words > limit) problems.push(`${file}:${s.line}: a sentence of ${s.words} words (at most ${limit}): "${s.text.slice(0, 60)}..."`);
+    if (plain(file) && s.semicolons > PLAIN.semicolons) {
+      problems.push(
+        `${file}:${s.line}: a chain of ${s.semicolons} semicolons in one sentence: make it several: "${s.text.slice(0, 60)}..."`,
+      );
     }
-  };
-  for (const [k, line] of prose(file).split('\n').entries()) {
-    // A blank line, a table row or a heading ends a paragraph; a list item starts one.
-    if (/^\s*$|^\s*\||^#/.test(line)) {
-      flush();
-      continue;
-    }
-    if (/^\s*(?:[-*+]|\d+\.)\s/.test(line)) flush();
-    if (unit.length === 0) start = k + 1;
-    unit.push(line.trim().replace(/^(?:[-*+]|\d+\.)\s+(?:\[[ x]\]\s+)?/, ''));
   }
-  flush();
+  const { average } = figures(found);
+  if (plain(file) && average > PLAIN.average) {
+    problems.push(`${file}: sentences average ${average.toFixed(1)} words (at most ${PLAIN.average}): split the long ones`);
+  }
 }
-console.log(`docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words`);
+console.log(
+  `docs-check: ${sentences} sentences held to ${MAX_SENTENCE_WORDS} words; README.md and docs/guide/ to ${PLAIN.longest}, averaging at most ${PLAIN.average}`,
+);
 // The README is read in one sitting: the rest belongs in docs/.
 const README_MAX_LINES = 300;
 const readmeLines = readFileSync(join(root, 'README.md'), 'utf8').trimEnd().split('\n').length;
@@ -480,8 +479,341 @@ const BENCH: { what: string; pattern: RegExp; bench: () => number[] }[] = [
     bench: () => [benchFigure('(e)', 'redis-rwlock (batched)', 1) / benchFigure('(e)', 'redis-rwlock (batched)', 3)],
   },
 ];
+/** A row of the bench's summary table (its first table): the value cell of `row` on `topology`. */
+function summaryFigure(row: string, topology: 'standalone' | 'cluster'): number {
+  const line = latest.split('\n').find((l) => l.startsWith(`| ${row} | ${topology} |`));
+  const value = Number.parseFloat(line?.split('|')[3]?.trim() ?? '');
+  if (Number.isNaN(value)) throw new Error(`docs-check: no "${row}" on ${topology} in bench/results/latest.md; update BENCH`);
+  return value;
+}
+BENCH.push({
+  what: 'the longest renewal call on one server and on a Cluster, in ms',
+  pattern: /longest renewal call of the bench's latest run took ([\d.]+) ms on one server and ([\d.]+) ms on a Cluster/g,
+  bench: () =>
+    ['standalone', 'cluster'].map((t) =>
+      summaryFigure('renewal of 100000 leases: longest command on any master (SLOWLOG at 1 ms; 0: none listed)', t as 'standalone'),
+    ),
+});
 const measured = checkQuotes(BENCH, 'BENCH', "the bench's latest run", (figure) => figure.bench());
 console.log(`docs-check: ${measured} quotes of ${BENCH.length} bench figures compared with bench/results/latest.md`);
+
+// A "longest" call or command quoted anywhere else than through BENCH is a claim nothing checks.
+for (const { file, text } of joined) {
+  for (const match of text.matchAll(/longest [\w ]{0,40}?(?:call|command)[^.]*?\b(\d+(?:\.\d+)?) ?(?:ms|µs)/g)) {
+    if (
+      !BENCH.some(
+        (b) =>
+          new RegExp(b.pattern.source).test(match[0]) ||
+          new RegExp(b.pattern.source).test(text.slice(match.index! - 40, match.index! + match[0].length + 80)),
+      )
+    ) {
+      problems.push(`${file}: "${match[0]}" quotes a longest call that no BENCH pattern checks: quote the bench's row (add it to BENCH)`);
+    }
+  }
+}
+
+// 7. Which suites run on which client, from the test files.
+const SUITE_CLIENTS: Record<string, readonly string[]> = {
+  ALL_CLIENTS,
+  ONE_NODE_REDIS,
+  NODE_REDIS_IN_CI,
+  NODE_REDIS_IN_CI_AND_GLIDE,
+};
+function clientsOf(arg: string): string[] {
+  const named = SUITE_CLIENTS[arg.trim()];
+  if (named) return [...named];
+  const listed = [...arg.matchAll(/'([\w-]+)'/g)].map((m) => m[1]!);
+  if (listed.length === 0) problems.push(`scripts/docs-check.ts: cannot read the clients "${arg}" of a suite: teach SUITE_CLIENTS`);
+  return listed;
+}
+const suites = new Map<string, Set<string>>();
+for (const file of readdirSync(join(root, 'test', 'integration')).filter((f) => f.endsWith('.test.ts'))) {
+  const text = readFileSync(join(root, 'test', 'integration', file), 'utf8');
+  const kinds = new Set<string>();
+  for (const m of text.matchAll(/forEachTopology\(\s*(?:'[^']*'|`[^`]*`)\s*,\s*(?:\{\s*clients:\s*([^}]*)\})?/g)) {
+    for (const kind of m[1] === undefined ? ['ioredis'] : clientsOf(m[1])) kinds.add(kind);
+  }
+  for (const m of text.matchAll(/selectedClients\(([^)]*)\)/g)) for (const kind of clientsOf(m[1]!)) kinds.add(kind);
+  if (kinds.size === 0) kinds.add('ioredis'); // a plain describe(): the test's own ioredis client
+  suites.set(file.replace(/\.test\.ts$/, ''), kinds);
+}
+const SUITE_ROWS: Record<string, (kinds: Set<string>) => boolean> = {
+  'node-redis 5': (k) => k.has('node-redis'),
+  'node-redis 6': (k) => k.has('node-redis6'),
+  'GLIDE 2': (k) => k.has('glide'),
+  'ioredis only': (k) => k.size === 1 && k.has('ioredis'),
+};
+let suiteRows = 0;
+for (const file of docs) {
+  const lines = readFileSync(join(root, file), 'utf8').split('\n');
+  for (const [k, line] of lines.entries()) {
+    if (/\ball but (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d+)\b/i.test(line)) {
+      problems.push(`${file}:${k + 1}: "all but ..." counts suites or clients in words: list them in the suites table instead`);
+    }
+    if (!line.includes('<!-- docs-check: suites -->')) continue;
+    for (let r = k + 1; r < lines.length && /^\|/.test(lines[r]!); r++) {
+      const [, label, cell] = lines[r]!.split('|').map((c) => c.trim());
+      const wanted = label ? SUITE_ROWS[label] : undefined;
+      if (!wanted) continue;
+      suiteRows++;
+      const said = [...cell!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).sort();
+      const derived = [...suites]
+        .filter(([, kinds]) => wanted(kinds))
+        .map(([name]) => name)
+        .sort();
+      if (said.join() !== derived.join()) {
+        const missing = derived.filter((n) => !said.includes(n));
+        const extra = said.filter((n) => !derived.includes(n));
+        problems.push(
+          `${file}:${r + 1}: the ${label} row of the suites table differs from test/integration: missing ${missing.join(', ') || 'none'}; not run there: ${extra.join(', ') || 'none'}`,
+        );
+      }
+    }
+  }
+}
+if (suiteRows === 0) problems.push('no doc has the suites table (<!-- docs-check: suites -->) any more');
+console.log(`docs-check: ${suiteRows} rows of the suites table derived from ${suites.size} test files`);
+
+// 8. Constants quoted in the comments of the source the API reference is built from.
+const COMMENTS: { file: string; what: string; pattern: RegExp; code: () => number }[] = [
+  {
+    file: 'src/observability/channels.ts',
+    what: 'EXTEND_BUDGET_US',
+    pattern: /about (\d+) µs of server time/g,
+    code: () => EXTEND_BUDGET_US,
+  },
+  {
+    file: 'src/observability/channels.ts',
+    what: 'RETRY_FIRST_MS (src/holdings.ts)',
+    pattern: /tried again (\d+) ms later/g,
+    code: () => inSource('src/holdings.ts', /const RETRY_FIRST_MS = (\d+);/),
+  },
+  { file: 'src/holdings.ts', what: 'EXTEND_BUDGET_US', pattern: /at most (\d+) µs of server time/g, code: () => EXTEND_BUDGET_US },
+  { file: 'src/client.ts', what: 'MIN_REDLOCK_NODES', pattern: /\(at least (\d+)\)/g, code: () => MIN_REDLOCK_NODES },
+];
+let commentQuotes = 0;
+for (const c of COMMENTS) {
+  const comments = readFileSync(join(root, c.file), 'utf8')
+    .split('\n')
+    .filter((l) => /^\s*(?:\/\*\*?|\*|\/\/)/.test(l) || /\/\*\*.*\*\//.test(l))
+    .join(' ');
+  let found = 0;
+  for (const m of comments.matchAll(c.pattern)) {
+    found++;
+    if (Number(m[1]) !== c.code()) problems.push(`${c.file}: a comment says "${m[0]}", the code ${c.code()} (${c.what})`);
+  }
+  if (found === 0)
+    problems.push(`${c.file}: no comment quotes ${c.what} as ${c.pattern} any more: update COMMENTS in scripts/docs-check.ts`);
+  commentQuotes += found;
+}
+console.log(`docs-check: ${commentQuotes} quotes of constants in source comments compared with the code`);
+
+// 9. The API surface in docs/reference.md.
+const REFERENCE = join('docs', 'reference.md');
+const reference = readFileSync(join(root, REFERENCE), 'utf8');
+const program = ts.createProgram([join(root, 'src', 'index.ts')], {
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  target: ts.ScriptTarget.ES2022,
+  strict: true,
+  skipLibCheck: true,
+  types: ['node'],
+});
+const checker = program.getTypeChecker();
+const exported = checker.getExportsOfModule(checker.getSymbolAtLocation(program.getSourceFile(join(root, 'src', 'index.ts'))!)!);
+for (const symbol of exported) {
+  if (!new RegExp(`\`[^\`\\n]*\\b${symbol.name}\\b[^\`\\n]*\``).test(reference)) {
+    problems.push(`${REFERENCE}: the export ${symbol.name} is not named (in a code span) anywhere on the page`);
+  }
+}
+/** The public, documented members of an exported type, as the generated reference shows them (no @internal, no inherited EventEmitter). */
+function membersOf(name: string): string[] {
+  const symbol = exported.find((e) => e.name === name);
+  if (!symbol) throw new Error(`docs-check: ${name} is not exported by src/index.ts; update the reference's docs-check tables`);
+  const target = symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol;
+  return checker
+    .getPropertiesOfType(checker.getDeclaredTypeOfSymbol(target))
+    .filter((p) => {
+      const declaration = p.valueDeclaration ?? p.declarations?.[0];
+      if (!declaration?.getSourceFile().fileName.startsWith(join(root, 'src'))) return false;
+      if (ts.getCombinedModifierFlags(declaration as ts.Declaration) & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected))
+        return false;
+      if (ts.getJSDocTags(declaration).some((tag) => tag.tagName.text === 'internal')) return false;
+      return !p.name.startsWith('__') || p.name.startsWith('__@');
+    })
+    .map((p) => (p.name.startsWith('__@') ? `[Symbol.${p.name.slice(3).replace(/@\d+$/, '')}]` : p.name));
+}
+/** The rows of the table after `<!-- docs-check: <kind> <name> -->`: its cells, and the code spans of its first cell (member names). */
+function referenceTable(marker: string): { line: number; cells: string[]; names: string[] }[] | undefined {
+  const lines = reference.split('\n');
+  const at = lines.findIndex((l) => l.trim() === `<!-- docs-check: ${marker} -->`);
+  if (at < 0) return undefined;
+  const rows: { line: number; cells: string[]; names: string[] }[] = [];
+  for (let r = at + 3; r < lines.length && /^\|/.test(lines[r]!); r++) {
+    const cells = lines[r]!.replace(/\\\|/g, '\u0000')
+      .split('|')
+      .slice(1, -1)
+      .map((c) => c.trim().replace(/\u0000/g, '|'));
+    const names = [...cells[0]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\(.*$/, '').replace(/^\.\.\.$/, ''));
+    rows.push({ line: r + 1, cells, names: names.filter((n) => n !== '') });
+  }
+  return rows;
+}
+const FIELD_TABLES = [
+  'Lease',
+  'LeaseGroup',
+  'LockClient',
+  'RWLock',
+  'LockClientEvents',
+  'LockStats',
+  'AcquireTraceContext',
+  'LeaseTraceContext',
+  'RenewTraceContext',
+];
+/** Members a table may leave to prose: the EventEmitter methods `on(...)`, `once`, `off`, ... stand for. */
+const EMITTER = new Set(['on', 'once', 'off', 'addListener', 'removeListener', 'removeAllListeners', 'emit']);
+let apiRows = 0;
+for (const name of FIELD_TABLES) {
+  const rows = referenceTable(`fields ${name}`);
+  if (!rows) {
+    problems.push(`${REFERENCE}: no table of ${name}'s members (<!-- docs-check: fields ${name} -->)`);
+    continue;
+  }
+  apiRows += rows.length;
+  const listed = new Set(rows.flatMap((r) => r.names));
+  const members = membersOf(name);
+  for (const m of members)
+    if (!listed.has(m) && !(name === 'LockClient' && EMITTER.has(m))) problems.push(`${REFERENCE}: ${name}.${m} is missing from its table`);
+  for (const row of rows) {
+    for (const n of row.names)
+      if (!members.includes(n) && !EMITTER.has(n)) problems.push(`${REFERENCE}:${row.line}: ${name} has no member ${n}`);
+  }
+}
+/** `duration('<name>', o.<x>, <min>` in a source file: the option's minimum. */
+function minimumOf(file: string, name: string): number {
+  const min = inSource(file, new RegExp(`duration\\('${name.replace('.', '\\.')}', o\\.\\w+, (\\w+)`));
+  return Number.isNaN(min) ? MIN_LEASE_MS : min;
+}
+const span = (text: string): string => `\`${text}\``;
+const durationLimit = (min: number): string => `${min} to ${MAX_DURATION_MS}`;
+const optionsSource = 'src/options.ts';
+const OPTION_TABLES: Record<string, Record<string, { default?: string; limits?: string[]; noTry?: true }>> = {
+  LockClientOptions: {
+    prefix: { default: span(`'${CLIENT_DEFAULTS.prefix}'`), limits: [`at most ${MAX_PREFIX_BYTES} bytes`] },
+    leaseMs: { default: span(String(CLIENT_DEFAULTS.leaseMs)), limits: [durationLimit(MIN_LEASE_MS)] },
+    waitMs: { default: span(String(CLIENT_DEFAULTS.waitMs)), limits: [durationLimit(minimumOf(optionsSource, 'waitMs'))] },
+    redisTimeoutMs: {
+      default: span(String(CLIENT_DEFAULTS.redisTimeoutMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redisTimeoutMs'))],
+    },
+    writerPreference: { default: span(String(CLIENT_DEFAULTS.writerPreference)) },
+    fair: { default: span(String(CLIENT_DEFAULTS.fair)) },
+    recheckMs: { default: span(String(CLIENT_DEFAULTS.recheckMs)), limits: [durationLimit(minimumOf(optionsSource, 'recheckMs'))] },
+    mode: { default: span(`'${CLIENT_DEFAULTS.mode}'`), limits: CLIENT_MODES.map((m) => span(`'${m}'`)) },
+    legacyKeys: {},
+    redlock: {},
+    replicaAck: { default: 'off' },
+  },
+  RedlockOptions: {
+    driftFactor: {
+      default: span(String(CLIENT_DEFAULTS.redlock.driftFactor)),
+      limits: [
+        `from ${inSource(optionsSource, /factor >= ([\d.]+) && factor < [\d.]+/)} to below ${inSource(optionsSource, /factor >= [\d.]+ && factor < ([\d.]+)/)}`,
+      ],
+    },
+    driftMs: {
+      default: span(String(CLIENT_DEFAULTS.redlock.driftMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redlock.driftMs'))],
+    },
+    nodeTimeoutMs: {
+      default: span(String(CLIENT_DEFAULTS.redlock.nodeTimeoutMs)),
+      limits: [durationLimit(minimumOf(optionsSource, 'redlock.nodeTimeoutMs'))],
+    },
+  },
+  ReplicaAckOptions: {
+    replicas: {
+      default: 'required',
+      limits: [
+        `${inSource(optionsSource, /replicas < (\d+) \|\| replicas > \d+/)} to ${inSource(optionsSource, /replicas < \d+ \|\| replicas > (\d+)/)}`,
+      ],
+    },
+    timeoutMs: { default: 'required', limits: [durationLimit(minimumOf(optionsSource, 'replicaAck.timeoutMs'))] },
+    onShortfall: { default: span(`'${/o\.onShortfall \?\? '(\w+)'/.exec(readFileSync(join(root, optionsSource), 'utf8'))?.[1]}'`) },
+  },
+  AcquireOptions: {
+    waitMs: { default: "the client's `waitMs`", limits: [durationLimit(minimumOf('src/lock.ts', 'waitMs'))], noTry: true },
+    signal: { noTry: true },
+    leaseMs: { default: "the client's `leaseMs`", limits: [durationLimit(MIN_LEASE_MS)] },
+    owner: { limits: [`1 to ${MAX_OWNER_LENGTH} characters`] },
+    replicaAck: { default: "the client's `replicaAck`" },
+  },
+};
+// The try functions refuse what they cannot use: the options a wait takes and a try does not.
+const lockSource = readFileSync(join(root, 'src', 'lock.ts'), 'utf8');
+const optionList = (name: string) =>
+  [...(new RegExp(`const ${name} = \\[([^\\]]*)\\]`).exec(lockSource)?.[1] ?? '').matchAll(/'(\w+)'/g)].map((m) => m[1]!);
+const tryRefuses = optionList('WAIT_OPTIONS').filter((o) => !optionList('TRY_OPTIONS').includes(o));
+for (const [name, expected] of Object.entries(OPTION_TABLES)) {
+  const rows = referenceTable(`options ${name}`);
+  if (!rows) {
+    problems.push(`${REFERENCE}: no table of ${name} (<!-- docs-check: options ${name} -->)`);
+    continue;
+  }
+  apiRows += rows.length;
+  const members = membersOf(name);
+  for (const m of members) {
+    const row = rows.find((r) => r.names[0] === m);
+    if (!row) {
+      problems.push(`${REFERENCE}: the option ${name}.${m} is missing from its table`);
+      continue;
+    }
+    const want = expected[m];
+    if (!want) {
+      problems.push(`scripts/docs-check.ts: ${name}.${m} is a new option: add its default and limits to OPTION_TABLES`);
+      continue;
+    }
+    const [, defaultCell, , limitsCell, meaning] = row.cells;
+    if (want.default !== undefined && defaultCell !== want.default) {
+      problems.push(`${REFERENCE}:${row.line}: the default of ${name}.${m} is ${defaultCell}, the code's ${want.default}`);
+    }
+    for (const limit of want.limits ?? []) {
+      const bounded = new RegExp(`(?:^|[^\\d.])${limit.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?:$|[^\\d])`);
+      if (!bounded.test(limitsCell ?? ''))
+        problems.push(`${REFERENCE}:${row.line}: the limits of ${name}.${m} say "${limitsCell}", the code's: ${limit}`);
+    }
+    if (name === 'AcquireOptions' && tryRefuses.includes(m) !== /Not for the try functions/.test(meaning ?? '')) {
+      problems.push(
+        `${REFERENCE}:${row.line}: ${m}: the try functions ${tryRefuses.includes(m) ? 'refuse' : 'take'} it (src/lock.ts TRY_OPTIONS)`,
+      );
+    }
+  }
+  for (const row of rows)
+    if (!members.includes(row.names[0] ?? '')) problems.push(`${REFERENCE}:${row.line}: ${name} has no option ${row.names[0]}`);
+}
+// Every error class, with its code.
+const errorsSource = readFileSync(join(root, 'src', 'errors.ts'), 'utf8');
+const errorCodes = new Map(
+  [
+    ...errorsSource.matchAll(
+      /export class (\w+Error) extends \w+ \{\s*(?:\/\*\*[\s\S]*?\*\/\s*)?override readonly code: RWLockErrorCode = '(\w+)'/g,
+    ),
+  ].map((m) => [m[1]!, m[2]!]),
+);
+const errorRows = referenceTable('errors');
+if (!errorRows) problems.push(`${REFERENCE}: no table of the errors (<!-- docs-check: errors -->)`);
+else {
+  apiRows += errorRows.length;
+  for (const [error, code] of errorCodes) {
+    const row = errorRows.find((r) => r.names[0] === error);
+    if (!row) problems.push(`${REFERENCE}: the error ${error} is missing from the errors table`);
+    else if (row.cells[1] !== span(code))
+      problems.push(`${REFERENCE}:${row.line}: ${error}'s code is ${row.cells[1]}, the code's ${span(code)}`);
+    else if ((row.cells[3] ?? '').length === 0) problems.push(`${REFERENCE}:${row.line}: ${error}: say what to do`);
+  }
+  if (errorCodes.size < 10)
+    problems.push(`scripts/docs-check.ts: read only ${errorCodes.size} error classes from src/errors.ts: update the pattern`);
+}
+console.log(`docs-check: ${exported.length} exports and ${apiRows} rows of reference tables compared with the code`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);

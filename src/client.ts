@@ -78,8 +78,9 @@ export interface LockClientEvents {
 
 /**
  * Read-write locks on one Redis server or Redis Cluster, through the Redis
- * client you pass: ioredis 5 or 6 (or iovalkey), or node-redis 5 or 6, connected
- * (the LockClient never closes it). Create one per process
+ * client you pass: ioredis 5 or 6 (or iovalkey), node-redis 5 or 6 (connected
+ * first), or GLIDE 2 (`GlideClient`, `GlideClusterClient`). The LockClient
+ * never closes it. Create one per process
  * and client, and `close()` it on shutdown. In `redlock` mode, pass an array
  * of clients, one per independent server or Cluster (at least 3).
  */

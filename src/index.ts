@@ -1,6 +1,7 @@
 /**
  * `redis-rwlock`: distributed read-write locks on one Redis server or a Redis
- * Cluster, through ioredis (5 or 6, or iovalkey) or node-redis (5 or 6). Start with
+ * Cluster, through ioredis (5 or 6, or iovalkey), node-redis (5 or 6) or GLIDE 2
+ * (`@valkey/valkey-glide`). Start with
  * {@link LockClient}: `locks.lock(resource)` gives a resource's
  * {@link RWLock}; `locks.withRead` / `locks.withWrite` run a function under a
  * lease. Every error is an {@link RWLockError}.

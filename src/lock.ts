@@ -126,7 +126,7 @@ export class RWLock {
     return this.acquire('write', options, false, undefined).catch(nullIfTimeout);
   }
 
-  /** The lock's current state, read atomically (a lock of many holders in several calls: see `LockClient.inspect`). */
+  /** The lock's current state: read atomically up to about a hundred holders and waiters, a bigger lock in several calls (see `LockClient.inspect`). */
   async inspect(): Promise<LockInfo> {
     const context = { resource: this.resource };
     this.ctx.assertOpen(context);

@@ -44,8 +44,8 @@ export interface LockClientOptions {
    * a lock that frees without a release (a lease ran out) also goes only to
    * the longest-waiting writer: strict arrival order. Off (the default), any
    * writer already waiting may take such a lock, but a writer that is not
-   * yet waiting never passes the waiting ones. See docs/guide.md, "Waiting
-   * and fairness".
+   * yet waiting never passes the waiting ones. See
+   * docs/guide/readers-and-writers.md, "Waiting and fairness".
    */
   fair?: boolean;
   /**

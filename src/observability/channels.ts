@@ -27,7 +27,7 @@ export const TRACING_CHANNELS = Object.freeze({
   release: 'redis-rwlock:release',
   /** One `lease.extend()`. */
   extend: 'redis-rwlock:extend',
-  /** One round of automatic renewal (every auto-renewed lease of the client, in calls of at most 200 µs of server time per Redis node). */
+  /** One round of automatic renewal (every auto-renewed lease of the client, in calls of at most about 250 µs of server time each, per Redis node). */
   renew: 'redis-rwlock:renew',
 } as const);
 
@@ -101,9 +101,9 @@ export interface RenewTraceContext {
   renewed: number;
   /** Of those, found no longer held (each is reported as lost). */
   lost: number;
-  /** Of those, not renewed this round because Redis could not be asked (tried again next period). */
+  /** Of those, not renewed this round because Redis could not be asked (tried again 25 ms later, then twice as long after each miss, at most `redisTimeoutMs`). */
   unreached: number;
-  /** Script calls the round made, every node together (each runs for at most 200 µs on its server). */
+  /** Script calls the round made, every node together (each stops after about 250 µs of server time). */
   calls: number;
   /** Set by `diagnostics_channel` when the round's call failed as a whole (the round's error; nothing is thrown to the caller). */
   error?: unknown;

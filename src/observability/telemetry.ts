@@ -62,7 +62,7 @@ export interface LockStats {
   readonly heldLeases: number;
   /** Holdings renewed by automatic renewal (one per lock and owner per round). */
   readonly renewals: number;
-  /** Holdings a renewal round could not renew because Redis did not answer (tried again next round). */
+  /** Holdings a renewal round could not renew because Redis did not answer (tried again 25 ms later, then with backoff). */
   readonly renewalFailures: number;
   /** Wake-up messages received (a release on a lock this client waited for). */
   readonly wakeups: number;
