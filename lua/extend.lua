@@ -1,10 +1,12 @@
-#!lua flags=allow-cross-slot-keys
 --[[
   Extend the leases of one or many owners, each on its own lock: one call
-  renews every lease a client holds on one Redis node. On a Cluster the locks
-  may lie in different slots of that node; Redis routes and checks only the
-  declared keys (which must share a slot), so the first lock's keys are
-  declared and every lock's names travel in ARGV.
+  renews many leases a client holds. Every lock's keys are declared in KEYS,
+  so servers and proxies that route by, or enforce, declared keys run it
+  (Dragonfly, ElastiCache Serverless, key-routing proxies). A Redis Cluster
+  refuses declared keys of several slots (CROSSSLOT, whatever the script's
+  flags), so there the caller sends the locks of one slot per call; on one
+  server, every lock in as few calls as the budget allows
+  (src/backends/scripted.ts).
 
   One call may hold thousands of leases, and Redis runs nothing else while
   it runs: the call stops once it has run for its budget (by the clock of
@@ -15,9 +17,9 @@
   A sole holder kept in the hash alone (fresh-grant.lua) stays there: its
   renewal moves the hash's expiry, which is its deadline, and nothing else.
 
-  KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
-  ARGV[1]      the budget in microseconds
-  ARGV[5k-3..5k+1]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
+  KEYS[3k-2..3k]   lock k: stateKey, leasesKey, queueKey
+  ARGV[1]          the budget in microseconds
+  ARGV[2k..2k+1]   lock k: owner, new lease length in ms
 
   Reply: when the call started (server us) and how long it ran by its clock
          (us; 0 where the clock stands still), for the caller's sizing
@@ -37,12 +39,12 @@ local stateKey, leasesKey, queueKey
 
 local now, startUs = serverTime()
 local budgetUs = tonumber(ARGV[1])
-local locks = (#ARGV - 1) / 5
+local locks = #KEYS / 3
 local results = { startUs, 0 }
 for k = 1, locks do
-  local at = 5 * (k - 1) + 1
-  stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
+  stateKey, leasesKey, queueKey = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
+  local leaseArg = ARGV[2 * k + 1]
+  local owner, leaseMs = ARGV[2 * k], tonumber(leaseArg)
   local mine = deadlineOf(owner)
   if not mine then
     -- Not in leasesKey: a sole holder kept in the hash alone, or lost. Inline,
@@ -52,7 +54,7 @@ for k = 1, locks do
     -- is lost, and nothing is written.
     local sole = rcall('HMGET', stateKey, 'o', 'v')
     if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
-      rcall('PEXPIRE', stateKey, ARGV[at + 5])
+      rcall('PEXPIRE', stateKey, leaseArg)
       results[k + 2] = leaseMs
     else
       results[k + 2] = 0

@@ -116,21 +116,22 @@ export async function extendByGroup(
  * reached (a little more after a call that reached all of its own), or where
  * the script's clock stands still by what calls cost. {@link EXTEND_CALLS_IN_FLIGHT}
  * calls are in flight at once. Each call's KEYS and ARGV are as the extend
- * scripts take them: the first lock's keys (they route the call), then the
- * budget and per lease its lock's keys, owner and lease length; its reply,
- * the call's start and run by its clock, then a result per lease reached.
+ * scripts take them: every lease's lock's keys (all declared: the caller
+ * groups `indexes` by slot where the server wants one slot per call), then
+ * the budget and per lease its owner and lease length; its reply, the
+ * call's start and run by its clock, then a result per lease reached.
  * Writes each lease's result into `results` and counts the calls in `round`;
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
  * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
  * the group, its leases not sent staying NaN; then the first error is thrown.
  */
-export async function extendInChunks<K extends LockKeys, Keys extends readonly string[]>(
+export async function extendInChunks<K extends LockKeys>(
   requests: readonly ExtendRequest<K>[],
   indexes: readonly number[],
   results: number[],
-  names: (keys: K) => Keys,
-  run: (keys: Keys, args: (string | number)[]) => Promise<number[]>,
+  names: (keys: K) => readonly string[],
+  run: (keys: string[], args: (string | number)[], lock: K) => Promise<number[]>,
   round?: ExtendRound,
   sizer: CallSizer = extendSizer(),
 ): Promise<void> {
@@ -149,14 +150,18 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
         for (const i of fresh) chunk.push(i);
       }
       if (chunk.length === 0) return;
+      const keys: string[] = [];
       const args: (string | number)[] = [EXTEND_BUDGET_US];
-      for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+      for (const i of chunk) {
+        keys.push(...names(requests[i]!.keys));
+        args.push(requests[i]!.owner, requests[i]!.leaseMs);
+      }
       let startUs: number;
       let elapsedUs: number;
       let reply: number[];
       const sentAt = performance.now();
       try {
-        const call = run(names(requests[chunk[0]!]!.keys), args);
+        const call = run(keys, args, requests[chunk[0]!]!.keys);
         [startUs = 0, elapsedUs = 0, ...reply] = await (round?.bound ? round.bound(call) : call);
         if (round) round.calls++;
         if (reply.length === 0) throw new Error('the extend script replied for no lease; it always reaches the first');

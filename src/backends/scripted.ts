@@ -44,6 +44,8 @@ const INSPECT_FIRST_STEPS = 2;
 export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   /** The sizers of each node's renewal and inspect calls, by node ('' on one server). */
   readonly #sizers = new Map<string, { extend: CallSizer; inspect: CallSizer }>();
+  /** Set once one server refused a renewal call's keys of several slots: its renewal calls carry one slot each from then on. */
+  #oneSlotPerCall = false;
 
   constructor(
     private readonly client: Driver,
@@ -113,6 +115,16 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return sizers;
   }
 
+  /**
+   * Renews in as few calls as the server takes: every call declares every
+   * key it touches (lua/extend.lua), and a Redis Cluster refuses declared
+   * keys of several slots, so there each call carries the leases of one slot.
+   * One server takes every lease in one group of calls, each as large as the
+   * budget allows, unless it refuses keys of several slots in one script (a
+   * proxy or service that routes scripts by their keys): the leases that
+   * call left unrenewed go again at once, one slot per call, and so does
+   * every later round of this backend.
+   */
   async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
     const extendGroup = (indexes: number[], results: number[]) =>
       extendInChunks(
@@ -120,22 +132,21 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
         indexes,
         results,
         this.layout.names,
-        (keys, args) => runScript(this.client, this.layout.scripts.extend, keys, args),
+        (keys, args, lock) => runScript(this.client, this.layout.scripts.extend, keys, args, lock),
         round,
         this.#sizersFor(requests[indexes[0]!]!.keys).extend,
       );
-    if (!this.client.cluster) return extendByGroup(requests.length, [requests.map((_, i) => i)], extendGroup);
-    if (this.layout.extendGroups === 'slot') return extendByGroup(requests.length, groupBySlot(requests, requests.keys()), extendGroup);
-    const byNode = new Map<string, number[]>();
-    requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
-    return extendByGroup(requests.length, [...byNode.values()], async (indexes, results) => {
+    const all = requests.map((_, i) => i);
+    if (this.client.cluster || this.#oneSlotPerCall) return extendByGroup(requests.length, groupBySlot(requests, all), extendGroup);
+    return extendByGroup(requests.length, [all], async (indexes, results) => {
       try {
         await extendGroup(indexes, results);
       } catch (error) {
-        // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
-        if (!/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
-        const bySlot = await extendByGroup(requests.length, groupBySlot(requests, indexes), extendGroup);
-        for (const i of indexes) results[i] = bySlot[i]!;
+        if (!refusesSeveralSlots(error)) throw error;
+        this.#oneSlotPerCall = true;
+        const left = indexes.filter((i) => Number.isNaN(results[i]));
+        const bySlot = await extendByGroup(requests.length, groupBySlot(requests, left), extendGroup);
+        for (const i of left) results[i] = bySlot[i]!;
       }
     });
   }
@@ -177,6 +188,15 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     const [node] = handedNodes(r, queuedUntil, handed);
     return node === undefined ? undefined : handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
   }
+}
+
+/**
+ * A script refused because its keys lie in several slots (Redis Cluster, a
+ * proxy or service that routes by key: `CROSSSLOT`), or because it touched
+ * keys it did not declare (Dragonfly, Upstash: "undeclared").
+ */
+export function refusesSeveralSlots(error: unknown): boolean {
+  return /CROSSSLOT|same slot|undeclared|not declared/i.test(error instanceof Error ? error.message : String(error));
 }
 
 /** The request indexes among `indexes`, grouped by their lock's Cluster slot. */

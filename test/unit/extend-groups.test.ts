@@ -36,8 +36,8 @@ describe('extendInChunks', () => {
   const requests = Array.from({ length: 1_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000, holdIds: [`h${i}`] }));
   const all = requests.map((_, i) => i);
   const names = (k: ReturnType<typeof keysOf>) => [k.state, k.leases, k.queue] as const;
-  /** The owners a call carries, from its ARGV (budget, then 5 per lease). */
-  const ownersOf = (args: (string | number)[]) => args.filter((_, k) => k % 5 === 4) as string[];
+  /** The owners a call carries, from its ARGV (budget, then owner and lease length per lease). */
+  const ownersOf = (args: (string | number)[]) => args.filter((_, k) => k % 2 === 1) as string[];
 
   it('sends the leases a call did not reach first in the next, and sizes calls by what the budget reached', async () => {
     const sent: string[][] = [];
@@ -49,9 +49,11 @@ describe('extendInChunks', () => {
       all,
       results,
       names,
-      async (_keys, args) => {
+      async (keys, args) => {
         expect(args[0]).to.equal(EXTEND_BUDGET_US);
         const owners = ownersOf(args);
+        // Every lease's lock's keys are declared, in the order of its owner and lease length.
+        expect(keys).to.deep.equal(owners.flatMap((o) => names(keysOf(Number(o.slice(1))))));
         sent.push(owners);
         // A clock that moves: the call ran for 250 µs.
         return [0, 250, ...owners.slice(0, 10).map(() => 5_000)];
