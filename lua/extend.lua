@@ -4,9 +4,9 @@
   so servers and proxies that route by, or enforce, declared keys run it
   (Dragonfly, ElastiCache Serverless, key-routing proxies). A Redis Cluster
   refuses declared keys of several slots (CROSSSLOT, whatever the script's
-  flags), so there the caller sends the locks of one slot per call; on one
-  server, every lock in as few calls as the budget allows
-  (src/backends/scripted.ts).
+  flags), so there one call carries the locks of one slot, and only where
+  the Cluster refuses lua/extend-across-slots.lua (src/backends/scripted.ts);
+  on one server, every lock, in as few calls as the budget allows.
 
   One call may hold thousands of leases, and Redis runs nothing else while
   it runs: the call stops once it has run for its budget (by the clock of
@@ -14,8 +14,6 @@
   the caller's size of the call is the bound) and replies for the locks it
   reached; the caller sends the rest in another call. It always reaches the
   first lock.
-  A sole holder kept in the hash alone (fresh-grant.lua) stays there: its
-  renewal moves the hash's expiry, which is its deadline, and nothing else.
 
   KEYS[3k-2..3k]   lock k: stateKey, leasesKey, queueKey
   ARGV[1]          the budget in microseconds
@@ -36,6 +34,7 @@ local stateKey, leasesKey, queueKey
 -- @include layout-version
 -- @include state
 -- @include clock
+-- @include extend-one
 
 local now, startUs = serverTime()
 local budgetUs = tonumber(ARGV[1])
@@ -43,36 +42,7 @@ local locks = #KEYS / 3
 local results = { startUs, 0 }
 for k = 1, locks do
   stateKey, leasesKey, queueKey = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
-  local leaseArg = ARGV[2 * k + 1]
-  local owner, leaseMs = ARGV[2 * k], tonumber(leaseArg)
-  local mine = deadlineOf(owner)
-  if not mine then
-    -- Not in leasesKey: a sole holder kept in the hash alone, or lost. Inline,
-    -- its deadline is the hash's expiry, so its renewal is one PEXPIRE and it
-    -- stays inline (no sorted set; its release stays the two-command one).
-    -- Another owner inline, or a lock of another layout version: this lease
-    -- is lost, and nothing is written.
-    local sole = rcall('HMGET', stateKey, 'o', 'v')
-    if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
-      rcall('PEXPIRE', stateKey, leaseArg)
-      results[k + 2] = leaseMs
-    else
-      results[k + 2] = 0
-    end
-  elseif mine > now then
-    local deadline = int(now + leaseMs)
-    rcall('ZADD', leasesKey, deadline, owner)
-    -- The keys must live at least until the new deadline, and never need to
-    -- go sooner than they already do (GT): no scan for the latest deadline.
-    rcall('PEXPIREAT', stateKey, deadline, 'GT')
-    rcall('PEXPIREAT', leasesKey, deadline, 'GT')
-    rcall('PEXPIREAT', queueKey, deadline, 'GT')
-    results[k + 2] = leaseMs
-  else
-    removeOwner(owner)
-    refreshExpiry(now)
-    results[k + 2] = 0
-  end
+  results[k + 2] = renewOne(ARGV[2 * k], ARGV[2 * k + 1], now)
   if k < locks and elapsedUs() >= budgetUs then break end
 end
 results[2] = elapsedUs()

@@ -120,6 +120,9 @@ export async function extendByGroup(
  * groups `indexes` by slot where the server wants one slot per call), then
  * the budget and per lease its owner and lease length; its reply, the
  * call's start and run by its clock, then a result per lease reached.
+ * With `acrossSlots` (lua/extend-across-slots.lua, a Cluster node's leases of
+ * many slots), the first lock's keys alone are declared, and every lease's
+ * lock's keys go in ARGV before its owner.
  * Writes each lease's result into `results` and counts the calls in `round`;
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
@@ -134,6 +137,7 @@ export async function extendInChunks<K extends LockKeys>(
   run: (keys: string[], args: (string | number)[], lock: K) => Promise<number[]>,
   round?: ExtendRound,
   sizer: CallSizer = extendSizer(),
+  acrossSlots = false,
 ): Promise<void> {
   let next = 0;
   /** Leases sent but not reached, in order: they go out first. */
@@ -152,9 +156,15 @@ export async function extendInChunks<K extends LockKeys>(
       if (chunk.length === 0) return;
       const keys: string[] = [];
       const args: (string | number)[] = [EXTEND_BUDGET_US];
-      for (const i of chunk) {
-        keys.push(...names(requests[i]!.keys));
-        args.push(requests[i]!.owner, requests[i]!.leaseMs);
+      if (acrossSlots) {
+        // lua/extend-across-slots.lua: the first lock's keys route the call; every lock's names travel in ARGV.
+        keys.push(...names(requests[chunk[0]!]!.keys));
+        for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+      } else {
+        for (const i of chunk) {
+          keys.push(...names(requests[i]!.keys));
+          args.push(requests[i]!.owner, requests[i]!.leaseMs);
+        }
       }
       let startUs: number;
       let elapsedUs: number;

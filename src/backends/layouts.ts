@@ -24,6 +24,12 @@ export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = Layout
   peerChannels(keys: K): readonly string[];
   /** Which script runs each operation (each layout checks its own take `Keys`: `satisfies LayoutScripts<Keys, I>`). */
   readonly scripts: LayoutScripts<LayoutKeys, I>;
+  /**
+   * The script that renews a Cluster node's leases of many slots in one call,
+   * touching keys it does not declare (lua/extend-across-slots.lua), where the
+   * layout has one; without it, or where the server refuses it, one slot per call.
+   */
+  readonly extendAcrossSlots?: 'extendAcrossSlots';
   /** Whether a release hands a freed lock to the longest-waiting writer (lua/includes/release-body.lua, HANDS_OVER). */
   readonly handsOver: boolean;
   /** The lock's state from the pages its inspect script replied (lua/includes/inspect-page.lua), in order. */
@@ -56,6 +62,7 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
       abandon: 'abandon',
       inspect: 'inspect',
     } satisfies LayoutScripts<HashKeys, 'inspect'>,
+    extendAcrossSlots: 'extendAcrossSlots',
     handsOver: true,
     describe: (resource, keys, pages) => {
       const { now, fields, deadlines, queue } = mergePages(pages);

@@ -19,7 +19,7 @@ import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
-import { type AcquireReply, holderArg, runScript, type ScriptReply } from './scripts.js';
+import { type AcquireReply, type HashKeys, holderArg, runScript, type ScriptReply } from './scripts.js';
 
 /**
  * Server time one inspect call reads for at most, in µs, and one step of 32
@@ -116,39 +116,59 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   }
 
   /**
-   * Renews in as few calls as the server takes: every call declares every
-   * key it touches (lua/extend.lua), and a Redis Cluster refuses declared
-   * keys of several slots, so there each call carries the leases of one slot.
-   * One server takes every lease in one group of calls, each as large as the
-   * budget allows, unless it refuses keys of several slots in one script (a
-   * proxy or service that routes scripts by their keys): the leases that
-   * call left unrenewed go again at once, one slot per call, and so does
+   * Renews in as few calls as the server takes. On one server, every lease
+   * in one group of calls, each as large as the budget allows, each
+   * declaring every key it touches (lua/extend.lua). A Redis Cluster refuses
+   * declared keys of several slots, so there each node's leases go together
+   * through lua/extend-across-slots.lua, which touches keys it does not
+   * declare; a server that refuses that, or keys of several slots in one
+   * script (ElastiCache Serverless, Dragonfly, a proxy that routes scripts
+   * by their keys), has the leases the refused calls left unrenewed sent
+   * again at once, one slot per call with every key declared, and so does
    * every later round of this backend.
    */
   async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
-    const extendGroup = (indexes: number[], results: number[]) =>
+    const extendGroup = (acrossSlots: boolean) => (indexes: number[], results: number[]) =>
       extendInChunks(
         requests,
         indexes,
         results,
         this.layout.names,
-        (keys, args, lock) => runScript(this.client, this.layout.scripts.extend, keys, args, lock),
+        (keys, args, lock) =>
+          acrossSlots
+            ? runScript(this.client, this.layout.extendAcrossSlots!, keys as unknown as HashKeys, args, lock)
+            : runScript(this.client, this.layout.scripts.extend, keys, args, lock),
         round,
         this.#sizersFor(requests[indexes[0]!]!.keys).extend,
+        acrossSlots,
       );
+    const declared = extendGroup(false);
     const all = requests.map((_, i) => i);
-    if (this.client.cluster || this.#oneSlotPerCall) return extendByGroup(requests.length, groupBySlot(requests, all), extendGroup);
-    return extendByGroup(requests.length, [all], async (indexes, results) => {
-      try {
-        await extendGroup(indexes, results);
-      } catch (error) {
-        if (!refusesSeveralSlots(error)) throw error;
-        this.#oneSlotPerCall = true;
-        const left = indexes.filter((i) => Number.isNaN(results[i]));
-        const bySlot = await extendByGroup(requests.length, groupBySlot(requests, left), extendGroup);
-        for (const i of left) results[i] = bySlot[i]!;
-      }
-    });
+    const bySlot = (indexes: Iterable<number>) => extendByGroup(requests.length, groupBySlot(requests, indexes), declared);
+    /** Runs `group` on `indexes`; when refused, renews what it left by slot (and remembers a refusal of several slots). */
+    const orBySlot =
+      (group: typeof declared, refusals: RegExp) =>
+      async (indexes: number[], results: number[]): Promise<void> => {
+        try {
+          await group(indexes, results);
+        } catch (error) {
+          const severalSlots = refusesSeveralSlots(error);
+          if (!severalSlots && !refusals.test(String(error))) throw error;
+          if (severalSlots) this.#oneSlotPerCall = true;
+          const left = indexes.filter((i) => Number.isNaN(results[i]));
+          const renewed = await bySlot(left);
+          for (const i of left) results[i] = renewed[i]!;
+        }
+      };
+    if (!this.client.cluster) {
+      if (this.#oneSlotPerCall) return bySlot(all);
+      return extendByGroup(requests.length, [all], orBySlot(declared, NEVER));
+    }
+    if (this.#oneSlotPerCall || this.layout.extendAcrossSlots === undefined) return bySlot(all);
+    const byNode = new Map<string, number[]>();
+    requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
+    // Also when the slot map moved under a call (a key no longer local, MOVED, ASK): one call per slot is always routable.
+    return extendByGroup(requests.length, [...byNode.values()], orBySlot(extendGroup(true), MOVED_UNDER_US));
   }
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
@@ -189,6 +209,11 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return node === undefined ? undefined : handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
   }
 }
+
+/** Nothing but a refusal of several slots sends one server's leases by slot. */
+const NEVER = /$^/;
+/** A Cluster node's calls refused because the slot map moved under them: its leases go by slot this once. */
+const MOVED_UNDER_US = /non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/;
 
 /**
  * A script refused because its keys lie in several slots (Redis Cluster, a

@@ -89,6 +89,11 @@ interface ScriptTable {
   acquireWrite: [HashKeys, ...LockOperations['acquireWrite']];
   release: [HashKeys, ...LockOperations['release']];
   extend: [HashKeys, ...LockOperations['extend']];
+  /**
+   * KEYS: the first lock's keys (they route the call); ARGV: the budget, then per lease its lock's keys, owner and
+   * lease length, undeclared (lua/extend-across-slots.lua: a Cluster that allows it, only).
+   */
+  extendAcrossSlots: [HashKeys, args: readonly (string | number)[], reply: number[]];
   abandon: [HashKeys, ...LockOperations['abandon']];
   inspect: [HashKeys, args: InspectArgs, reply: InspectReply];
   legacyAcquireRead: [LegacyKeys, ...LockOperations['acquireRead']];
