@@ -38,6 +38,15 @@ export function extendSizer(): CallSizer {
  */
 export const EXTEND_CALLS_IN_FLIGHT = 4;
 
+/**
+ * Groups renewed at once ({@link extendByGroup}): every node of a Cluster,
+ * and where calls carry one slot each (legacy and bridge mode on a Cluster,
+ * a server that refuses keys of several slots in one script), that many
+ * slots' calls in flight, not one per slot held (10,000 leases lie in some
+ * 7,500 slots: all at once, the client fell behind and leases ran out).
+ */
+export const EXTEND_GROUPS_IN_FLIGHT = 32;
+
 /** What a renewal round tells its calls, and learns from them. */
 export interface ExtendRound {
   /** Script calls made so far, every node together (the `redis-rwlock:renew` channel reports them). */
@@ -91,7 +100,7 @@ export function reportingRound(round: ExtendRound | undefined, answered: () => v
 
 /**
  * Renews leases with one sequence of calls per group of requests (a node, or a
- * slot), so that a group that fails (its node unreachable, its slot moving) does not
+ * slot; {@link EXTEND_GROUPS_IN_FLIGHT} groups at once), so that a group that fails (its node unreachable, its slot moving) does not
  * stop the renewal of every other lease: its entries stay NaN, "not known
  * this time", and the caller tries them again next period. When every group
  * fails, the first error is thrown.
@@ -102,7 +111,19 @@ export async function extendByGroup(
   run: (indexes: number[], results: number[]) => Promise<void>,
 ): Promise<number[]> {
   const results = new Array<number>(count).fill(NaN);
-  const settled = await Promise.allSettled(groups.map((indexes) => run(indexes, results)));
+  // At most EXTEND_GROUPS_IN_FLIGHT groups at once: one slot per group can make thousands of them.
+  const settled: PromiseSettledResult<void>[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < groups.length) {
+      const g = next++;
+      settled[g] = await run(groups[g]!, results).then(
+        () => ({ status: 'fulfilled', value: undefined }),
+        (reason: unknown) => ({ status: 'rejected', reason }),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(EXTEND_GROUPS_IN_FLIGHT, groups.length) }, worker));
   const failed = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed.length > 0 && failed.length === settled.length) throw failed[0]!.reason;
   return results;

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import {
   EXTEND_BUDGET_US,
   EXTEND_CALLS_IN_FLIGHT,
+  EXTEND_GROUPS_IN_FLIGHT,
   EXTEND_MAX_LEASES,
   type ExtendRound,
   extendByGroup,
@@ -18,6 +19,20 @@ describe('extendByGroup', () => {
     expect(results.slice(0, 2)).to.deep.equal([100, 101]);
     expect(Number.isNaN(results[2])).to.equal(true);
     expect(results[3]).to.equal(103);
+  });
+
+  it('runs at most EXTEND_GROUPS_IN_FLIGHT groups at once, and every group', async () => {
+    let running = 0;
+    let most = 0;
+    const groups = Array.from({ length: 1_000 }, (_, i) => [i]);
+    const results = await extendByGroup(groups.length, groups, async (indexes, out) => {
+      most = Math.max(most, ++running);
+      await new Promise((resolve) => setImmediate(resolve));
+      running--;
+      for (const i of indexes) out[i] = 1;
+    });
+    expect(most).to.equal(EXTEND_GROUPS_IN_FLIGHT);
+    expect(results.every((left) => left === 1)).to.equal(true);
   });
 
   it('throws the first error when every group failed', async () => {
