@@ -1,10 +1,12 @@
-#!lua flags=allow-cross-slot-keys
 --[[
   Extend the leases of one or many owners, each on its own lock: one call
-  renews every lease a client holds on one Redis node. On a Cluster the locks
-  may lie in different slots of that node; Redis routes and checks only the
-  declared keys (which must share a slot), so the first lock's keys are
-  declared and every lock's names travel in ARGV.
+  renews many leases a client holds. Every lock's keys are declared in KEYS,
+  so servers and proxies that route by, or enforce, declared keys run it
+  (Dragonfly, ElastiCache Serverless, key-routing proxies). A Redis Cluster
+  refuses declared keys of several slots (CROSSSLOT, whatever the script's
+  flags), so there one call carries the locks of one slot, and only where
+  the Cluster refuses lua/extend-across-slots.lua (src/backends/scripted.ts);
+  on one server, every lock, in as few calls as the budget allows.
 
   One call may hold thousands of leases, and Redis runs nothing else while
   it runs: the call stops once it has run for its budget (by the clock of
@@ -12,12 +14,10 @@
   the caller's size of the call is the bound) and replies for the locks it
   reached; the caller sends the rest in another call. It always reaches the
   first lock.
-  A sole holder kept in the hash alone (fresh-grant.lua) stays there: its
-  renewal moves the hash's expiry, which is its deadline, and nothing else.
 
-  KEYS[1..3]   stateKey, leasesKey, queueKey of the first lock (for routing)
-  ARGV[1]      the budget in microseconds
-  ARGV[5k-3..5k+1]  lock k: stateKey, leasesKey, queueKey, owner, new lease length in ms
+  KEYS[3k-2..3k]   lock k: stateKey, leasesKey, queueKey
+  ARGV[1]          the budget in microseconds
+  ARGV[2k..2k+1]   lock k: owner, new lease length in ms
 
   Reply: when the call started (server us) and how long it ran by its clock
          (us; 0 where the clock stands still), for the caller's sizing
@@ -34,43 +34,15 @@ local stateKey, leasesKey, queueKey
 -- @include layout-version
 -- @include state
 -- @include clock
+-- @include extend-one
 
 local now, startUs = serverTime()
 local budgetUs = tonumber(ARGV[1])
-local locks = (#ARGV - 1) / 5
+local locks = #KEYS / 3
 local results = { startUs, 0 }
 for k = 1, locks do
-  local at = 5 * (k - 1) + 1
-  stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  local owner, leaseMs = ARGV[at + 4], tonumber(ARGV[at + 5])
-  local mine = deadlineOf(owner)
-  if not mine then
-    -- Not in leasesKey: a sole holder kept in the hash alone, or lost. Inline,
-    -- its deadline is the hash's expiry, so its renewal is one PEXPIRE and it
-    -- stays inline (no sorted set; its release stays the two-command one).
-    -- Another owner inline, or a lock of another layout version: this lease
-    -- is lost, and nothing is written.
-    local sole = rcall('HMGET', stateKey, 'o', 'v')
-    if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
-      rcall('PEXPIRE', stateKey, ARGV[at + 5])
-      results[k + 2] = leaseMs
-    else
-      results[k + 2] = 0
-    end
-  elseif mine > now then
-    local deadline = int(now + leaseMs)
-    rcall('ZADD', leasesKey, deadline, owner)
-    -- The keys must live at least until the new deadline, and never need to
-    -- go sooner than they already do (GT): no scan for the latest deadline.
-    rcall('PEXPIREAT', stateKey, deadline, 'GT')
-    rcall('PEXPIREAT', leasesKey, deadline, 'GT')
-    rcall('PEXPIREAT', queueKey, deadline, 'GT')
-    results[k + 2] = leaseMs
-  else
-    removeOwner(owner)
-    refreshExpiry(now)
-    results[k + 2] = 0
-  end
+  stateKey, leasesKey, queueKey = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
+  results[k + 2] = renewOne(ARGV[2 * k], ARGV[2 * k + 1], now)
   if k < locks and elapsedUs() >= budgetUs then break end
 end
 results[2] = elapsedUs()

@@ -1,15 +1,16 @@
 --[[
   Extend the leases of one or many owners in legacy or bridge mode, each on
-  its own lock (all in one slot: the caller groups them by slot). As
+  its own lock (every lock's keys declared; on a Cluster, the caller sends
+  the locks of one slot per call). As
   lua/extend.lua, and the two-key layout must still back the hold: a writer
   whose write key is gone or taken, or a reader while somebody else holds
   the write key, has lost the lock. A reader's read key deleted by an old
   reader's release is restored.
 
-  KEYS[1..6]     the first lock's keys, as in lua/legacy-acquire-read.lua (for routing)
-  ARGV[1]        the budget in microseconds (as in lua/extend.lua)
-  ARGV[8k-6..8k+1] lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
-                 readersKey, owner, new lease length in ms
+  KEYS[6k-5..6k]  lock k: stateKey, leasesKey, queueKey, readKey, writeKey,
+                  readersKey, as in lua/legacy-acquire-read.lua
+  ARGV[1]         the budget in microseconds (as in lua/extend.lua)
+  ARGV[2k..2k+1]  lock k: owner, new lease length in ms
 
   Reply: as lua/extend.lua's, when the call started and how long it ran by
          its clock, then one integer per lock k reached within the budget,
@@ -29,13 +30,13 @@ local peerChannel = ''
 
 local now, startUs = serverTime()
 local budgetUs = tonumber(ARGV[1])
-local locks = (#ARGV - 1) / 8
+local locks = #KEYS / 6
 local results = { startUs, 0 }
 for k = 1, locks do
-  local at = 8 * (k - 1) + 1
-  stateKey, leasesKey, queueKey = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  readKey, writeKey, readersKey = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6]
-  local owner, leaseMs = ARGV[at + 7], tonumber(ARGV[at + 8])
+  local at = 6 * (k - 1)
+  stateKey, leasesKey, queueKey = KEYS[at + 1], KEYS[at + 2], KEYS[at + 3]
+  readKey, writeKey, readersKey = KEYS[at + 4], KEYS[at + 5], KEYS[at + 6]
+  local owner, leaseMs = ARGV[2 * k], tonumber(ARGV[2 * k + 1])
   -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
   local mine = spilledDeadlineOf(owner, true)
   if mine and mine > now and peerIntact(owner) then

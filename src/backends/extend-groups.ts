@@ -38,6 +38,15 @@ export function extendSizer(): CallSizer {
  */
 export const EXTEND_CALLS_IN_FLIGHT = 4;
 
+/**
+ * Groups renewed at once ({@link extendByGroup}): every node of a Cluster,
+ * and where calls carry one slot each (legacy and bridge mode on a Cluster,
+ * a server that refuses keys of several slots in one script), that many
+ * slots' calls in flight, not one per slot held (10,000 leases lie in some
+ * 7,500 slots: all at once, the client fell behind and leases ran out).
+ */
+export const EXTEND_GROUPS_IN_FLIGHT = 32;
+
 /** What a renewal round tells its calls, and learns from them. */
 export interface ExtendRound {
   /** Script calls made so far, every node together (the `redis-rwlock:renew` channel reports them). */
@@ -91,7 +100,7 @@ export function reportingRound(round: ExtendRound | undefined, answered: () => v
 
 /**
  * Renews leases with one sequence of calls per group of requests (a node, or a
- * slot), so that a group that fails (its node unreachable, its slot moving) does not
+ * slot; {@link EXTEND_GROUPS_IN_FLIGHT} groups at once), so that a group that fails (its node unreachable, its slot moving) does not
  * stop the renewal of every other lease: its entries stay NaN, "not known
  * this time", and the caller tries them again next period. When every group
  * fails, the first error is thrown.
@@ -102,7 +111,19 @@ export async function extendByGroup(
   run: (indexes: number[], results: number[]) => Promise<void>,
 ): Promise<number[]> {
   const results = new Array<number>(count).fill(NaN);
-  const settled = await Promise.allSettled(groups.map((indexes) => run(indexes, results)));
+  // At most EXTEND_GROUPS_IN_FLIGHT groups at once: one slot per group can make thousands of them.
+  const settled: PromiseSettledResult<void>[] = [];
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < groups.length) {
+      const g = next++;
+      settled[g] = await run(groups[g]!, results).then(
+        () => ({ status: 'fulfilled', value: undefined }),
+        (reason: unknown) => ({ status: 'rejected', reason }),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(EXTEND_GROUPS_IN_FLIGHT, groups.length) }, worker));
   const failed = settled.filter((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed.length > 0 && failed.length === settled.length) throw failed[0]!.reason;
   return results;
@@ -116,23 +137,28 @@ export async function extendByGroup(
  * reached (a little more after a call that reached all of its own), or where
  * the script's clock stands still by what calls cost. {@link EXTEND_CALLS_IN_FLIGHT}
  * calls are in flight at once. Each call's KEYS and ARGV are as the extend
- * scripts take them: the first lock's keys (they route the call), then the
- * budget and per lease its lock's keys, owner and lease length; its reply,
- * the call's start and run by its clock, then a result per lease reached.
+ * scripts take them: every lease's lock's keys (all declared: the caller
+ * groups `indexes` by slot where the server wants one slot per call), then
+ * the budget and per lease its owner and lease length; its reply, the
+ * call's start and run by its clock, then a result per lease reached.
+ * With `acrossSlots` (lua/extend-across-slots.lua, a Cluster node's leases of
+ * many slots), the first lock's keys alone are declared, and every lease's
+ * lock's keys go in ARGV before its owner.
  * Writes each lease's result into `results` and counts the calls in `round`;
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
  * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
  * the group, its leases not sent staying NaN; then the first error is thrown.
  */
-export async function extendInChunks<K extends LockKeys, Keys extends readonly string[]>(
+export async function extendInChunks<K extends LockKeys>(
   requests: readonly ExtendRequest<K>[],
   indexes: readonly number[],
   results: number[],
-  names: (keys: K) => Keys,
-  run: (keys: Keys, args: (string | number)[]) => Promise<number[]>,
+  names: (keys: K) => readonly string[],
+  run: (keys: string[], args: (string | number)[], lock: K) => Promise<number[]>,
   round?: ExtendRound,
   sizer: CallSizer = extendSizer(),
+  acrossSlots = false,
 ): Promise<void> {
   let next = 0;
   /** Leases sent but not reached, in order: they go out first. */
@@ -149,14 +175,24 @@ export async function extendInChunks<K extends LockKeys, Keys extends readonly s
         for (const i of fresh) chunk.push(i);
       }
       if (chunk.length === 0) return;
+      const keys: string[] = [];
       const args: (string | number)[] = [EXTEND_BUDGET_US];
-      for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+      if (acrossSlots) {
+        // lua/extend-across-slots.lua: the first lock's keys route the call; every lock's names travel in ARGV.
+        keys.push(...names(requests[chunk[0]!]!.keys));
+        for (const i of chunk) args.push(...names(requests[i]!.keys), requests[i]!.owner, requests[i]!.leaseMs);
+      } else {
+        for (const i of chunk) {
+          keys.push(...names(requests[i]!.keys));
+          args.push(requests[i]!.owner, requests[i]!.leaseMs);
+        }
+      }
       let startUs: number;
       let elapsedUs: number;
       let reply: number[];
       const sentAt = performance.now();
       try {
-        const call = run(names(requests[chunk[0]!]!.keys), args);
+        const call = run(keys, args, requests[chunk[0]!]!.keys);
         [startUs = 0, elapsedUs = 0, ...reply] = await (round?.bound ? round.bound(call) : call);
         if (round) round.calls++;
         if (reply.length === 0) throw new Error('the extend script replied for no lease; it always reaches the first');

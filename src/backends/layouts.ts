@@ -7,8 +7,8 @@ import type { HashKeys, LayoutKeys, LegacyKeys, OperationScript, ScriptReply } f
 
 /**
  * A storage layout as data: how a resource's keys are named, which script
- * runs each operation, the peer channels its release and abandon wake, how
- * its leases group for renewal, and how its inspect reply reads. The
+ * runs each operation, the peer channels its release and abandon wake, and
+ * how its inspect reply reads. The
  * `ScriptedBackend` runs any layout; the layouts' scripts take the same
  * arguments after their KEYS (lua/includes/*-body.lua), so nothing else
  * differs.
@@ -25,11 +25,11 @@ export interface Layout<K extends LockKeys, out Keys extends LayoutKeys = Layout
   /** Which script runs each operation (each layout checks its own take `Keys`: `satisfies LayoutScripts<Keys, I>`). */
   readonly scripts: LayoutScripts<LayoutKeys, I>;
   /**
-   * On a Cluster, which leases one extend call may renew: every lease of a
-   * node (the script declares only the first lock's keys and allows the
-   * others' slots), or those of one slot.
+   * The script that renews a Cluster node's leases of many slots in one call,
+   * touching keys it does not declare (lua/extend-across-slots.lua), where the
+   * layout has one; without it, or where the server refuses it, one slot per call.
    */
-  readonly extendGroups: 'node' | 'slot';
+  readonly extendAcrossSlots?: 'extendAcrossSlots';
   /** Whether a release hands a freed lock to the longest-waiting writer (lua/includes/release-body.lua, HANDS_OVER). */
   readonly handsOver: boolean;
   /** The lock's state from the pages its inspect script replied (lua/includes/inspect-page.lua), in order. */
@@ -62,7 +62,7 @@ export function hashLayout(prefix: string): Layout<LockKeys, HashKeys, 'inspect'
       abandon: 'abandon',
       inspect: 'inspect',
     } satisfies LayoutScripts<HashKeys, 'inspect'>,
-    extendGroups: 'node',
+    extendAcrossSlots: 'extendAcrossSlots',
     handsOver: true,
     describe: (resource, keys, pages) => {
       const { now, fields, deadlines, queue } = mergePages(pages);
@@ -88,8 +88,7 @@ export const OLD_READERS_MEMBER = '';
  * plus the two keys of the old scheme, checked and written together in one
  * script, so that old processes and library processes refuse each other as
  * two old processes would. The scripts are the hash-mode ones with the
- * `legacy` peer hooks (lua/includes/legacy.lua). Each script touches one
- * slot, so renewal groups leases by slot.
+ * `legacy` peer hooks (lua/includes/legacy.lua).
  */
 export function legacyLayout(
   prefix: string,
@@ -109,7 +108,6 @@ export function legacyLayout(
       abandon: 'legacyAbandon',
       inspect: 'legacyInspect',
     } satisfies LayoutScripts<LegacyKeys, 'legacyInspect'>,
-    extendGroups: 'slot',
     handsOver: false,
     describe: describeLegacyLock,
   };

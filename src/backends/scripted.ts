@@ -19,7 +19,7 @@ import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
-import { type AcquireReply, holderArg, runScript, type ScriptReply } from './scripts.js';
+import { type AcquireReply, type HashKeys, holderArg, runScript, type ScriptReply } from './scripts.js';
 
 /**
  * Server time one inspect call reads for at most, in µs, and one step of 32
@@ -44,6 +44,8 @@ const INSPECT_FIRST_STEPS = 2;
 export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   /** The sizers of each node's renewal and inspect calls, by node ('' on one server). */
   readonly #sizers = new Map<string, { extend: CallSizer; inspect: CallSizer }>();
+  /** Set once one server refused a renewal call's keys of several slots: its renewal calls carry one slot each from then on. */
+  #oneSlotPerCall = false;
 
   constructor(
     private readonly client: Driver,
@@ -113,31 +115,60 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return sizers;
   }
 
+  /**
+   * Renews in as few calls as the server takes. On one server, every lease
+   * in one group of calls, each as large as the budget allows, each
+   * declaring every key it touches (lua/extend.lua). A Redis Cluster refuses
+   * declared keys of several slots, so there each node's leases go together
+   * through lua/extend-across-slots.lua, which touches keys it does not
+   * declare; a server that refuses that, or keys of several slots in one
+   * script (ElastiCache Serverless, Dragonfly, a proxy that routes scripts
+   * by their keys), has the leases the refused calls left unrenewed sent
+   * again at once, one slot per call with every key declared, and so does
+   * every later round of this backend.
+   */
   async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
-    const extendGroup = (indexes: number[], results: number[]) =>
+    const extendGroup = (acrossSlots: boolean) => (indexes: number[], results: number[]) =>
       extendInChunks(
         requests,
         indexes,
         results,
         this.layout.names,
-        (keys, args) => runScript(this.client, this.layout.scripts.extend, keys, args),
+        (keys, args, lock) =>
+          acrossSlots
+            ? runScript(this.client, this.layout.extendAcrossSlots!, keys as unknown as HashKeys, args, lock)
+            : runScript(this.client, this.layout.scripts.extend, keys, args, lock),
         round,
         this.#sizersFor(requests[indexes[0]!]!.keys).extend,
+        acrossSlots,
       );
-    if (!this.client.cluster) return extendByGroup(requests.length, [requests.map((_, i) => i)], extendGroup);
-    if (this.layout.extendGroups === 'slot') return extendByGroup(requests.length, groupBySlot(requests, requests.keys()), extendGroup);
+    const declared = extendGroup(false);
+    const all = requests.map((_, i) => i);
+    const bySlot = (indexes: Iterable<number>) => extendByGroup(requests.length, groupBySlot(requests, indexes), declared);
+    /** Runs `group` on `indexes`; when refused, renews what it left by slot (and remembers a refusal of several slots). */
+    const orBySlot =
+      (group: typeof declared, refusals: RegExp) =>
+      async (indexes: number[], results: number[]): Promise<void> => {
+        try {
+          await group(indexes, results);
+        } catch (error) {
+          const severalSlots = refusesSeveralSlots(error);
+          if (!severalSlots && !refusals.test(String(error))) throw error;
+          if (severalSlots) this.#oneSlotPerCall = true;
+          const left = indexes.filter((i) => Number.isNaN(results[i]));
+          const renewed = await bySlot(left);
+          for (const i of left) results[i] = renewed[i]!;
+        }
+      };
+    if (!this.client.cluster) {
+      if (this.#oneSlotPerCall) return bySlot(all);
+      return extendByGroup(requests.length, [all], orBySlot(declared, NEVER));
+    }
+    if (this.#oneSlotPerCall || this.layout.extendAcrossSlots === undefined) return bySlot(all);
     const byNode = new Map<string, number[]>();
     requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
-    return extendByGroup(requests.length, [...byNode.values()], async (indexes, results) => {
-      try {
-        await extendGroup(indexes, results);
-      } catch (error) {
-        // The slot map moved under us (a key no longer local, MOVED, ASK): one call per slot is always routable.
-        if (!/non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/.test(String(error))) throw error;
-        const bySlot = await extendByGroup(requests.length, groupBySlot(requests, indexes), extendGroup);
-        for (const i of indexes) results[i] = bySlot[i]!;
-      }
-    });
+    // Also when the slot map moved under a call (a key no longer local, MOVED, ASK): one call per slot is always routable.
+    return extendByGroup(requests.length, [...byNode.values()], orBySlot(extendGroup(true), MOVED_UNDER_US));
   }
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
@@ -177,6 +208,20 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     const [node] = handedNodes(r, queuedUntil, handed);
     return node === undefined ? undefined : handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
   }
+}
+
+/** Nothing but a refusal of several slots sends one server's leases by slot. */
+const NEVER = /$^/;
+/** A Cluster node's calls refused because the slot map moved under them: its leases go by slot this once. */
+const MOVED_UNDER_US = /non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Cluster redirections/;
+
+/**
+ * A script refused because its keys lie in several slots (Redis Cluster, a
+ * proxy or service that routes by key: `CROSSSLOT`), or because it touched
+ * keys it did not declare (Dragonfly, Upstash: "undeclared").
+ */
+export function refusesSeveralSlots(error: unknown): boolean {
+  return /CROSSSLOT|same slot|undeclared|not declared/i.test(error instanceof Error ? error.message : String(error));
 }
 
 /** The request indexes among `indexes`, grouped by their lock's Cluster slot. */

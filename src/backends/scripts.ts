@@ -71,7 +71,8 @@ interface LockOperations {
     reply: number,
   ];
   /**
-   * ARGV: per lease, its lock's keys, the owner and the lease length; KEYS: the first lock's keys (they route the call).
+   * KEYS: every lease's lock's keys, in order (the table below names one lock's: they pick the layout);
+   * ARGV: the budget, then per lease the owner and the lease length.
    * Reply: the call's start (server µs) and its run by its clock (µs), then the lease left of each lock reached (lua/extend.lua).
    */
   extend: [args: readonly (string | number)[], reply: number[]];
@@ -88,6 +89,11 @@ interface ScriptTable {
   acquireWrite: [HashKeys, ...LockOperations['acquireWrite']];
   release: [HashKeys, ...LockOperations['release']];
   extend: [HashKeys, ...LockOperations['extend']];
+  /**
+   * KEYS: the first lock's keys (they route the call); ARGV: the budget, then per lease its lock's keys, owner and
+   * lease length, undeclared (lua/extend-across-slots.lua: a Cluster that allows it, only).
+   */
+  extendAcrossSlots: [HashKeys, args: readonly (string | number)[], reply: number[]];
   abandon: [HashKeys, ...LockOperations['abandon']];
   inspect: [HashKeys, args: InspectArgs, reply: InspectReply];
   legacyAcquireRead: [LegacyKeys, ...LockOperations['acquireRead']];
@@ -123,8 +129,8 @@ export type OperationScript<Op extends LockOperation, Keys extends LayoutKeys = 
 /** An operation every layout runs with a script of its own. */
 export type LockOperation = keyof LockOperations;
 
-/** The KEYS of script `N`. */
-export type ScriptKeys<N extends ScriptName> = ScriptTable[N][0];
+/** The KEYS of script `N`: the extend scripts take the keys of every lock they renew, one lock's after another. */
+export type ScriptKeys<N extends ScriptName> = N extends 'extend' | 'legacyExtend' ? readonly string[] : ScriptTable[N][0];
 /** The arguments (ARGV) of script `N`. */
 export type ScriptArgs<N extends ScriptName> = ScriptTable[N][1];
 /** The reply of script `N`. */

@@ -33,6 +33,7 @@ const KEY_COUNTS: Record<ScriptName, number | undefined> = {
   acquireWrite: 3,
   release: 3,
   extend: 3,
+  extendAcrossSlots: 3,
   abandon: 3,
   inspect: 3,
   legacyAcquireRead: 6,

@@ -61,7 +61,7 @@ forEachTopology('renewal where the clock stands still', (ctx) => {
           results,
           names,
           async (keys, args) => {
-            const reply = (await redis.evalsha(shas[0]!, 3, ...keys, ...args)) as number[];
+            const reply = (await redis.evalsha(shas[0]!, keys.length, ...keys, ...args)) as number[];
             elapsed.push(reply[1]!);
             return reply;
           },

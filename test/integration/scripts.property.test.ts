@@ -387,7 +387,7 @@ async function run(redis: RedisClient, keys: LockKeys, config: Config, s: Resolv
       return { reply: left >= 0 ? `released:${left}` : 'not held' };
     }
     case 'extend': {
-      const [, , left] = await runScript(driverFor(redis), 'extend', names, [EXTEND_BUDGET_US, ...names, s.owner, LEASE_MS]);
+      const [, , left] = await runScript(driverFor(redis), 'extend', names, [EXTEND_BUDGET_US, s.owner, LEASE_MS]);
       return { reply: left! > 0 ? 'extended' : 'not held' };
     }
     case 'abandon':

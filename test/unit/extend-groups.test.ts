@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import {
   EXTEND_BUDGET_US,
   EXTEND_CALLS_IN_FLIGHT,
+  EXTEND_GROUPS_IN_FLIGHT,
   EXTEND_MAX_LEASES,
   type ExtendRound,
   extendByGroup,
@@ -20,6 +21,20 @@ describe('extendByGroup', () => {
     expect(results[3]).to.equal(103);
   });
 
+  it('runs at most EXTEND_GROUPS_IN_FLIGHT groups at once, and every group', async () => {
+    let running = 0;
+    let most = 0;
+    const groups = Array.from({ length: 1_000 }, (_, i) => [i]);
+    const results = await extendByGroup(groups.length, groups, async (indexes, out) => {
+      most = Math.max(most, ++running);
+      await new Promise((resolve) => setImmediate(resolve));
+      running--;
+      for (const i of indexes) out[i] = 1;
+    });
+    expect(most).to.equal(EXTEND_GROUPS_IN_FLIGHT);
+    expect(results.every((left) => left === 1)).to.equal(true);
+  });
+
   it('throws the first error when every group failed', async () => {
     const error = await extendByGroup(2, [[0], [1]], async () => {
       throw new Error('all down');
@@ -36,8 +51,8 @@ describe('extendInChunks', () => {
   const requests = Array.from({ length: 1_000 }, (_, i) => ({ keys: keysOf(i), owner: `o${i}`, leaseMs: 5_000, holdIds: [`h${i}`] }));
   const all = requests.map((_, i) => i);
   const names = (k: ReturnType<typeof keysOf>) => [k.state, k.leases, k.queue] as const;
-  /** The owners a call carries, from its ARGV (budget, then 5 per lease). */
-  const ownersOf = (args: (string | number)[]) => args.filter((_, k) => k % 5 === 4) as string[];
+  /** The owners a call carries, from its ARGV (budget, then owner and lease length per lease). */
+  const ownersOf = (args: (string | number)[]) => args.filter((_, k) => k % 2 === 1) as string[];
 
   it('sends the leases a call did not reach first in the next, and sizes calls by what the budget reached', async () => {
     const sent: string[][] = [];
@@ -49,9 +64,11 @@ describe('extendInChunks', () => {
       all,
       results,
       names,
-      async (_keys, args) => {
+      async (keys, args) => {
         expect(args[0]).to.equal(EXTEND_BUDGET_US);
         const owners = ownersOf(args);
+        // Every lease's lock's keys are declared, in the order of its owner and lease length.
+        expect(keys).to.deep.equal(owners.flatMap((o) => names(keysOf(Number(o.slice(1))))));
         sent.push(owners);
         // A clock that moves: the call ran for 250 µs.
         return [0, 250, ...owners.slice(0, 10).map(() => 5_000)];

@@ -1,0 +1,150 @@
+/**
+ * Every script call declares every key it touches (issue 43), and renewal
+ * holds on where the server refuses keys of several slots in one script.
+ *
+ * - The declared-keys guard (test/support/declared-keys.ts) knows where every
+ *   command the scripts run takes its keys, and refuses a key not in KEYS.
+ *   `npm test` runs the script suites under it (TEST_DECLARED_KEYS=1).
+ * - On a Cluster that refuses a script reaching keys of several slots (here
+ *   Redis itself: the across-slots renewal script without its
+ *   `allow-cross-slot-keys` flag), and on one server behind a proxy that
+ *   refuses keys of several slots in one call (CROSSSLOT, emulated in front
+ *   of the driver), every lease is renewed in the same round, the rest of
+ *   the round's calls carry one slot each, and so do the next rounds.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
+import { hashLayout } from '../../src/backends/layouts.js';
+import { ScriptedBackend } from '../../src/backends/scripted.js';
+import type { ScriptName } from '../../src/backends/scripts.js';
+import type { Driver } from '../../src/clients/driver.js';
+import { driverFor } from '../../src/clients/index.js';
+import { LockClient, lockKeys } from '../../src/index.js';
+import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
+import { forEachTopology } from '../setup/topologies.js';
+import { commandsOf, guardedSource, KEY_POSITIONS, UNDECLARED } from '../support/declared-keys.js';
+
+const LUA = join(import.meta.dirname, '..', '..', 'lua');
+
+describe('the declared-keys guard', () => {
+  it('knows where every command the scripts run takes its keys', () => {
+    const files = [
+      ...readdirSync(LUA).filter((f) => f.endsWith('.lua')),
+      ...readdirSync(join(LUA, 'includes')).map((f) => join('includes', f)),
+    ];
+    const commands = new Set(files.flatMap((f) => commandsOf(readFileSync(join(LUA, f), 'utf8'))));
+    expect(commands.size).to.be.above(20);
+    expect([...commands].filter((c) => KEY_POSITIONS[c] === undefined)).to.deep.equal([]);
+  });
+});
+
+forEachTopology('declared keys', (ctx) => {
+  it('the guard refuses a key the script did not declare, naming it, and lets declared ones through', async function () {
+    if (ctx.kind !== 'standalone') this.skip(); // one server: any keys may be declared together
+    const redis = ctx.client();
+    const script = guardedSource("local rcall = redis.call\nrcall('SET', KEYS[1], '1')\nreturn redis.pcall('DEL', KEYS[1], ARGV[1])");
+    expect(await redis.eval(script, 2, 'dk:a', 'dk:b', 'dk:b')).to.equal(1);
+    const error = await redis.eval(script, 1, 'dk:a', 'dk:b').then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(error?.message).to.contain(`${UNDECLARED} dk:b (DEL) is not in KEYS`);
+    // Nothing ran past the refused command: the key it did declare stays.
+    expect(await redis.exists('dk:a')).to.equal(1);
+  });
+
+  it('renews every lease where the server refuses keys of several slots in one script, then one slot per call', async function () {
+    this.timeout(60_000);
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    const LEASES = 300;
+    try {
+      const leases = await Promise.all(
+        Array.from({ length: LEASES }, (_, i) => locks.lock(`declared:${i}`).acquireWrite({ leaseMs: 60_000 })),
+      );
+      const requests = leases.map((lease) => ({
+        keys: lockKeys('rwlock', lease.resource),
+        owner: lease.token,
+        leaseMs: 30_000,
+        holdIds: [],
+      }));
+      const slots = new Set(requests.map((r) => r.keys.slot));
+      expect(slots.size, 'the leases lie in many slots').to.be.above(LEASES / 2);
+      const { driver, calls } = refusingSeveralSlots(driverFor(redis), ctx.kind === 'cluster');
+      const backend = new ScriptedBackend(driver, hashLayout('rwlock'));
+
+      const round = { calls: 0 };
+      const first = await backend.extend(requests, round);
+      expect(
+        first.filter((left) => !(left > 29_000)),
+        'no lease lost or left unrenewed in the refused round',
+      ).to.deep.equal([]);
+      const refused = calls.filter((c) => c.refused);
+      expect(refused.length, 'a call was refused').to.be.above(0);
+      const after = calls.slice(calls.indexOf(refused[refused.length - 1]!) + 1);
+      expect(
+        after.every((c) => c.name === 'extend' && c.slots === 1),
+        'after the refusal, one slot per call, every key declared',
+      ).to.equal(true);
+
+      calls.length = 0;
+      const second = await backend.extend(requests);
+      expect(second.every((left) => left > 29_000)).to.equal(true);
+      expect(
+        calls.every((c) => !c.refused && c.name === 'extend' && c.slots === 1),
+        'the next round: one slot per call from the start',
+      ).to.equal(true);
+      expect(calls.length, 'a call per slot').to.equal(slots.size);
+      for (const lease of leases) expect(lease.state).to.equal('held');
+    } finally {
+      await locks.close();
+    }
+  });
+});
+
+interface Call {
+  readonly name: ScriptName;
+  /** The slots of the keys the call reaches (declared, or for the across-slots script, named in ARGV). */
+  readonly slots: number;
+  readonly refused: boolean;
+}
+
+/**
+ * `driver`, refusing script calls that reach keys of several slots, as the
+ * servers the library must renew on do. On a Cluster, Redis refuses: the
+ * across-slots renewal script goes without its `allow-cross-slot-keys` flag
+ * (sent with EVAL, so that no cached copy of the flagged one answers). On
+ * one server, a key-routing proxy: a call whose declared keys lie in several
+ * slots gets CROSSSLOT, as such a proxy answers.
+ */
+function refusingSeveralSlots(driver: Driver, cluster: boolean): { driver: Driver; calls: Call[] } {
+  const calls: Call[] = [];
+  const withoutFlag = LUA_SOURCES.extendAcrossSlots.replace(/^#!lua flags=allow-cross-slot-keys\n/, '#!lua\n');
+  const wrapped: Driver = Object.create(driver);
+  wrapped.script = async (name: ScriptName, args: readonly (string | number)[], lock?) => {
+    const keyCount = Number(args[0]);
+    const keys = args.slice(1, 1 + keyCount).map(String);
+    const reached = name === 'extendAcrossSlots' ? args.slice(2 + keyCount).filter((_, i) => i % 5 < 3) : keys;
+    const slots = new Set(reached.map((k) => calculateSlot(String(k)))).size;
+    if (cluster && name === 'extendAcrossSlots') {
+      expect(withoutFlag).to.not.equal(LUA_SOURCES.extendAcrossSlots);
+      try {
+        const reply = await driver.command(['EVAL', withoutFlag, ...args.map(String)]);
+        calls.push({ name, slots, refused: false });
+        return reply;
+      } catch (error) {
+        calls.push({ name, slots, refused: true });
+        throw error;
+      }
+    }
+    if (!cluster && slots > 1) {
+      calls.push({ name, slots, refused: true });
+      throw new Error("CROSSSLOT Keys in request don't hash to the same slot");
+    }
+    calls.push({ name, slots, refused: false });
+    return driver.script(name, args, lock);
+  };
+  return { driver: wrapped, calls };
+}
