@@ -147,6 +147,8 @@ export class GlideDriver implements Driver {
   /** The scripts sent once already (with EVAL; a Cluster's other masters answer NOSCRIPT once, and GLIDE loads them). */
   private readonly sent = new Set<ScriptName>();
   private users = 0;
+  /** Calls by `Script` not yet ended (in flight, or waiting in the gate): the last user's end releases the Scripts after them. */
+  private scriptCalls = 0;
   /** The library's script calls in flight on this client, at most half of GLIDE's limit; the rest wait in order. */
   private readonly gate: CallGate;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
@@ -175,9 +177,15 @@ export class GlideDriver implements Driver {
       if (released) return;
       released = true;
       if (--this.users > 0) return;
-      for (const script of this.scripts.values()) script.release();
-      this.scripts.clear();
+      this.releaseScripts();
     };
+  }
+
+  /** Releases the Scripts once no LockClient uses them and no call by them is left (one waiting in the gate would run with a released one). */
+  private releaseScripts(): void {
+    if (this.users > 0 || this.scriptCalls > 0) return;
+    for (const script of this.scripts.values()) script.release();
+    this.scripts.clear();
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
@@ -209,7 +217,13 @@ export class GlideDriver implements Driver {
     let script = this.scripts.get(name);
     if (script === undefined) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
     const invocation = { keys, args: rest };
-    return this.gate.run(() => resending(this.client, () => this.client.invokeScript(script, invocation)));
+    this.scriptCalls++;
+    return this.gate
+      .run(() => resending(this.client, () => this.client.invokeScript(script, invocation)))
+      .finally(() => {
+        this.scriptCalls--;
+        this.releaseScripts();
+      });
   }
 
   command(args: readonly string[]): Promise<unknown> {
