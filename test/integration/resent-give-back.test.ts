@@ -8,7 +8,7 @@
  * because the fault proxy dropped the first reply.
  */
 import { expect } from 'chai';
-import { type Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Requeue } from '../../src/backends/backend.js';
 import { hashLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
@@ -17,7 +17,8 @@ import { driverFor } from '../../src/clients/index.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
 import { startFaultProxy } from '../../src/testing/index.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { disconnect, forEachTopology, selectedClients } from '../setup/topologies.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
 
 const LEASE_MS = 60_000;
 const BEAT_MS = 60_000;
@@ -76,18 +77,21 @@ forEachTopology('A give-back at a queue place, run twice', (ctx) => {
     expect(await snapshot(redis, keys), 'after the resend').to.deep.equal(first);
     expect(first, 'after the first delivery').to.deep.equal(before);
   });
-  if (ctx.kind === 'standalone') {
-    it('resent by the client after a lost reply, leaves the writer queued at its place', async () => {
+  // The clients that send a lost call again: ioredis by itself, GLIDE through the library's driver.
+  for (const kind of ctx.kind === 'standalone' ? selectedClients(['ioredis', 'glide']) : []) {
+    it(`resent by the client after a lost reply, leaves the writer queued at its place (${kind})`, async () => {
+      if (ctx.kind !== 'standalone') return;
       const admin = ctx.client() as Redis;
       const proxy = await startFaultProxy({ target: { port: ctx.server.port } });
-      const through = new Redis({ port: proxy.port, host: proxy.host });
-      through.on('error', () => undefined);
+      const through = await connectLockClient(targetThrough(proxy, kind));
       try {
         const keys = lockKeys('rg', 'resent');
         await acquireWrite(admin, keys, 'w1', 'W');
         await acquireWrite(admin, keys, 'e1', 'E', EARLY);
-        const backend = new ScriptedBackend(driverFor(through), hashLayout('rg'));
+        const backend = new ScriptedBackend(driverFor(through)!, hashLayout('rg'));
         await backend.inspect('resent', keys); // the connection is up and past the server check
+        const scripts = () => (proxy.stats.commands.eval ?? 0) + (proxy.stats.commands.evalsha ?? 0);
+        const before = scripts();
         const requeue: Requeue = { placeUs: LATER, beatMs: BEAT_MS, leaseMs: LEASE_MS };
         // The release (its first call on this client is EVAL, not EVALSHA).
         const dropped = proxy.dropAfterReply({ argument: 'w w1 W' });
@@ -95,11 +99,12 @@ forEachTopology('A give-back at a queue place, run twice', (ctx) => {
         await dropped;
         await released; // the resend's reply
         expect(proxy.stats.drops).to.equal(1);
+        expect(scripts() - before, 'release calls the server ran').to.equal(2);
         expect(await admin.hget(keys.state, 'w')).to.equal('E');
         expect(await admin.zrange(keys.queue, '0', '-1', 'WITHSCORES')).to.deep.equal(['W', String(LATER)]);
         expect(await admin.hget(keys.state, 'g:W')).to.equal(`w1 ${LEASE_MS}`);
       } finally {
-        through.disconnect();
+        disconnect(through);
         await proxy.close();
       }
     });
