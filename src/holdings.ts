@@ -335,6 +335,13 @@ export class Holdings implements LeaseHost {
     );
     await this.deadlines.within(releasing, this.redisTimeoutMs, 'releasing the leases still held', NO_SUBJECT).catch(() => undefined);
     this.ended = true;
+    // Nothing left to lose: the timer of a deadline already released goes, or it would keep the
+    // closed client reachable until then (up to a lease). A lease still held keeps it.
+    if (this.byId.size === 0) {
+      clearTimeout(this.deadlineTimer);
+      this.deadlineTimer = undefined;
+      this.deadlineTimerAt = Infinity;
+    }
   }
 
   /**

@@ -37,8 +37,10 @@ if not mine or mine <= now then
   -- is not queued under this id: a grant takes it out of the queue; another
   -- acquire of the same owner queues under another id.) An owner whose holds
   -- all expired holds nothing either.
+  -- A give-back (requeue) finds it queued under this id only when an earlier
+  -- delivery of the same give-back queued it there: a resend leaves it queued.
   local registered = rcall('HGET', stateKey, 'g:' .. owner)
-  if registered and string.sub(registered, 1, #holdId + 1) == holdId .. ' ' then dequeue(owner) end
+  if registered and not requeue and string.sub(registered, 1, #holdId + 1) == holdId .. ' ' then dequeue(owner) end
   if mine then
     removeOwner(owner)
     peerMirror(owner, now)
@@ -53,6 +55,30 @@ if not list then return -1 end
 -- Already released by an earlier delivery of this release: the owner's other
 -- holds of the mode stay as they are.
 if not hasHold(list, holdId) then return holdCount(list) end
+
+-- A redlock writer giving back a grant no majority joined, at a place that
+-- comes first here: the lock would come straight back to it (handOver below).
+-- It keeps the hold as it is (its next try finds it, a repeated acquire) and
+-- is woken as that hand-over would wake it. Given back and handed again, the
+-- hold would look the same as before to a resend of this give-back, which
+-- would give it back once more (a new fence, and the lock to any writer that
+-- queued earlier meanwhile): kept, the resend finds the same and does the same.
+if requeue and HANDS_OVER and mode == 'write' and isOnlyHold(list, holdId) and rcall('HEXISTS', stateKey, 'r:' .. owner) == 0
+  and not rcall('ZSCORE', queueKey, owner) and liveCount(now) == 1 then
+  local head = queueHead(now)
+  local first = head == nil
+  if head then
+    local at = tonumber(rcall('ZSCORE', queueKey, head))
+    first = requeue.place < at or (requeue.place == at and owner < head)
+  end
+  if first then
+    local clientId = string.match(holdId, '^([^.]+)%.')
+    local to = channel
+    if clientId then to = channel .. '\n' .. clientId end
+    rcall('SPUBLISH', to, 'handed ' .. holdId .. ' ' .. int(mine) .. ' ' .. int(fenceOfHolds(list)) .. ' ' .. owner)
+    return 0
+  end
+end
 local left = dropHold(mode, owner, holdId)
 if left > 0 then return left end
 

@@ -2,6 +2,7 @@ import type { Driver } from '../clients/driver.js';
 import { LayoutVersionError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
 import { type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
+import { PacedQueue, RELEASE_CALLS_IN_FLIGHT } from '../paced.js';
 import {
   type AcquireOutcome,
   type AcquireRequest,
@@ -89,6 +90,13 @@ export class RedlockBackend implements LockBackend {
    * grant, or its own clean-up) decides the hold, not the late answer.
    */
   private readonly tries = new WeakMap<AcquireRequest, number>();
+  /**
+   * The clean-up of holds renewal judged lost, a few at a time (as hash mode
+   * gives back leases lost together, `holdings.ts`): 10,000 lost at once
+   * would otherwise send 10,000 abandons to every node ahead of every other
+   * call on its connection. Each call is bounded by `nodeTimeoutMs`.
+   */
+  private readonly lostCleanUps = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, () => undefined);
 
   constructor(
     clients: readonly Driver[],
@@ -322,7 +330,7 @@ export class RedlockBackend implements LockBackend {
         // Held by too few nodes to count: let go of the rest too, by hold id. Not every hold of
         // the owner: this verdict may come after the owner released these holds and was granted
         // the lock again, and that grant is no part of this lease.
-        for (const holdId of r.holdIds) void this.abandon(r.keys, r.owner, holdId).catch(() => undefined);
+        for (const holdId of r.holdIds) this.lostCleanUps.push(() => this.abandon(r.keys, r.owner, holdId).catch(() => undefined));
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);

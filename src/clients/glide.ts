@@ -147,6 +147,8 @@ export class GlideDriver implements Driver {
   /** The scripts sent once already (with EVAL; a Cluster's other masters answer NOSCRIPT once, and GLIDE loads them). */
   private readonly sent = new Set<ScriptName>();
   private users = 0;
+  /** Calls by `Script` not yet ended (in flight, or waiting in the gate): the last user's end releases the Scripts after them. */
+  private scriptCalls = 0;
   /** The library's script calls in flight on this client, at most half of GLIDE's limit; the rest wait in order. */
   private readonly gate: CallGate;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
@@ -175,9 +177,15 @@ export class GlideDriver implements Driver {
       if (released) return;
       released = true;
       if (--this.users > 0) return;
-      for (const script of this.scripts.values()) script.release();
-      this.scripts.clear();
+      this.releaseScripts();
     };
+  }
+
+  /** Releases the Scripts once no LockClient uses them and no call by them is left (one waiting in the gate would run with a released one). */
+  private releaseScripts(): void {
+    if (this.users > 0 || this.scriptCalls > 0) return;
+    for (const script of this.scripts.values()) script.release();
+    this.scripts.clear();
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
@@ -209,7 +217,13 @@ export class GlideDriver implements Driver {
     let script = this.scripts.get(name);
     if (script === undefined) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
     const invocation = { keys, args: rest };
-    return this.gate.run(() => resending(this.client, () => this.client.invokeScript(script, invocation)));
+    this.scriptCalls++;
+    return this.gate
+      .run(() => resending(this.client, () => this.client.invokeScript(script, invocation)))
+      .finally(() => {
+        this.scriptCalls--;
+        this.releaseScripts();
+      });
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -329,29 +343,108 @@ export class CallGate {
 }
 const NO_ROOM = /maximum inflight requests/i;
 
+/** Whether a failed call may be sent again: its connection was lost, or GLIDE had no room for it. */
+function lostCall(error: unknown): 'lost' | 'no-room' | undefined {
+  if ((error as { name?: unknown }).name === 'ConnectionError') return 'lost';
+  if (NO_ROOM.test((error as Error).message)) return 'no-room';
+  return undefined;
+}
+
+/** A call waiting to be sent again, in the order calls were made. */
+interface LostCall {
+  readonly send: () => Promise<unknown>;
+  resends: number;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Each client's calls that wait to be sent again, in the order they were
+ * made, and the calls made while any waits, after them: they are sent
+ * again in that order, all of one round at once, so none lands after a
+ * call made later (an acquire after its own withdrawal would leave a hold
+ * nobody owns for its lease). ioredis keeps that order by resending its
+ * queue on reconnect.
+ */
+class Resends {
+  readonly #waiting: LostCall[] = [];
+  #recovering = false;
+
+  constructor(private readonly client: GlideApi) {}
+
+  async run(send: () => Promise<unknown>): Promise<unknown> {
+    if (this.#recovering) return this.#behind(send, 0);
+    let waitedMs = 0;
+    for (;;) {
+      try {
+        return await send();
+      } catch (error) {
+        const why = this.client.isClosed ? undefined : lostCall(error);
+        if (why === 'no-room' && waitedMs < MAX_WAIT_FOR_ROOM_MS && !this.#recovering) {
+          // The application's calls took the room: no connection was lost, nothing of this one ran.
+          const pause = 1 + Math.floor(Math.random() * 10); // apart, so that the waiting calls do not return together
+          waitedMs += pause;
+          await new Promise((resolve) => setTimeout(resolve, pause));
+          continue;
+        }
+        if (why !== 'lost' && why !== 'no-room') throw translated(error);
+        return this.#behind(send, 1);
+      }
+    }
+  }
+
+  /** Waits behind every call already waiting; `resends`: 1 when this call was sent once already. */
+  #behind(send: () => Promise<unknown>, resends: number): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      this.#waiting.push({ send, resends, resolve, reject });
+      if (!this.#recovering) {
+        this.#recovering = true;
+        void this.#recover();
+      }
+    });
+  }
+
+  /** Rounds of every waiting call, sent in order, after a pause that grows to 200 ms, until none waits. */
+  async #recover(): Promise<void> {
+    for (let round = 0; this.#waiting.length > 0; round++) {
+      const pause = round === 0 ? 0 : Math.min(10 * 2 ** round, 200);
+      if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
+      const calls = this.#waiting.splice(0);
+      const outcomes = await Promise.allSettled(
+        calls.map((call) => {
+          try {
+            return call.send();
+          } catch (error) {
+            return Promise.reject(error);
+          }
+        }),
+      );
+      const again: LostCall[] = [];
+      outcomes.forEach((outcome, i) => {
+        const call = calls[i]!;
+        if (outcome.status === 'fulfilled') return call.resolve(outcome.value);
+        const lost = !this.client.isClosed && lostCall(outcome.reason) !== undefined;
+        if (lost && call.resends++ < MAX_RESENDS) again.push(call);
+        else call.reject(translated(outcome.reason));
+      });
+      // Ahead of the calls made during this round.
+      this.#waiting.unshift(...again);
+    }
+    this.#recovering = false;
+  }
+}
+
+const resends = new WeakMap<GlideApi, Resends>();
+
 /**
  * `send()`, its errors translated, sent again while it fails with a lost
- * connection and the client is open, or while GLIDE has no room for it.
+ * connection and the client is open, or while GLIDE has no room for it; in
+ * the order of the client's calls (see {@link Resends}).
  */
-async function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unknown> {
-  let resends = 0;
-  let waitedMs = 0;
-  for (;;) {
-    let pause: number;
-    try {
-      return await send();
-    } catch (error) {
-      if (client.isClosed) throw translated(error);
-      if (NO_ROOM.test((error as Error).message) && waitedMs < MAX_WAIT_FOR_ROOM_MS) {
-        pause = 1 + Math.floor(Math.random() * 10); // apart, so that the waiting calls do not return together
-        waitedMs += pause;
-      } else if ((error as { name?: unknown }).name === 'ConnectionError' && resends < MAX_RESENDS) {
-        pause = resends === 0 ? 0 : Math.min(10 * 2 ** resends, 200);
-        resends++;
-      } else throw translated(error);
-    }
-    if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
-  }
+function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unknown> {
+  let own = resends.get(client);
+  if (own === undefined) resends.set(client, (own = new Resends(client)));
+  return own.run(send);
 }
 
 /** Where a `GlideClient`'s wake-up subscriber connects, from its options: its first address, credentials, name and TLS. */

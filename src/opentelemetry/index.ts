@@ -70,6 +70,12 @@ export interface LockMetricsOptions {
   readonly resourceAttribute?: boolean;
 }
 
+/** An observed client, held weakly, and its `lost` listener. */
+interface Observed {
+  readonly client: WeakRef<LockClient>;
+  readonly lost: (error: LockLostError, leases: readonly Lease[]) => void;
+}
+
 const ACQUIRED = `tracing:${TRACING_CHANNELS.acquire}:asyncEnd`;
 const RENEWED = `tracing:${TRACING_CHANNELS.renew}:asyncEnd`;
 const BUCKETS_S = WAIT_BUCKETS_MS.map((ms) => ms / 1000);
@@ -86,10 +92,23 @@ export class LockMetrics {
   readonly #rounds: Counter;
   readonly #holdings: Counter;
   readonly #resource: boolean;
-  readonly #clients = new Map<LockClient, (error: LockLostError, leases: readonly Lease[]) => void>();
+  /**
+   * The observed clients, each held weakly: a client the application let go
+   * of is collected without {@link LockMetrics.forget} (its entry then goes
+   * too), and a closed one is let go of at the next collection of the
+   * instruments, which no longer ask it.
+   */
+  readonly #clients = new Set<Observed>();
+  readonly #byClient = new WeakMap<LockClient, Observed>();
+  readonly #collected = new FinalizationRegistry<Observed>((entry) => this.#clients.delete(entry));
   readonly #observeHeld = (result: ObservableResult) => {
     let held = 0;
-    for (const locks of this.#clients.keys()) held += locks.stats().heldLeases;
+    for (const entry of [...this.#clients]) {
+      const locks = entry.client.deref();
+      if (locks === undefined) this.#clients.delete(entry);
+      else if (locks.closed) this.forget(locks);
+      else held += locks.stats().heldLeases;
+    }
     result.observe(held);
   };
   readonly #held: ObservableUpDownCounter;
@@ -136,29 +155,40 @@ export class LockMetrics {
 
   /**
    * Counts `locks`' leases held and its losses from now on, until
-   * {@link LockMetrics.forget} or {@link LockMetrics.disable}. Returns this
-   * object.
+   * {@link LockMetrics.forget}, {@link LockMetrics.disable} or `locks.close()`.
+   * Holds `locks` weakly: observing a client does not keep it alive. Returns
+   * this object.
    */
   observe(locks: LockClient): this {
     if (typeof (locks as Partial<LockClient> | null)?.stats !== 'function') {
       throw new InvalidArgumentError('locks', 'must be a LockClient');
     }
     if (!this.#enabled) throw new InvalidArgumentError('locks', 'cannot be observed by a LockMetrics that was disabled; make a new one');
-    if (this.#clients.has(locks)) return this;
+    if (this.#byClient.has(locks) || locks.closed) return this;
+    // Refers to this object alone, not to the client: the client's listener keeps no path back to it.
     const lost = (_error: LockLostError, leases: readonly Lease[]) => {
       for (const lease of leases) this.#losses.add(1, this.#attributes(lease.mode, lease.resource));
     };
-    this.#clients.set(locks, lost);
+    const entry: Observed = { client: new WeakRef(locks), lost };
+    this.#clients.add(entry);
+    this.#byClient.set(locks, entry);
+    this.#collected.register(locks, entry, entry);
     locks.on('lost', lost);
     return this;
   }
 
-  /** Stops counting `locks` (its leases leave the held count). */
+  /**
+   * Stops counting `locks` (its leases leave the held count). Not needed for
+   * a client that was closed or that the application let go of: those are
+   * let go of here too.
+   */
   forget(locks: LockClient): void {
-    const lost = this.#clients.get(locks);
-    if (!lost) return;
-    locks.off('lost', lost);
-    this.#clients.delete(locks);
+    const entry = this.#byClient.get(locks);
+    if (!entry) return;
+    locks.off('lost', entry.lost);
+    this.#clients.delete(entry);
+    this.#byClient.delete(locks);
+    this.#collected.unregister(entry);
   }
 
   /** Unsubscribes from the channels and forgets every client; the instruments report nothing more. */
@@ -167,7 +197,11 @@ export class LockMetrics {
     this.#enabled = false;
     unsubscribe(ACQUIRED, this.#acquired);
     unsubscribe(RENEWED, this.#renewed);
-    for (const locks of [...this.#clients.keys()]) this.forget(locks);
+    for (const entry of [...this.#clients]) {
+      const locks = entry.client.deref();
+      if (locks) this.forget(locks);
+    }
+    this.#clients.clear();
     this.#held.removeCallback(this.#observeHeld);
   }
 

@@ -7,7 +7,8 @@
  */
 import { Script } from '@valkey/valkey-glide';
 import { expect } from 'chai';
-import type { LockRedisClient } from '../../src/clients/index.js';
+import { CallGate } from '../../src/clients/glide.js';
+import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -51,6 +52,42 @@ forEachTopology('GLIDE', { clients: ['glide'] }, (ctx) => {
       await second.close();
       expect(new Set(released)).to.deep.equal(invoked);
       expect(released).to.have.length(invoked.size);
+    } finally {
+      Script.prototype.release = release;
+    }
+  });
+
+  it('runs the calls still waiting in its call gate when the last LockClient closes, with the scripts not yet released', async () => {
+    const redis = await ctx.lockRedis();
+    const driver = driverFor(redis)!;
+    // One call in flight at a time: the rest wait in the gate.
+    (driver as unknown as { gate: CallGate }).gate = new CallGate(1);
+    // A released Script still runs while the server has its SHA; after a flush GLIDE has no code to load.
+    const released = new Set<Script>();
+    let invokedReleased = 0;
+    const target = redis as unknown as { invokeScript(script: Script, options: unknown): Promise<unknown> };
+    const invoke = target.invokeScript.bind(redis);
+    target.invokeScript = (script, options) => {
+      if (released.has(script)) invokedReleased++;
+      return invoke(script, options);
+    };
+    const release = Script.prototype.release;
+    Script.prototype.release = function (this: Script) {
+      released.add(this);
+      release.call(this);
+    };
+    try {
+      const end = driver.retain!();
+      const fencedGet = () => driver.script('fencedGet', [2, '{gate}:value', '{gate}:fence', 1]);
+      expect(await fencedGet()).to.equal(null); // the first call (EVAL); the next ones by Script
+      expect(await fencedGet()).to.equal(null);
+      const calls = Array.from({ length: 8 }, fencedGet);
+      end(); // the last user is done while 7 calls wait in the gate
+      const settled = await Promise.allSettled(calls);
+      const failures = settled.flatMap((s) => (s.status === 'rejected' ? [String(s.reason)] : []));
+      expect(failures, 'calls that failed').to.deep.equal([]);
+      expect(invokedReleased, 'calls run with a released Script').to.equal(0);
+      expect(released.size, 'Scripts released once the calls ended').to.equal(1);
     } finally {
       Script.prototype.release = release;
     }

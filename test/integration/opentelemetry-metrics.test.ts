@@ -5,6 +5,9 @@
  * when asked for.
  */
 import { once } from 'node:events';
+import { setTimeout as delay } from 'node:timers/promises';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import type { Attributes } from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -14,6 +17,7 @@ import {
   PeriodicExportingMetricReader,
 } from '@opentelemetry/sdk-metrics';
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { InvalidArgumentError, type Lease, LockClient, WAIT_BUCKETS_MS } from '../../src/index.js';
 import { LOCK_METRICS, LockMetrics } from '../../src/opentelemetry/index.js';
 import { forEachTopology } from '../setup/topologies.js';
@@ -150,5 +154,91 @@ forEachTopology('OpenTelemetry metrics (redis-rwlock/opentelemetry)', (ctx) => {
     expect(() => other.observe({} as never)).to.throw(InvalidArgumentError, /LockClient/);
     other.disable();
     expect(() => other.observe(locks!)).to.throw(InvalidArgumentError, /disabled/);
+  });
+});
+
+/**
+ * The garbage collector, with or without --expose-gc: `npm test` (.mocharc.json) does not pass
+ * that flag, and this test must not be skipped there.
+ */
+function collector(): () => void {
+  const exposed = (globalThis as { gc?: () => void }).gc;
+  if (typeof exposed === 'function') return exposed;
+  v8.setFlagsFromString('--expose-gc');
+  return vm.runInNewContext('gc') as () => void;
+}
+
+/**
+ * How many of `refs` are still reachable after full collections, collecting again until none is
+ * or 2 s passed (the last call's own timers and ticks may hold its client for a moment; a WeakRef
+ * keeps its target to the end of the job).
+ */
+async function reachableAfterGc(refs: readonly WeakRef<object>[]): Promise<number> {
+  const gc = collector();
+  for (const until = performance.now() + 2_000; performance.now() < until; ) {
+    await delay(20);
+    gc();
+    if (refs.every((r) => r.deref() === undefined)) return 0;
+  }
+  return refs.filter((r) => r.deref() !== undefined).length;
+}
+
+forEachTopology('LockMetrics and closed clients', (ctx) => {
+  const CLIENTS = 50;
+
+  /** Makes CLIENTS LockClients that each take and release a lock, closes them, and returns weak references to them. */
+  async function closedClients(observe: ((locks: LockClient) => void) | undefined): Promise<WeakRef<LockClient>[]> {
+    const redis = await ctx.lockRedis();
+    const refs: WeakRef<LockClient>[] = [];
+    for (let i = 0; i < CLIENTS; i++) {
+      const locks = new LockClient(redis);
+      observe?.(locks);
+      await (await locks.lock(`gc:{${i}}`).acquireWrite()).release();
+      await locks.close();
+      refs.push(new WeakRef(locks));
+    }
+    return refs;
+  }
+
+  it('lets go of closed clients without forget(): none stays reachable after GC (and none without LockMetrics either)', async () => {
+    const metrics = new Metrics();
+    const lockMetrics = new LockMetrics({ meter: metrics.provider.getMeter('test') });
+    try {
+      const unobserved = await closedClients(undefined);
+      expect(await reachableAfterGc(unobserved), 'closed clients reachable after GC, none observed').to.equal(0);
+      const observed = await closedClients((locks) => lockMetrics.observe(locks));
+      expect(await reachableAfterGc(observed), 'observed closed clients reachable after GC').to.equal(0);
+      // The instruments still work for a client observed now.
+      const locks = new LockClient(await ctx.lockRedis());
+      lockMetrics.observe(locks);
+      const lease = await locks.lock('gc:{held}').acquireWrite();
+      expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(1);
+      await lease.release();
+      await locks.close();
+    } finally {
+      lockMetrics.disable();
+      await metrics.provider.shutdown();
+    }
+  });
+
+  it('stops asking a closed client for its stats, and counts its leases no more', async () => {
+    const metrics = new Metrics();
+    const lockMetrics = new LockMetrics({ meter: metrics.provider.getMeter('test') });
+    const locks = new LockClient(await ctx.lockRedis());
+    try {
+      lockMetrics.observe(locks);
+      const lease = await locks.lock('gc:{closing}').acquireWrite();
+      expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(1);
+      const stats = sinon.spy(locks, 'stats');
+      await locks.close();
+      expect(lease.held).to.equal(false);
+      expect(await metrics.value(LOCK_METRICS.leasesHeld, {})).to.equal(0);
+      await metrics.points(LOCK_METRICS.leasesHeld);
+      expect(stats.callCount, 'stats() calls after close').to.equal(0);
+    } finally {
+      lockMetrics.disable();
+      await locks.close();
+      await metrics.provider.shutdown();
+    }
   });
 });

@@ -1,0 +1,62 @@
+/**
+ * `redlock` mode: the clean-up of leases a renewal round judged lost (held
+ * by too few nodes) is paced, as hash mode paces the give-backs of leases
+ * lost together (src/paced.ts, RELEASE_CALLS_IN_FLIGHT): thousands lost at
+ * once must not send thousands of abandons to every node at once, ahead of
+ * every other call on the connections. Three independent servers; two of
+ * them lose every lock (FLUSHALL), so the next round finds every lease lost.
+ */
+import { expect } from 'chai';
+import type { NodeBackend } from '../../src/backends/redlock.js';
+import { LockClient } from '../../src/index.js';
+import { RELEASE_CALLS_IN_FLIGHT } from '../../src/paced.js';
+import { type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
+import { selectedTopologies } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+
+const LEASES = 2_000;
+
+describe('redlock clean-up of leases judged lost [3 independent servers]', function () {
+  this.timeout(60_000);
+  if (!selectedTopologies().includes('standalone')) return;
+  let masters: RedisMastersHandle;
+  before(async () => {
+    masters = await startRedisMasters(3);
+  });
+  after(async () => {
+    await masters?.stop();
+  });
+
+  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, async () => {
+    const clients = masters.clients();
+    const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000 });
+    try {
+      // Abandons in flight on each node, and the most at once.
+      const nodes = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes;
+      const most = nodes.map(() => 0);
+      let abandons = 0;
+      nodes.forEach((node, i) => {
+        const abandon = node.abandon.bind(node);
+        let inFlight = 0;
+        node.abandon = (...args) => {
+          abandons++;
+          most[i] = Math.max(most[i]!, ++inFlight);
+          return abandon(...args).finally(() => inFlight--);
+        };
+      });
+      for (let i = 0; i < LEASES; i += 200) {
+        await Promise.all(Array.from({ length: 200 }, (_, k) => locks.lock(`{lost}:${i + k}`).acquireWrite()));
+      }
+      let lost = 0;
+      locks.on('lost', (_error, leases) => (lost += leases.length));
+      await clients[0]!.flushall();
+      await clients[1]!.flushall();
+      await eventually('every lease lost', () => lost === LEASES, 20_000);
+      await eventually('every abandon sent', () => abandons >= 3 * LEASES, 20_000);
+      expect(Math.max(...most), `abandons in flight at once, per node: ${most.join(', ')}`).to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+    } finally {
+      await locks.close();
+      for (const c of clients) c.disconnect();
+    }
+  });
+});
