@@ -224,6 +224,50 @@ forEachTopology('faults during the history workload', (ctx) => {
       expect(history.holds.filter((h) => h.grantedAt > promotedAt + 1_000).length, 'grants after the failover').to.be.greaterThan(100);
     });
 
+    it('a master fails over to a replica that never ran the scripts: 10,000 acquires at once, one EVAL per node', async function () {
+      this.timeout(120_000);
+      const cluster = ctx.cluster;
+      const redis = ctx.client();
+      const locks = new LockClient(redis, { leaseMs: 60_000, redisTimeoutMs: 3_000 });
+      try {
+        // Every master has run the scripts for this client before the failover.
+        for (let i = 0; i < 300; i += 100) {
+          const leases = await Promise.all(Array.from({ length: 100 }, (_, j) => locks.lock(`fo:${i + j}`).acquireWrite()));
+          await Promise.all(leases.map((l) => l.release()));
+        }
+        const victim = await cluster.masterForKey(lockKeys('rwlock', 'fo:0').state);
+        const { promoted } = await cluster.failover(victim.port); // CLUSTER FAILOVER: the replica has the data, not the scripts
+        const slot = lockKeys('rwlock', 'fo:0').slot;
+        await eventually(
+          'the client to know the new master',
+          async () => {
+            await redis.refreshSlotsCache?.();
+            return redis.slots[slot]?.[0] === `${promoted.host}:${promoted.port}`;
+          },
+          20_000,
+          100,
+        );
+        const masters = redis.nodes('master');
+        await Promise.all(masters.map((m) => m.config('RESETSTAT')));
+        const acquires = Array.from({ length: 10_000 }, (_, i) => locks.lock(`fo:burst:${i}`).acquireWrite());
+        const outcomes = await Promise.allSettled(acquires);
+        const sends = await Promise.all(
+          masters.map(async (m) =>
+            [...(await m.info('commandstats')).matchAll(/^cmdstat_(?:eval|script\|load):calls=(\d+)/gm)].reduce(
+              (n, x) => n + Number(x[1]),
+              0,
+            ),
+          ),
+        );
+        const leases = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+        for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+        expect(10_000 - leases.length, 'acquires that failed').to.equal(0);
+        for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(2);
+      } finally {
+        await locks.close();
+      }
+    });
+
     it('a master fails over to a replica that lagged behind: the grants it lost are reported lost, overlaps listed apart', async function () {
       this.timeout(180_000);
       const cluster = ctx.cluster;
