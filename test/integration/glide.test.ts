@@ -1,11 +1,9 @@
 /**
  * What is GLIDE's own (the suites declared with ALL_CLIENTS run the rest on
- * it): the `Script` objects the driver keeps while a LockClient uses it, and
- * releases on `close()`; wake-ups, not re-checks, hand a lock over; on one
+ * it): scripts by `customCommand`, not GLIDE's `Script`; wake-ups, not re-checks, hand a lock over; on one
  * server the library's own subscriber connection comes back after it is
  * killed, its channels subscribed again.
  */
-import { Script } from '@valkey/valkey-glide';
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
@@ -22,38 +20,33 @@ async function subscribers(ctx: TopologyContext, channel: string): Promise<numbe
 }
 
 forEachTopology('GLIDE', { clients: ['glide'] }, (ctx) => {
-  it('keeps a Script per script a LockClient ran, until the last LockClient on the client closes', async () => {
+  it('sends scripts as EVALSHA by customCommand, EVAL once per script, no GLIDE Script', async () => {
     const redis = await ctx.lockRedis();
-    const invoked = new Set<Script>();
-    const released: Script[] = [];
-    const target = redis as unknown as { invokeScript(script: Script, options: unknown): Promise<unknown> };
-    const invoke = target.invokeScript.bind(redis);
-    target.invokeScript = (script, options) => {
-      invoked.add(script);
-      return invoke(script, options);
+    const sent: string[] = [];
+    const target = redis as unknown as Record<'customCommand' | 'invokeScript', (...args: unknown[]) => Promise<unknown>>;
+    const custom = target.customCommand.bind(redis);
+    target.customCommand = (args, ...rest) => {
+      sent.push(String((args as string[])[0]));
+      return custom(args, ...rest);
     };
-    const release = Script.prototype.release;
-    Script.prototype.release = function (this: Script) {
-      released.push(this);
-      release.call(this);
-    };
+    target.invokeScript = () => Promise.reject(new Error('invokeScript: on NOSCRIPT it loads the script once per call'));
+    const first = new LockClient(redis);
+    const second = new LockClient(redis);
     try {
-      const first = new LockClient(redis);
-      const second = new LockClient(redis);
       for (let i = 0; i < 2; i++) {
-        await (await first.lock('scripts').acquireWrite()).release(); // the second round by Script
+        await (await first.lock('scripts').acquireWrite()).release();
         await (await second.lock('scripts').acquireRead()).release();
       }
-      expect(invoked.size, 'Scripts invoked: acquireWrite, acquireRead, release').to.equal(3);
-      await first.close();
-      expect(released, 'released while a LockClient still uses them').to.deep.equal([]);
-      await (await second.lock('scripts').acquireWrite()).release();
-      await second.close();
-      expect(new Set(released)).to.deep.equal(invoked);
-      expect(released).to.have.length(invoked.size);
     } finally {
-      Script.prototype.release = release;
+      await first.close();
+      await second.close();
     }
+    const scripts = sent.filter((c) => c === 'EVAL' || c === 'EVALSHA');
+    expect(
+      scripts.filter((c) => c === 'EVAL'),
+      'EVAL: acquireWrite, release, acquireRead',
+    ).to.have.length(3);
+    expect(scripts).to.have.length(8);
   });
 
   it('hands a lock to a waiting writer by its wake-up, never by a re-check', async () => {
