@@ -10,13 +10,14 @@ import { NodeScripts, shaOf } from './script-shas.js';
  * A GLIDE 2.x client (`@valkey/valkey-glide`): what `GlideClient.createClient()`
  * or `GlideClusterClient.createClient()` returns. Taken by its shape (no
  * import of GLIDE in the types), so any copy of it fits; the library sends
- * its scripts, `WAIT` and its checks with `customCommand`, and subscribes to wake-ups on a client of its own, made
- * from the options this one was created with.
+ * its scripts, `WAIT` and its checks with `customCommand`, and subscribes
+ * to wake-ups on a client of its own, made from the options this one was
+ * created with.
  */
 export interface GlideCompatibleClient {
   /** Runs a GLIDE `Script`: not used by the library, part of how it tells a GLIDE client from the others. */
   invokeScript(script: never, options?: never): Promise<unknown>;
-  /** Any command: the library's scripts (`EVALSHA`, `EVAL`), `WAIT`, the server check (`COMMAND INFO`), a Cluster's slot map (`CLUSTER SLOTS`). */
+  /** Any command: the scripts (`EVALSHA`, `EVAL`), `WAIT`, the server check (`COMMAND INFO`), a Cluster's slot map (`CLUSTER SLOTS`). */
   customCommand(args: never, options?: never): Promise<unknown>;
   /** Reads pub/sub messages: present on every GLIDE client, part of how the library tells it from the others. */
   getPubSubMessage(): Promise<unknown>;
@@ -124,7 +125,8 @@ const SLOTS = 16_384;
  * by `customCommand`, which on a Cluster GLIDE routes by the first key and
  * follows through MOVED and ASK; `EVAL` once per node, and once more when a
  * node lost its scripts ({@link NodeScripts}). Not `invokeScript`: on
- * NOSCRIPT GLIDE loads the script again for every call that met it.
+ * NOSCRIPT it sends `SCRIPT LOAD`, which the documented ACL users may not
+ * run (every call then failed with NOPERM after a flush or a failover).
  */
 export class GlideDriver implements Driver {
   readonly cluster: boolean;

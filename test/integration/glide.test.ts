@@ -29,7 +29,7 @@ forEachTopology('GLIDE', { clients: ['glide'] }, (ctx) => {
       sent.push(String((args as string[])[0]));
       return custom(args, ...rest);
     };
-    target.invokeScript = () => Promise.reject(new Error('invokeScript: on NOSCRIPT it loads the script once per call'));
+    target.invokeScript = () => Promise.reject(new Error('invokeScript: its SCRIPT LOAD on NOSCRIPT needs +script|load'));
     const first = new LockClient(redis);
     const second = new LockClient(redis);
     try {
