@@ -1,11 +1,15 @@
 // Turns lua/*.lua into src/lua/scripts.generated.ts, so that the runtime (ESM
 // and CJS builds alike) reads no files. `-- @include name` pulls in
-// lua/includes/name.lua; a `#!lua` shebang line stays first. Refuses to
-// generate when an include's contract does not hold (scripts/lua-contracts.mjs).
+// lua/includes/name.lua; a `#!lua` shebang line stays first. The scripts go to
+// the server without comments, indentation or blank lines (a NOSCRIPT costs a
+// load of the whole text); the contract checker reads the commented source.
+// Refuses to generate when an include's contract does not hold
+// (scripts/lua-contracts.mjs).
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkLuaContracts } from './lua-contracts.mjs';
+import { stripLua } from './strip-lua.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const luaDir = join(root, 'lua');
@@ -28,7 +32,7 @@ const expand = (text, seen = new Set()) =>
 const files = readdirSync(luaDir)
   .filter((f) => f.endsWith('.lua'))
   .sort();
-const entries = files.map((f) => `  ${camel(f)}: ${JSON.stringify(expand(readFileSync(join(luaDir, f), 'utf8')))},`);
+const entries = files.map((f) => `  ${camel(f)}: ${JSON.stringify(stripLua(expand(readFileSync(join(luaDir, f), 'utf8'))))},`);
 // The layout version the scripts write and share a lock with (lua/includes/layout-version.lua), for TypeScript.
 const layoutVersion = /^local LAYOUT_VERSION = '(\d+)'$/m.exec(readFileSync(join(luaDir, 'includes', 'layout-version.lua'), 'utf8'))?.[1];
 if (layoutVersion === undefined) throw new Error("lua/includes/layout-version.lua must bind local LAYOUT_VERSION = '<n>'");

@@ -89,8 +89,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
   readonly options: ResolvedClientOptions;
   private readonly ctx: LockContext;
   private readonly clients: readonly Driver[];
-  /** Ends this client's use of each driver (GLIDE's releases its scripts). */
-  private readonly releases: (() => void)[];
   private isClosedFlag = false;
   private readonly telemetry: Telemetry;
 
@@ -120,7 +118,6 @@ export class LockClient extends EventEmitter<LockClientEvents> {
       throw new ClientClosedError('the Redis client passed to LockClient is closed (node-redis: or not yet connected); pass an open one');
     }
     this.clients = clients;
-    this.releases = clients.map((client) => client.retain?.() ?? (() => undefined));
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
     const deadlines = new Deadlines();
@@ -387,11 +384,7 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     deadlines.close();
     // The acquires just ended give back what they took meanwhile: wait for that too, up to redisTimeoutMs.
     const givenBack = deadlines.within(cleanups.settled(), options.redisTimeoutMs, 'giving back what ended acquires took', {});
-    try {
-      await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
-    } finally {
-      for (const release of this.releases) release();
-    }
+    await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
   }
 
   private async withLease<T>(

@@ -21,7 +21,8 @@ export interface Driver {
   /**
    * Runs library script `name` with `args` as `EVALSHA` takes them after the
    * SHA (the key count, the keys, the arguments), on the master that owns the
-   * keys; `EVAL` when the server answers `NOSCRIPT`. Redirections are followed
+   * keys; `EVAL` once per node, and once when it answers `NOSCRIPT`
+   * (`NodeScripts`, script-shas.ts). Redirections are followed
    * as the client library does; what is left is classified by
    * {@link notRunWhileMigrating}. The hot path: one `EVALSHA`, no more.
    * `lock`, the lock the keys are of, names the connection on a Cluster (read
@@ -55,12 +56,6 @@ export interface Driver {
   isReplyError(error: unknown): boolean;
   /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
   notRunWhileMigrating(error: unknown): boolean;
-  /**
-   * A LockClient starts using the driver; the function returned says it
-   * stopped (on `close()`). GLIDE's driver keeps its scripts in native memory
-   * while one uses it.
-   */
-  retain?(): () => void;
 }
 
 /** Whatever knows the Cluster slot of a script's keys (a lock's keys; the slot is hashed on first read). */

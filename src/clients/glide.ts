@@ -2,22 +2,22 @@ import calculateSlot from 'cluster-key-slot';
 import type { ScriptName } from '../backends/scripts.js';
 import { ClientClosedError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { addressOf, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
+import { addressOf, type Driver, refusedWhileMigrating, type SlotOf, type Subscriber, type SubscriberEvents } from './driver.js';
 import { type RespEndpoint, RespSubscriber } from './resp-subscriber.js';
-import { shaOf } from './script-shas.js';
+import { NodeScripts, shaOf } from './script-shas.js';
 
 /**
  * A GLIDE 2.x client (`@valkey/valkey-glide`): what `GlideClient.createClient()`
  * or `GlideClusterClient.createClient()` returns. Taken by its shape (no
- * import of GLIDE in the types), so any copy of it fits; the library runs
- * its scripts with `invokeScript`, sends `WAIT` and its checks with
- * `customCommand`, and subscribes to wake-ups on a client of its own, made
- * from the options this one was created with.
+ * import of GLIDE in the types), so any copy of it fits; the library sends
+ * its scripts, `WAIT` and its checks with `customCommand`, and subscribes
+ * to wake-ups on a client of its own, made from the options this one was
+ * created with.
  */
 export interface GlideCompatibleClient {
-  /** Runs a GLIDE `Script` (EVALSHA, the script loaded again on NOSCRIPT): the library's scripts. */
+  /** Runs a GLIDE `Script`: not used by the library, part of how it tells a GLIDE client from the others. */
   invokeScript(script: never, options?: never): Promise<unknown>;
-  /** Any command: `WAIT`, the server check (`COMMAND INFO`), a Cluster's slot map (`CLUSTER SLOTS`). */
+  /** Any command: the scripts (`EVALSHA`, `EVAL`), `WAIT`, the server check (`COMMAND INFO`), a Cluster's slot map (`CLUSTER SLOTS`). */
   customCommand(args: never, options?: never): Promise<unknown>;
   /** Reads pub/sub messages: present on every GLIDE client, part of how the library tells it from the others. */
   getPubSubMessage(): Promise<unknown>;
@@ -43,11 +43,6 @@ interface GlideMessage {
   readonly message: unknown;
 }
 
-/** GLIDE's `Script`: the code kept in the client's native side until released. */
-interface GlideScript {
-  release(): void;
-}
-
 /** A GLIDE client as the library uses it inside. */
 interface GlideApi {
   /** Protected in GLIDE's typings, true once `close()` was called. */
@@ -55,17 +50,11 @@ interface GlideApi {
   /** Private in GLIDE's typings: the options the client was created with. */
   readonly config?: GlideOptions;
   readonly constructor: { createClient(options: GlideOptions): Promise<GlideApi> };
-  invokeScript(script: GlideScript, options: { keys: string[]; args: string[] }): Promise<unknown>;
   customCommand(args: readonly string[], options?: { route: unknown }): Promise<unknown>;
   ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   sunsubscribeLazy?(channels: Iterable<string> | null): Promise<void>;
   close(): void;
-}
-
-/** What the driver needs from GLIDE, loaded when it serves a GLIDE client. */
-interface GlideModule {
-  Script: new (code: string) => GlideScript;
 }
 
 /** Whether `value` has GLIDE's client shape (`GlideClient` or `GlideClusterClient`). */
@@ -106,6 +95,10 @@ export class GlideReplyError extends Error {
   override readonly name = 'ReplyError';
 }
 
+function isGlideReply(error: unknown): boolean {
+  return error instanceof GlideReplyError;
+}
+
 /** `error` as the library reads errors: a server reply as {@link GlideReplyError}, GLIDE's closed client as `ClientClosedError`. */
 function translated(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
@@ -128,27 +121,19 @@ const SLOT_MAP_MAX_AGE_MS = 5_000;
 const SLOTS = 16_384;
 
 /**
- * GLIDE 2.x, `GlideClient` and `GlideClusterClient`: scripts by
- * `invokeScript` (EVALSHA, which GLIDE follows with the script's code on
- * NOSCRIPT), which on a Cluster GLIDE routes by the first key and follows
- * through MOVED and ASK; a client's first call of each script is `EVAL`.
- * GLIDE's `Script` keeps its code in native memory until released: a driver
- * keeps one per script while a `LockClient` uses it (released when the last
- * one closes); a call outside any (the fencing functions) is a plain
- * `EVALSHA`, and needs none.
+ * GLIDE 2.x, `GlideClient` and `GlideClusterClient`: scripts as `EVALSHA`
+ * by `customCommand`, which on a Cluster GLIDE routes by the first key and
+ * follows through MOVED and ASK; `EVAL` once per node, and once more when a
+ * node lost its scripts ({@link NodeScripts}). Not `invokeScript`: on
+ * NOSCRIPT it sends `SCRIPT LOAD`, which the documented ACL users may not
+ * run (every call then failed with NOPERM after a flush or a failover).
  */
 export class GlideDriver implements Driver {
   readonly cluster: boolean;
   readonly keyPrefix = '';
   private readonly client: GlideApi;
-  private glide: GlideModule | undefined;
-  private readonly loading: Promise<GlideModule>;
-  private readonly scripts = new Map<ScriptName, GlideScript>();
-  /** The scripts sent once already (with EVAL; a Cluster's other masters answer NOSCRIPT once, and GLIDE loads them). */
-  private readonly sent = new Set<ScriptName>();
-  private users = 0;
-  /** Calls by `Script` not yet ended (in flight, or waiting in the gate): the last user's end releases the Scripts after them. */
-  private scriptCalls = 0;
+  /** The scripts of each master, by address (from the slot map): a new master (a failover) starts with none. */
+  private readonly nodes = new Map<string, NodeScripts>();
   /** The library's script calls in flight on this client, at most half of GLIDE's limit; the rest wait in order. */
   private readonly gate: CallGate;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
@@ -159,9 +144,6 @@ export class GlideDriver implements Driver {
     this.cluster = isGlideCluster(client);
     const limit = this.client.config?.inflightRequestsLimit;
     this.gate = new CallGate(Math.max(1, Math.floor((typeof limit === 'number' ? limit : GLIDE_INFLIGHT_LIMIT) / 2)));
-    // GLIDE is an optional peer: loaded here, once a GLIDE client is in use, never by other clients' paths.
-    this.loading = import('@valkey/valkey-glide').then((glide) => (this.glide = glide as unknown as GlideModule));
-    this.loading.catch(() => undefined);
     if (this.cluster) this.loadSlots(); // before the first renewal round groups leases by master
   }
 
@@ -169,61 +151,23 @@ export class GlideDriver implements Driver {
     return this.client.isClosed === true;
   }
 
-  /** A LockClient's use of the driver's scripts; the function it returns ends it, and the last end releases them. */
-  retain(): () => void {
-    this.users++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      if (--this.users > 0) return;
-      this.releaseScripts();
-    };
-  }
-
-  /** Releases the Scripts once no LockClient uses them and no call by them is left (one waiting in the gate would run with a released one). */
-  private releaseScripts(): void {
-    if (this.users > 0 || this.scriptCalls > 0) return;
-    for (const script of this.scripts.values()) script.release();
-    this.scripts.clear();
-  }
-
-  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const glide = this.glide;
-    if (this.users === 0 || !this.sent.has(name)) {
-      // A client's first call of each script is EVAL, which loads it (GLIDE would spend an EVALSHA, a
-      // NOSCRIPT and a SCRIPT LOAD); a call outside any LockClient is EVALSHA then EVAL, like node-redis'.
-      const first = !this.sent.has(name);
-      this.sent.add(name);
-      const command = new Array<string>(args.length + 2);
-      command[0] = first ? 'EVAL' : 'EVALSHA';
-      command[1] = first ? LUA_SOURCES[name] : shaOf(name);
-      for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
-      return this.gate
-        .run(() => resending(this.client, () => this.client.customCommand(command)))
-        .catch((error: unknown) => {
-          if (first || !(error instanceof GlideReplyError) || !error.message.startsWith('NOSCRIPT')) throw error;
-          command[0] = 'EVAL';
-          command[1] = LUA_SOURCES[name];
-          return this.gate.run(() => resending(this.client, () => this.client.customCommand(command)));
-        });
+  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
+    const command = new Array<string>(args.length + 2);
+    for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
+    let master = '';
+    if (this.cluster) {
+      const key = command[3]; // after the SHA and the key count: the first key routes the call
+      const slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
+      master = (slot !== undefined && this.masterOf(slot)) || '';
     }
-    if (glide === undefined) return this.loading.then(() => this.script(name, args));
-    const keyCount = Number(args[0]);
-    const keys = new Array<string>(keyCount);
-    for (let i = 0; i < keyCount; i++) keys[i] = String(args[i + 1]);
-    const rest = new Array<string>(args.length - 1 - keyCount);
-    for (let i = 0; i < rest.length; i++) rest[i] = String(args[i + 1 + keyCount]);
-    let script = this.scripts.get(name);
-    if (script === undefined) this.scripts.set(name, (script = new glide.Script(LUA_SOURCES[name])));
-    const invocation = { keys, args: rest };
-    this.scriptCalls++;
-    return this.gate
-      .run(() => resending(this.client, () => this.client.invokeScript(script, invocation)))
-      .finally(() => {
-        this.scriptCalls--;
-        this.releaseScripts();
-      });
+    let scripts = this.nodes.get(master);
+    if (scripts === undefined) this.nodes.set(master, (scripts = new NodeScripts()));
+    const send = (asEval: boolean) => {
+      command[0] = asEval ? 'EVAL' : 'EVALSHA';
+      command[1] = asEval ? LUA_SOURCES[name] : shaOf(name);
+      return this.gate.run(() => resending(this.client, () => this.client.customCommand(command)));
+    };
+    return scripts.run(name, send, isGlideReply);
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -256,7 +200,7 @@ export class GlideDriver implements Driver {
   }
 
   isReplyError(error: unknown): boolean {
-    return error instanceof GlideReplyError;
+    return isGlideReply(error);
   }
 
   notRunWhileMigrating(error: unknown): boolean {

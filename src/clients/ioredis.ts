@@ -14,7 +14,7 @@ import {
   type Subscriber,
   type SubscriberEvents,
 } from './driver.js';
-import { shaOf } from './script-shas.js';
+import { NodeScripts, shaOf } from './script-shas.js';
 
 type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
 /** ioredis' `Command` class. */
@@ -66,7 +66,8 @@ const REROUTE = /^(?:MOVED |ASK |TRYAGAIN|CLUSTERDOWN|Connection is closed\.)/;
 /**
  * ioredis 5 and 6, and clients of its API (iovalkey). A script goes
  * straight to the connection of its slot as `EVALSHA` (`EVAL` the first
- * time, and on NOSCRIPT: after SCRIPT FLUSH or a failover): on a Cluster
+ * time on each connection, and once per node on NOSCRIPT, after SCRIPT FLUSH
+ * or a failover: {@link NodeScripts}): on a Cluster
  * its routing (slot hashing, a closure per command to follow MOVED and ASK)
  * cost as much client time as the library's own code, and the lock knows
  * its slot already. The scripts are also defined on the client
@@ -79,8 +80,8 @@ const REROUTE = /^(?:MOVED |ASK |TRYAGAIN|CLUSTERDOWN|Connection is closed\.)/;
 export class IoredisDriver implements Driver {
   readonly cluster: boolean;
   readonly keyPrefix: string;
-  /** The scripts sent once already (with `EVAL`; a Cluster's other masters answer NOSCRIPT once). */
-  private readonly sent = new Set<ScriptName>();
+  /** The scripts of each connection's node: a Cluster's new master (a failover) comes with a new connection. */
+  private readonly nodes = new WeakMap<Redis, NodeScripts>();
 
   /** ioredis' `Command`, once loaded, if `client` was made by that same copy of ioredis (see `send`). */
   private Command: CommandClass | undefined;
@@ -119,12 +120,24 @@ export class IoredisDriver implements Driver {
     if (this.keyPrefix !== '') return this.defined(name, args);
     if (!isCluster(client)) {
       coalesceWrites(client);
-      return this.send(client, name, args, false);
+      return this.run(client, name, args);
     }
     const connection = lock !== undefined && client.status === 'ready' ? pooledConnection(client, lock.slot) : undefined;
     if (connection?.status !== 'ready') return this.defined(name, args);
     coalesceWrites(connection);
-    return this.send(connection, name, args, false);
+    return this.run(connection, name, args);
+  }
+
+  /** Script `name` on `connection`, its node's scripts loaded once ({@link NodeScripts}). */
+  private run(connection: Redis, name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+    let scripts = this.nodes.get(connection);
+    if (scripts === undefined) this.nodes.set(connection, (scripts = new NodeScripts()));
+    const running = scripts.run(name, (asEval) => this.send(connection, name, args, asEval), isIoredisReply);
+    if (!this.cluster) return running;
+    return running.catch((error: unknown) => {
+      if (REROUTE.test(error instanceof Error ? error.message : '')) return this.defined(name, args);
+      throw error;
+    });
   }
 
   /**
@@ -142,22 +155,11 @@ export class IoredisDriver implements Driver {
     if (this.loading !== undefined && connection.options.enableAutoPipelining) {
       return this.loading.then(() => this.send(connection, name, args, asEval));
     }
-    const evaluate = asEval || !this.sent.has(name);
-    if (evaluate) this.sent.add(name);
-    const first = evaluate ? LUA_SOURCES[name] : shaOf(name);
+    const first = asEval ? LUA_SOURCES[name] : shaOf(name);
     const Command = this.Command;
-    const sent =
-      Command && connection.options.enableAutoPipelining
-        ? (connection.sendCommand(
-            new Command(evaluate ? 'eval' : 'evalsha', [first, ...args], { replyEncoding: 'utf8' }),
-          ) as Promise<unknown>)
-        : ((evaluate ? connection.eval : connection.evalsha) as unknown as Invoke).call(connection, first, ...args);
-    return sent.catch((error: unknown) => {
-      const message = error instanceof Error ? error.message : '';
-      if (!evaluate && message.startsWith('NOSCRIPT')) return this.send(connection, name, args, true);
-      if (this.cluster && REROUTE.test(message)) return this.defined(name, args);
-      throw error;
-    });
+    return Command && connection.options.enableAutoPipelining
+      ? (connection.sendCommand(new Command(asEval ? 'eval' : 'evalsha', [first, ...args], { replyEncoding: 'utf8' })) as Promise<unknown>)
+      : ((asEval ? connection.eval : connection.evalsha) as unknown as Invoke).call(connection, first, ...args);
   }
 
   /**
@@ -215,12 +217,17 @@ export class IoredisDriver implements Driver {
   }
 
   isReplyError(error: unknown): boolean {
-    return (error as { name?: unknown } | null)?.name === 'ReplyError';
+    return isIoredisReply(error);
   }
 
   notRunWhileMigrating(error: unknown): boolean {
     return refusedWhileMigrating(error);
   }
+}
+
+/** Whether `error` is a reply of the server (ioredis' `ReplyError`). */
+function isIoredisReply(error: unknown): boolean {
+  return (error as { name?: unknown } | null)?.name === 'ReplyError';
 }
 
 /**

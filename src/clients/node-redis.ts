@@ -1,8 +1,17 @@
+import calculateSlot from 'cluster-key-slot';
 import type { ScriptName } from '../backends/scripts.js';
 import { ClientClosedError, RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { addressOf, closedWithClient, type Driver, refusedWhileMigrating, type Subscriber, type SubscriberEvents } from './driver.js';
-import { shaOf } from './script-shas.js';
+import {
+  addressOf,
+  closedWithClient,
+  type Driver,
+  refusedWhileMigrating,
+  type SlotOf,
+  type Subscriber,
+  type SubscriberEvents,
+} from './driver.js';
+import { NodeScripts, shaOf } from './script-shas.js';
 
 /**
  * A node-redis 5 or 6 client, what `createClient()` (from `redis` or
@@ -96,20 +105,13 @@ export function isNodeRedisCluster(value: object): boolean {
 
 /**
  * `EVALSHA <sha> <args>`, every argument a string (node-redis sends strings
- * and Buffers only); `EVAL <source> <args>` the first time a client sends
- * the script, which loads it (as ioredis does), so that a fresh server
- * costs no NOSCRIPT round trip.
+ * and Buffers only); the SHA is swapped for the script's text when it goes
+ * as `EVAL` ({@link scriptCall}).
  */
-function evalSha(name: ScriptName, args: readonly (string | number)[], sent: Set<ScriptName>): string[] {
+function evalSha(name: ScriptName, args: readonly (string | number)[]): string[] {
   const command = new Array<string>(args.length + 2);
-  if (sent.has(name)) {
-    command[0] = 'EVALSHA';
-    command[1] = shaOf(name);
-  } else {
-    sent.add(name);
-    command[0] = 'EVAL';
-    command[1] = LUA_SOURCES[name];
-  }
+  command[0] = 'EVALSHA';
+  command[1] = shaOf(name);
   for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
   return command;
 }
@@ -123,27 +125,39 @@ function evalSha(name: ScriptName, args: readonly (string | number)[], sent: Set
 const MAX_RESENDS = 20;
 
 /**
- * Sends a script call, as `EVAL` after NOSCRIPT (after SCRIPT FLUSH, a
- * restart or a failover), and again when the connection was lost with the
+ * Script `name` on the node `scripts` are of, `EVAL` only as they allow
+ * (once per node, and once more after it lost its scripts: SCRIPT FLUSH, a
+ * restart, a failover).
+ */
+function scriptCall(
+  scripts: NodeScripts,
+  name: ScriptName,
+  command: string[],
+  send: (command: string[]) => Promise<unknown>,
+  client: { readonly isOpen: boolean },
+): Promise<unknown> {
+  return scripts.run(
+    name,
+    (asEval) => {
+      command[0] = asEval ? 'EVAL' : 'EVALSHA';
+      command[1] = asEval ? LUA_SOURCES[name] : shaOf(name);
+      return sendScript(command, send, client);
+    },
+    isErrorReply,
+  );
+}
+
+/**
+ * Sends a script call, and again when the connection was lost with the
  * call on it: node-redis fails such calls where ioredis resends them
  * (`autoResendUnfulfilledCommands`), and every script is safe to run twice
  * (hold ids), so a dropped reply costs a resend, not an unknown outcome.
  * A call failed by the user's own `destroy()` is `ClientClosedError`.
  */
-function sendScript(
-  name: ScriptName,
-  command: string[],
-  send: (command: string[]) => Promise<unknown>,
-  client: { readonly isOpen: boolean },
-) {
+function sendScript(command: string[], send: (command: string[]) => Promise<unknown>, client: { readonly isOpen: boolean }) {
   let resends = 0;
   const attempt = (): Promise<unknown> =>
     send(command).catch((error: unknown) => {
-      if (command[0] !== 'EVAL' && error instanceof Error && error.message.startsWith('NOSCRIPT')) {
-        command[0] = 'EVAL';
-        command[1] = LUA_SOURCES[name];
-        return attempt();
-      }
       if (!client.isOpen && errorName(error) === 'DisconnectsClientError')
         throw new ClientClosedError('the Redis client was closed (destroy()) with the call in flight; use an open client', {
           cause: error,
@@ -194,8 +208,7 @@ export class NodeRedisDriver implements Driver {
   readonly cluster = false;
   readonly keyPrefix = '';
   private readonly client: NodeRedisApi;
-  /** The scripts sent once already (with EVAL). */
-  private readonly sent = new Set<ScriptName>();
+  private readonly scripts = new NodeScripts();
   private readonly send: (command: string[]) => Promise<unknown>;
 
   constructor(client: NodeRedisCompatibleClient) {
@@ -208,7 +221,7 @@ export class NodeRedisDriver implements Driver {
   }
 
   script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    return sendScript(name, evalSha(name, args, this.sent), this.send, this.client);
+    return scriptCall(this.scripts, name, evalSha(name, args), this.send, this.client);
   }
 
   command(args: readonly string[]): Promise<unknown> {
@@ -245,8 +258,8 @@ export class NodeRedisClusterDriver implements Driver {
   readonly cluster = true;
   readonly keyPrefix = '';
   private readonly client: NodeRedisClusterApi;
-  /** The scripts sent once already (with EVAL, to one master: the others answer NOSCRIPT once). */
-  private readonly sent = new Set<ScriptName>();
+  /** The scripts of each master, by address: a new master (a failover) starts with none. */
+  private readonly nodes = new Map<string, NodeScripts>();
 
   constructor(client: NodeRedisCompatibleCluster) {
     this.client = client as unknown as NodeRedisClusterApi;
@@ -256,10 +269,14 @@ export class NodeRedisClusterDriver implements Driver {
     return !this.client.isOpen;
   }
 
-  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
-    const command = evalSha(name, args, this.sent);
+  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
+    const command = evalSha(name, args);
     const key = command[3]; // after EVALSHA, the SHA and the key count: the first key routes the call
-    return sendScript(name, command, (c) => this.client.sendCommand(key, false, c), this.client);
+    const slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
+    const master = slot === undefined ? undefined : this.client.slots[slot]?.master.address;
+    let scripts = this.nodes.get(master ?? '');
+    if (scripts === undefined) this.nodes.set(master ?? '', (scripts = new NodeScripts()));
+    return scriptCall(scripts, name, command, (c) => this.client.sendCommand(key, false, c), this.client);
   }
 
   command(args: readonly string[]): Promise<unknown> {

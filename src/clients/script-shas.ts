@@ -11,3 +11,69 @@ export function shaOf(name: ScriptName): string {
   ) as Record<ScriptName, string>;
   return shas[name];
 }
+
+/** Sends one script call: `EVAL` with the script's text when `asEval`, else `EVALSHA`. */
+export type ScriptSend = (asEval: boolean) => Promise<unknown>;
+
+/** Whether `error` is the server's NOSCRIPT reply (every driver keeps the server's code first). */
+const isNoScript = (error: unknown): boolean => error instanceof Error && error.message.startsWith('NOSCRIPT');
+
+/**
+ * The library's scripts on one node (a server, a Cluster master) as one
+ * client sends them: each goes in full (`EVAL`) once, every other call as
+ * `EVALSHA`. A node that lost its scripts (SCRIPT FLUSH, a restart, a
+ * replica promoted) answers NOSCRIPT to every call in flight: the first
+ * call to meet it is sent again as `EVAL`, which loads the script, and the
+ * others wait for that one answer and are sent again as `EVALSHA`. 10,000
+ * calls each sending a 10 KB script kept the server busy past their bounds.
+ * The load is the call's own `EVAL` rather than `SCRIPT LOAD`, which the
+ * documented ACL users may not run.
+ */
+export class NodeScripts {
+  private readonly sent = new Set<ScriptName>();
+  /** The `EVAL` of each script in flight; settles once the server answered it (its reply ignored), rejects if it was not reached. */
+  private readonly loads = new Map<ScriptName, Promise<void>>();
+
+  /**
+   * Runs script `name` by `send`; `answered(error)` tells the server's
+   * error replies (a script's own error loaded it all the same) from a
+   * failure to reach it, which fails the calls that waited for this load.
+   */
+  run(name: ScriptName, send: ScriptSend, answered: (error: unknown) => boolean): Promise<unknown> {
+    if (!this.sent.has(name)) {
+      // The node's first: the calls that follow it on the connection find the script loaded.
+      this.sent.add(name);
+      return this.load(name, send, answered);
+    }
+    return send(false).catch((error: unknown) => this.reloaded(error, name, send, answered));
+  }
+
+  /** After `error`: NOSCRIPT waits for the script's one load, and is sent again; a call that waited once loads it itself. */
+  private reloaded(error: unknown, name: ScriptName, send: ScriptSend, answered: (error: unknown) => boolean): Promise<unknown> {
+    if (!isNoScript(error)) throw error;
+    const loading = this.loads.get(name);
+    if (loading === undefined) return this.load(name, send, answered);
+    return loading.then(() =>
+      send(false).catch((again: unknown) => {
+        if (!isNoScript(again)) throw again;
+        return send(true); // flushed again since: no second wait
+      }),
+    );
+  }
+
+  private load(name: ScriptName, send: ScriptSend, answered: (error: unknown) => boolean): Promise<unknown> {
+    const call = send(true);
+    const loaded = call.then(
+      () => undefined,
+      (error: unknown) => {
+        if (!answered(error)) throw error;
+      },
+    );
+    this.loads.set(name, loaded);
+    const done = () => {
+      if (this.loads.get(name) === loaded) this.loads.delete(name);
+    };
+    loaded.then(done, done);
+    return call;
+  }
+}

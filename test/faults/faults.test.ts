@@ -7,7 +7,7 @@ import { Redis } from 'ioredis';
 import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { LockClient, RWLockError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys/keys.js';
-import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { forEachTopology, ONE_NODE_REDIS, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { type FaultWindow, type History, type Hold, maxGapMs, recoveryMs } from '../support/history.js';
 import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
@@ -337,6 +337,62 @@ forEachTopology('faults during the history workload', (ctx) => {
       expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > ended).length).to.be.greaterThan(20);
     });
   }
+});
+
+// A replica never runs the scripts (EVAL is replicated as its effects): the master it becomes answers NOSCRIPT.
+forEachTopology('a failover to a replica without the scripts', { clients: ONE_NODE_REDIS }, (ctx) => {
+  if (ctx.kind !== 'cluster') return;
+  it('10,000 acquires at once after it: every one in its bound, one full-script send per master', async function () {
+    this.timeout(120_000);
+    const cluster = ctx.cluster;
+    const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 60_000, redisTimeoutMs: 3_000 });
+    const admin: Redis[] = [];
+    try {
+      // Every master has run the scripts for this client before the failover.
+      for (let i = 0; i < 300; i += 100) {
+        const leases = await Promise.all(Array.from({ length: 100 }, (_, j) => locks.lock(`fo:${i + j}`).acquireWrite()));
+        await Promise.all(leases.map((l) => l.release()));
+      }
+      const victim = await cluster.masterForKey(lockKeys('rwlock', 'fo:0').state);
+      // A replica that was a master before (an earlier test's failover) still has the scripts it ran then.
+      for (const replica of await cluster.replicasOf(victim.port)) {
+        const conn = new Redis(replica.port, replica.host);
+        await conn.script('FLUSH').finally(() => conn.disconnect());
+      }
+      await cluster.failover(victim.port); // CLUSTER FAILOVER: the replica has the data, not the scripts
+      // The client finds the new master (by scripts the burst does not send).
+      await eventually(
+        'the client to reach the new master',
+        () =>
+          locks
+            .lock('fo:0')
+            .acquireRead()
+            .then((l) => l.release())
+            .then(() => true)
+            .catch(() => false),
+        20_000,
+        100,
+      );
+      for (const m of await cluster.masters()) admin.push(new Redis(m.port, m.host));
+      await Promise.all(admin.map((conn) => conn.config('RESETSTAT')));
+      const outcomes = await Promise.allSettled(Array.from({ length: 10_000 }, (_, i) => locks.lock(`fo:burst:${i}`).acquireWrite()));
+      const sends = await Promise.all(
+        admin.map(async (conn) =>
+          [...(await conn.info('commandstats')).matchAll(/^cmdstat_(?:eval|script\|load):calls=(\d+)/gm)].reduce(
+            (n, x) => n + Number(x[1]),
+            0,
+          ),
+        ),
+      );
+      const leases = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+      expect(10_000 - leases.length, 'acquires that failed').to.equal(0);
+      for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(2);
+    } finally {
+      for (const conn of admin) conn.disconnect();
+      await locks.close();
+    }
+  });
 });
 
 /** True when the hold was not released before `at` (still held, or lost, or its process killed, later). */

@@ -21,7 +21,7 @@ import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
 import { handOffWrite } from '../support/handoff.js';
 import { taggedLegacyKeys } from '../support/old-scripts.js';
-import { totalKeys } from '../support/redis-stats.js';
+import { masters, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
 const OPERATIONS = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
@@ -82,6 +82,14 @@ forEachTopology('least privilege: the documented ACL', { clients: ALL_CLIENTS },
     const reader = await locks.lock('job:{2}').acquireRead();
     await Promise.all([next.release(), reader.release()]);
     expect(locks.stats().subscriberErrors + other.stats().subscriberErrors).to.equal(0);
+    expect(await totalKeys(ctx.client())).to.equal(0);
+  });
+
+  it('works on after the servers lost their scripts: they are loaded by EVAL, not SCRIPT LOAD', async () => {
+    const locks = open(await clientAs(ctx, 'app', passwordOf(app)));
+    await (await locks.lock('job:{4}').acquireWrite()).release();
+    for (const node of await masters(ctx.client())) await node.script('FLUSH');
+    await (await locks.lock('job:{4}').acquireWrite()).release();
     expect(await totalKeys(ctx.client())).to.equal(0);
   });
 

@@ -22,13 +22,12 @@ forEachTopology('GLIDE resends', { clients: ['glide'] }, (ctx) => {
     const proxy = await startFaultProxy({ target: { port: ctx.server.port } });
     const redis = await connectLockClient(targetThrough(proxy, 'glide'));
     const driver = driverFor(redis)!;
-    const end = driver.retain!();
     try {
       const keys = lockKeys('gr', 'order');
       const names = [keys.state, keys.leases, keys.queue] as const;
       const acquire = () => runScript(driver, 'acquireWrite', names, [LEASE_MS, holderArg('write', 'h1', 'X'), 0, '1h']);
       const withdraw = () => runScript(driver, 'abandon', names, ['X', 'h1']);
-      await withdraw(); // each script sent once (EVAL): the next calls go by Script
+      await withdraw(); // each script sent once (EVAL): the next calls go as EVALSHA
       await runScript(driver, 'acquireWrite', names, [LEASE_MS, holderArg('write', 'h0', 'Y'), 0, '1h']);
       await runScript(driver, 'release', names, [holderArg('write', 'h0', 'Y')]);
       // The acquire runs, and its reply is lost with the connection, 5 times: GLIDE fails it, the
@@ -48,7 +47,6 @@ forEachTopology('GLIDE resends', { clients: ['glide'] }, (ctx) => {
       const state = await admin.hgetall(keys.state);
       expect({ outcomes, holder: state.w ?? state.o ?? null }).to.deep.equal({ outcomes: ['granted', 'withdrawn'], holder: null });
     } finally {
-      end();
       disconnect(redis);
       await proxy.close();
     }
