@@ -138,6 +138,8 @@ export class WakeupHub {
   private readonly restoring = new Set<string>();
   /** Clients on which no subscriber can be made (said once): their waiters re-check every recheckMs. */
   private readonly unusable = new Set<number>();
+  /** Clients whose server refused the echo (said once): their links are not checked. */
+  private readonly echoRefused = new Set<number>();
   private closed = false;
 
   constructor(
@@ -366,14 +368,24 @@ export class WakeupHub {
           this.startEcho(i, channel);
           continue;
         }
-        if (!echo.on) continue;
+        if (!echo.on || this.echoRefused.has(i)) continue;
         if (echo.sentAt !== undefined) {
           silent.set(i, [...(silent.get(i) ?? []), channel]);
           continue;
         }
         const seq = String(++echo.seq);
         echo.sentAt = performance.now();
-        this.clients[i]!.publish(echo.channel, seq).catch(() => undefined); // unanswered: lost at the next check
+        this.clients[i]!.publish(echo.channel, seq).catch((error: unknown) => {
+          // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
+          if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+          this.echoRefused.add(i);
+          this.observer?.error(
+            new Error(
+              `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
+              { cause: error },
+            ),
+          );
+        });
       }
     }
     for (const key of [...this.echoes.keys()]) {

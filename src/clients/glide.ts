@@ -241,7 +241,11 @@ export class GlideDriver implements Driver {
     const client = this.client;
     observePassword(client);
     if (this.cluster) return new ClusterSubscriber(client, events);
-    return new RespSubscriber(() => endpointOf(client), events, () => client.isClosed);
+    return new RespSubscriber(
+      () => endpointOf(client),
+      events,
+      () => client.isClosed,
+    );
   }
 
   async publish(channel: string, message: string): Promise<number> {

@@ -406,7 +406,9 @@ class ClusterSubscriber implements Subscriber {
    * again on the same connection, and waiters re-check meanwhile.
    */
   reconnect(channels: readonly string[]): void {
-    const slots = (this.cluster as unknown as { _slots?: { slots?: ({ master?: { pubSub?: { client?: { destroy?(): void } } } } | undefined)[] } })._slots?.slots;
+    const slots = (
+      this.cluster as unknown as { _slots?: { slots?: ({ master?: { pubSub?: { client?: { destroy?(): void } } } } | undefined)[] } }
+    )._slots?.slots;
     for (const channel of channels) {
       const master = slots?.[calculateSlot(channel)]?.master;
       const pubSub = master?.pubSub;

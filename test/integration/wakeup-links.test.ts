@@ -126,7 +126,12 @@ describe('wake-up subscriber handshake', () => {
     await new Promise((resolve) => refused.close(resolve));
     const messages: string[] = [];
     const sub = new RespSubscriber(
-      () => ({ addresses: [{ host: '127.0.0.1', port: deadPort }, { host: '127.0.0.1', port: redis.port }] }),
+      () => ({
+        addresses: [
+          { host: '127.0.0.1', port: deadPort },
+          { host: '127.0.0.1', port: redis.port },
+        ],
+      }),
       { message: (_, m) => messages.push(m), error: () => undefined, lost: () => undefined },
       () => false,
     );
