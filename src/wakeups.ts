@@ -313,10 +313,13 @@ export class WakeupHub {
   /**
    * The subscriptions of `channels` on client `i` were lost, or may have been
    * (their slot moved, the connection closed, gave up or went silent):
-   * forget them, wake their waiters to re-check (a release may have gone
-   * unheard), and subscribe again where they live now.
+   * forget them, and subscribe again where they live now; their waiters
+   * re-check once they are back (a release may have gone unheard), and with
+   * `wake` at once too: a link that went silent may have lost releases for
+   * seconds already, while a connection that closed was reported as it did
+   * (waking waiters then would only send tries to a server that may be down).
    */
-  private lost(i: number, channels: readonly string[]): void {
+  private lost(i: number, channels: readonly string[], wake: boolean): void {
     if (this.closed) return;
     for (const channel of channels) {
       const list = this.subscribed.get(channel);
@@ -326,7 +329,7 @@ export class WakeupHub {
       const watchers = this.watchers.get(channel);
       if (!watchers) continue;
       this.restoring.add(keyOf(i, channel));
-      for (const w of watchers) w.notify();
+      if (wake) for (const w of watchers) w.notify();
       this.resubscribeLater(channel, i);
     }
   }
@@ -335,7 +338,7 @@ export class WakeupHub {
   private startEcho(i: number, channel: string): void {
     const key = keyOf(i, channel);
     if (this.echoes.has(key)) return;
-    const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined };
+    const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined, published: false };
     this.echoes.set(key, echo);
     bounded(this.connection(i).subscribe(echo.channel), SUBSCRIBE_TIMEOUT_MS, () => new Error('no confirmation'))
       .then(() => {
@@ -361,6 +364,7 @@ export class WakeupHub {
    */
   private checkEchoes(): void {
     const silent = new Map<number, string[]>();
+    const unanswered = new Map<number, string[]>();
     for (const [channel, on] of this.confirmed) {
       for (const i of on) {
         const echo = this.echoes.get(keyOf(i, channel));
@@ -370,22 +374,29 @@ export class WakeupHub {
         }
         if (!echo.on || this.echoRefused.has(i)) continue;
         if (echo.sentAt !== undefined) {
-          silent.set(i, [...(silent.get(i) ?? []), channel]);
+          const lost = echo.published ? silent : unanswered;
+          lost.set(i, [...(lost.get(i) ?? []), channel]);
           continue;
         }
-        const seq = String(++echo.seq);
+        const seq = ++echo.seq;
         echo.sentAt = performance.now();
-        this.clients[i]!.publish(echo.channel, seq).catch((error: unknown) => {
-          // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
-          if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
-          this.echoRefused.add(i);
-          this.observer?.error(
-            new Error(
-              `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
-              { cause: error },
-            ),
-          );
-        });
+        echo.published = false;
+        this.clients[i]!.publish(echo.channel, String(seq)).then(
+          () => {
+            if (echo.seq === seq) echo.published = true;
+          },
+          (error: unknown) => {
+            // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
+            if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+            this.echoRefused.add(i);
+            this.observer?.error(
+              new Error(
+                `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
+                { cause: error },
+              ),
+            );
+          },
+        );
       }
     }
     for (const key of [...this.echoes.keys()]) {
@@ -404,8 +415,10 @@ export class WakeupHub {
         ),
       );
       this.subscribers[i]?.reconnect([...channels, ...channels.map((c) => echoChannel(c, this.id))]);
-      this.lost(i, channels);
+      this.lost(i, channels, true);
     }
+    // The server did not answer the echo's SPUBLISH: subscribed again, confirmed (and re-checked) once it answers.
+    for (const [i, channels] of unanswered) this.lost(i, channels, false);
   }
 
   /** A message on one of this hub's echo channels, from client `i`. */
@@ -442,7 +455,7 @@ export class WakeupHub {
         },
         // Connection errors are retried by the client library; waiters fall back to re-checks meanwhile.
         error: (error) => this.observer?.error(error),
-        lost: (channels) => this.lost(i, channels),
+        lost: (channels) => this.lost(i, channels, false),
       };
       sub = this.clients[i]!.subscriber(events);
       this.subscribers[i] = sub;
@@ -456,7 +469,10 @@ interface Echo {
   readonly channel: string;
   on: boolean;
   seq: number;
+  /** When the last echo was sent, until it came back. */
   sentAt: number | undefined;
+  /** The server took the last echo's SPUBLISH: an echo that does not come back was lost on the subscriber's link. */
+  published: boolean;
 }
 
 const ECHO = '\necho';
