@@ -277,6 +277,7 @@ class ServerSubscriber implements Subscriber {
       if (this.channels.size === 0) return;
       const channels = [...this.channels];
       this.channels.clear();
+      events.error(new Error('the wake-up subscriber connection closed; ioredis reconnects it, and waiters re-check once it is back'));
       events.lost(channels);
     });
   }

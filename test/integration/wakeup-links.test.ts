@@ -81,6 +81,30 @@ forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
     await (await next).release();
     expect(performance.now() - releasedAgain).to.be.below(NOTICED_MS + MARGIN_MS);
   });
+
+  if (ctx.kind === 'standalone') {
+    it('a waiting writer re-checks once its subscription is back after the server restarted', async function () {
+      this.timeout(60_000);
+      const holderLocks = open(await ctx.lockRedis());
+      const waiterLocks = open(await ctx.lockRedis());
+      holderLocks.on('lost', () => undefined);
+      const holder = await holderLocks.lock('restart').acquireWrite();
+      const waiting = waiterLocks.lock('restart').acquireWrite({ waitMs: 50_000 });
+      waiting.catch(() => undefined);
+      await eventually('the writer queued', async () => (await holderLocks.inspect('restart')).queue.length === 1, 10_000);
+      // Its channel and the hub's echo channel subscribed on the server.
+      const redis = ctx.client();
+      await eventually('subscribed', async () => ((await redis.call('PUBSUB', 'SHARDCHANNELS')) as string[]).length >= 2, 10_000);
+      expect(holder.holdId).to.be.a('string'); // its hold goes with the server's data: the lock is free once the server is back
+      await ctx.server.restart();
+      const back = performance.now();
+      await (await waiting).release();
+      const tookMs = performance.now() - back;
+      console.log(`      [${ctx.kind}, ${ctx.clientKind}] server restarted: granted ${Math.round(tookMs)} ms after it answered again`);
+      expect(tookMs).to.be.below(NOTICED_MS + MARGIN_MS);
+      expect(waiterLocks.stats().subscriberErrors).to.be.above(0);
+    });
+  }
 });
 
 describe('wake-up subscriber handshake', () => {
