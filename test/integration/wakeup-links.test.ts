@@ -8,11 +8,12 @@
 // before, each of these waited out recheckMs.
 import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
+import type { Driver } from '../../src/clients/driver.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { HANDSHAKE_TIMEOUT_MS, RespSubscriber } from '../../src/clients/resp-subscriber.js';
 import { LockClient } from '../../src/index.js';
 import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
-import { ECHO_CHECK_MS } from '../../src/wakeups.js';
+import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
 import { ALL_CLIENTS, disconnect, forEachTopology, selectedClients, selectedTopologies } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { connectLockClient, targetThrough } from '../support/targets.js';
@@ -167,6 +168,34 @@ describe('wake-up subscriber handshake', () => {
     } finally {
       sub.close();
       await redis.stop();
+    }
+  });
+});
+
+describe('wake-up subscriber that cannot be made', () => {
+  it('says why once, by a subscriber error, and its waiters re-check', async () => {
+    const errors: Error[] = [];
+    let fallbacks = 0;
+    let tries = 0;
+    const driver = {
+      subscriber: () =>
+        new RespSubscriber(
+          () => {
+            tries++;
+            return { addresses: [{ host: '127.0.0.1', port: 1 }], unusable: 'the GLIDE client authenticates with IAM' };
+          },
+          { message: () => undefined, error: (e) => errors.push(e), lost: () => undefined },
+          () => false,
+        ),
+    } as unknown as Driver;
+    const hub = new WakeupHub([driver], { message: () => undefined, unconfirmed: () => fallbacks++, error: (e) => errors.push(e) });
+    try {
+      for (const channel of ['{a}', '{b}', '{a}']) (await hub.watch(channel, 1_000)).close();
+      expect(errors.map((e) => e.message)).to.deep.equal(['the GLIDE client authenticates with IAM']);
+      expect(fallbacks).to.equal(3);
+      expect(tries).to.equal(1);
+    } finally {
+      hub.close();
     }
   });
 });
