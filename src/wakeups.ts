@@ -340,12 +340,22 @@ export class WakeupHub {
     if (this.echoes.has(key)) return;
     const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined, published: false };
     this.echoes.set(key, echo);
-    bounded(this.connection(i).subscribe(echo.channel), SUBSCRIBE_TIMEOUT_MS, () => new Error('no confirmation'))
+    const timedOut = new Error(
+      `the server did not confirm the wake-up link check's subscription within ${2 * ECHO_CHECK_MS} ms: the connection ` +
+        'is made again, and waiters re-check until it is back',
+    );
+    bounded(this.connection(i).subscribe(echo.channel), 2 * ECHO_CHECK_MS, () => timedOut)
       .then(() => {
         echo.on = true;
       })
-      .catch(() => {
-        if (this.echoes.get(key) === echo) this.echoes.delete(key); // tried again on the next check
+      .catch((error: unknown) => {
+        if (this.echoes.get(key) !== echo) return;
+        this.observer?.error(error as Error);
+        if (error === timedOut) {
+          // The link went silent before the check could start: as when an echo does not come back.
+          this.subscribers[i]?.reconnect([channel, echo.channel]);
+          this.lost(i, [channel], true);
+        } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
       });
     this.echoTimer ??= setInterval(() => this.checkEchoes(), ECHO_CHECK_MS).unref();
   }
@@ -438,6 +448,10 @@ export class WakeupHub {
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
       this.confirmed.delete(channel);
+      this.clients.forEach((_, i) => {
+        this.failures.delete(keyOf(i, channel));
+        this.restoring.delete(keyOf(i, channel));
+      });
       for (const sub of this.subscribers) sub?.unsubscribe(channel);
     }, LINGER_MS);
     timer.unref();
