@@ -1,11 +1,25 @@
+import { randomBytes } from 'node:crypto';
 import type { HandedGrant } from './backends/backend.js';
 import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
 import { handedChannel } from './keys/keys.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
 const LINGER_MS = 5_000;
-/** Pause before subscribing again where a lost subscription's slot lives now (its waiters re-check meanwhile). */
-const RESUBSCRIBE_AFTER_MS = 100;
+/**
+ * Pauses before subscribing again where a lost subscription's slot lives now,
+ * longer after each failure (its waiters re-check meanwhile).
+ */
+const RESUBSCRIBE_MS = [100, 250, 500, 1_000, 2_000, 5_000];
+/**
+ * How often the hub checks the link of each subscribed channel: it publishes
+ * to a channel of its own in the same slot, and an echo that has not come
+ * back by the next check means the subscriber connection is lost (a silent
+ * link: an idle timeout in a NAT or load balancer, a host gone). A link
+ * that goes silent is noticed within two of these.
+ */
+export const ECHO_CHECK_MS = 2_500;
+/** How long the server may take to confirm a subscription (a connection, its handshake and `SSUBSCRIBE`). */
+export const SUBSCRIBE_TIMEOUT_MS = 10_000;
 
 /**
  * One waiter's view of a lock's wake-up channel. `woken` turns true on every
@@ -113,6 +127,20 @@ export class WakeupHub {
   /** Per channel, the subscriptions the server confirmed and that were not lost since. */
   private readonly confirmed = new Map<string, Set<number>>();
   private readonly lingering = new Map<string, NodeJS.Timeout>();
+  /** This hub's id: it names the channels of its echoes. */
+  private readonly id = randomBytes(6).toString('base64url');
+  /** The echo check of each confirmed subscription, by client and channel. */
+  private readonly echoes = new Map<string, Echo>();
+  private echoTimer: NodeJS.Timeout | undefined;
+  /** Failed subscriptions in a row, by client and channel: the pause before the next. */
+  private readonly failures = new Map<string, number>();
+  /** Subscriptions lost and not yet back, by client and channel: their waiters re-check once when they are. */
+  private readonly restoring = new Set<string>();
+  /** Clients on which no subscriber can be made (said once): their waiters re-check every recheckMs. */
+  private readonly unusable = new Set<number>();
+  /** Clients whose server refused the echo (said once): their links are not checked. */
+  private readonly echoRefused = new Set<number>();
+  private closed = false;
 
   constructor(
     clients: readonly Driver[],
@@ -207,6 +235,12 @@ export class WakeupHub {
 
   /** Stops every subscription and closes the subscriber connection(s). */
   close(): void {
+    this.closed = true;
+    clearInterval(this.echoTimer);
+    this.echoTimer = undefined;
+    this.echoes.clear();
+    this.restoring.clear();
+    this.failures.clear();
     for (const timer of this.lingering.values()) clearTimeout(timer);
     this.lingering.clear();
     this.subscribed.clear();
@@ -219,44 +253,190 @@ export class WakeupHub {
     });
   }
 
-  /** Subscribes `channel` on client `i`; a failure is reported, and the next waiter (or a re-subscription) tries again. */
+  /**
+   * Subscribes `channel` on client `i`, within {@link SUBSCRIBE_TIMEOUT_MS}; a
+   * failure is reported, and tried again after a pause while the channel has
+   * waiters. Once confirmed, its link is checked by an echo; a subscription
+   * that was lost wakes its waiters to re-check once when it is back (a
+   * release in the gap went unheard).
+   */
   private subscribe(channel: string, i: number): Promise<void> {
     const list = this.subscribed.get(channel)!;
-    const subscribing: Promise<void> = this.connection(i)
-      .subscribe(channel)
+    const key = keyOf(i, channel);
+    if (this.unusable.has(i)) return Promise.reject(new Error('no wake-up subscriber can be made on this client'));
+    const subscribing: Promise<void> = bounded(this.connection(i).subscribe(channel), SUBSCRIBE_TIMEOUT_MS, () => {
+      this.subscribers[i]?.reconnect([channel]); // a connection that does not answer: made again on the next try
+      return new Error(
+        `the server did not confirm the wake-up subscription to "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; waiters re-check until it does`,
+      );
+    })
       .then(() => {
         if (list[i] !== subscribing) return;
         let on = this.confirmed.get(channel);
         if (!on) this.confirmed.set(channel, (on = new Set()));
         on.add(i);
+        this.failures.delete(key);
+        this.startEcho(i, channel);
+        if (this.restoring.delete(key)) for (const w of this.watchers.get(channel) ?? []) w.notify();
       })
       .catch((error: unknown) => {
         if (list[i] === subscribing) list[i] = undefined;
+        if ((error as { permanent?: unknown }).permanent === true) {
+          if (!this.unusable.has(i)) this.observer?.error(error as Error); // said once: this client never subscribes
+          this.unusable.add(i);
+          throw error;
+        }
         this.observer?.error(error as Error);
+        if (list[i] === undefined && this.watchers.has(channel)) this.resubscribeLater(channel, i);
         throw error;
       });
     list[i] = subscribing;
     return subscribing;
   }
 
+  /** Subscribes `channel` on client `i` again after a pause that grows with its failures, if it still has waiters. */
+  private resubscribeLater(channel: string, i: number): void {
+    if (this.closed) return;
+    const key = keyOf(i, channel);
+    const failures = this.failures.get(key) ?? 0;
+    this.failures.set(key, failures + 1);
+    // After the client's slot map is refreshed; a subscription refused again comes back here.
+    setTimeout(
+      () => {
+        const list = this.subscribed.get(channel);
+        if (!this.closed && list && list[i] === undefined && this.watchers.has(channel)) this.subscribe(channel, i).catch(() => undefined);
+      },
+      RESUBSCRIBE_MS[Math.min(failures, RESUBSCRIBE_MS.length - 1)],
+    ).unref();
+  }
+
   /**
-   * The subscriptions of `channels` on client `i` were lost (their slot moved,
-   * or the connection gave up): forget them, and subscribe again where they
-   * live now for those that still have waiters, who re-check meanwhile.
+   * The subscriptions of `channels` on client `i` were lost, or may have been
+   * (their slot moved, the connection closed, gave up or went silent):
+   * forget them, and subscribe again where they live now; their waiters
+   * re-check once they are back (a release may have gone unheard), and with
+   * `wake` at once too: a link that went silent may have lost releases for
+   * seconds already, while a connection that closed was reported as it did
+   * (waking waiters then would only send tries to a server that may be down).
    */
-  private lost(i: number, channels: readonly string[]): void {
+  private lost(i: number, channels: readonly string[], wake: boolean): void {
+    if (this.closed) return;
     for (const channel of channels) {
       const list = this.subscribed.get(channel);
       if (list) list[i] = undefined;
       this.confirmed.get(channel)?.delete(i);
+      this.stopEcho(keyOf(i, channel));
+      const watchers = this.watchers.get(channel);
+      if (!watchers) continue;
+      this.restoring.add(keyOf(i, channel));
+      if (wake) for (const w of watchers) w.notify();
+      this.resubscribeLater(channel, i);
     }
-    // After the client's slot map is refreshed; a subscription refused again comes back here.
-    setTimeout(() => {
-      for (const channel of channels) {
-        const list = this.subscribed.get(channel);
-        if (list && list[i] === undefined && this.watchers.has(channel)) this.subscribe(channel, i).catch(() => undefined);
+  }
+
+  /** The echo check of `channel`'s subscription on client `i`: its own channel in the same slot, subscribed beside it. */
+  private startEcho(i: number, channel: string): void {
+    const key = keyOf(i, channel);
+    if (this.echoes.has(key)) return;
+    const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined, published: false };
+    this.echoes.set(key, echo);
+    const timedOut = new Error(
+      `the server did not confirm the wake-up link check's subscription within ${2 * ECHO_CHECK_MS} ms: the connection ` +
+        'is made again, and waiters re-check until it is back',
+    );
+    bounded(this.connection(i).subscribe(echo.channel), 2 * ECHO_CHECK_MS, () => timedOut)
+      .then(() => {
+        echo.on = true;
+      })
+      .catch((error: unknown) => {
+        if (this.echoes.get(key) !== echo) return;
+        this.observer?.error(error as Error);
+        if (error === timedOut) {
+          // The link went silent before the check could start: as when an echo does not come back.
+          this.subscribers[i]?.reconnect([channel, echo.channel]);
+          this.lost(i, [channel], true);
+        } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
+      });
+    this.echoTimer ??= setInterval(() => this.checkEchoes(), ECHO_CHECK_MS).unref();
+  }
+
+  private stopEcho(key: string): void {
+    const echo = this.echoes.get(key);
+    if (!echo) return;
+    this.echoes.delete(key);
+    this.subscribers[Number(key.slice(0, key.indexOf('\n')))]?.unsubscribe(echo.channel);
+  }
+
+  /**
+   * Every {@link ECHO_CHECK_MS}: a confirmed subscription whose last echo has
+   * not come back is lost (its connection is made again); the others are
+   * sent a new one. Checks of subscriptions no longer confirmed stop.
+   */
+  private checkEchoes(): void {
+    const silent = new Map<number, string[]>();
+    const unanswered = new Map<number, string[]>();
+    for (const [channel, on] of this.confirmed) {
+      for (const i of on) {
+        const echo = this.echoes.get(keyOf(i, channel));
+        if (!echo) {
+          this.startEcho(i, channel);
+          continue;
+        }
+        if (!echo.on || this.echoRefused.has(i)) continue;
+        if (echo.sentAt !== undefined) {
+          const lost = echo.published ? silent : unanswered;
+          lost.set(i, [...(lost.get(i) ?? []), channel]);
+          continue;
+        }
+        const seq = ++echo.seq;
+        echo.sentAt = performance.now();
+        echo.published = false;
+        this.clients[i]!.publish(echo.channel, String(seq)).then(
+          () => {
+            if (echo.seq === seq) echo.published = true;
+          },
+          (error: unknown) => {
+            // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
+            if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+            this.echoRefused.add(i);
+            this.observer?.error(
+              new Error(
+                `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
+                { cause: error },
+              ),
+            );
+          },
+        );
       }
-    }, RESUBSCRIBE_AFTER_MS).unref();
+    }
+    for (const key of [...this.echoes.keys()]) {
+      const i = Number(key.slice(0, key.indexOf('\n')));
+      if (!this.confirmed.get(key.slice(key.indexOf('\n') + 1))?.has(i)) this.stopEcho(key);
+    }
+    if (this.echoes.size === 0) {
+      clearInterval(this.echoTimer);
+      this.echoTimer = undefined;
+    }
+    for (const [i, channels] of silent) {
+      this.observer?.error(
+        new Error(
+          `the wake-up subscriber connection stopped delivering (no echo within ${ECHO_CHECK_MS} ms on ${channels.length} ` +
+            'channel(s)): it is made again, and waiters re-check until it is back',
+        ),
+      );
+      this.subscribers[i]?.reconnect([...channels, ...channels.map((c) => echoChannel(c, this.id))]);
+      this.lost(i, channels, true);
+    }
+    // The server did not answer the echo's SPUBLISH: subscribed again, confirmed (and re-checked) once it answers.
+    for (const [i, channels] of unanswered) this.lost(i, channels, false);
+  }
+
+  /** A message on one of this hub's echo channels, from client `i`. */
+  private echoed(i: number, channel: string, message: string): boolean {
+    if (!channel.endsWith(`\n${this.id}${ECHO}`)) return false;
+    const echo = this.echoes.get(keyOf(i, channel.slice(0, channel.length - this.id.length - ECHO.length - 1)));
+    if (echo && message === String(echo.seq)) echo.sentAt = undefined;
+    return true;
   }
 
   private unwatch(channel: string, watch: Watch): void {
@@ -268,6 +448,10 @@ export class WakeupHub {
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
       this.confirmed.delete(channel);
+      this.clients.forEach((_, i) => {
+        this.failures.delete(keyOf(i, channel));
+        this.restoring.delete(keyOf(i, channel));
+      });
       for (const sub of this.subscribers) sub?.unsubscribe(channel);
     }, LINGER_MS);
     timer.unref();
@@ -279,18 +463,53 @@ export class WakeupHub {
     if (!sub) {
       const events: SubscriberEvents = {
         message: (channel, message) => {
+          if (this.echoed(i, channel, message)) return;
           this.observer?.message();
           for (const w of this.watchers.get(channel) ?? []) w.notify(message, i);
         },
         // Connection errors are retried by the client library; waiters fall back to re-checks meanwhile.
         error: (error) => this.observer?.error(error),
-        lost: (channels) => this.lost(i, channels),
+        lost: (channels) => this.lost(i, channels, false),
       };
       sub = this.clients[i]!.subscriber(events);
       this.subscribers[i] = sub;
     }
     return sub;
   }
+}
+
+/** The echo check of one subscription: its channel, whether subscribed, the last echo sent, and since when it is out. */
+interface Echo {
+  readonly channel: string;
+  on: boolean;
+  seq: number;
+  /** When the last echo was sent, until it came back. */
+  sentAt: number | undefined;
+  /** The server took the last echo's SPUBLISH: an echo that does not come back was lost on the subscriber's link. */
+  published: boolean;
+}
+
+const ECHO = '\necho';
+
+/** A hub's echo channel for `channel`: in its slot (the lock's hash tag), named by the hub. */
+function echoChannel(channel: string, hubId: string): string {
+  return `${channel}\n${hubId}${ECHO}`;
+}
+
+function keyOf(i: number, channel: string): string {
+  return `${i}\n${channel}`;
+}
+
+/** `promise`, or a rejection with `timedOut()`'s error once `ms` passed. */
+function bounded<T>(promise: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(timedOut()), ms);
+      timer.unref();
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** Resolves with true once `needed` of `promises` fulfilled, or with false once too many failed for that. */

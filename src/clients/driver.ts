@@ -33,6 +33,13 @@ export interface Driver {
   /** Any command, on any one node: the server check (`COMMAND INFO`). */
   command(args: readonly string[]): Promise<unknown>;
   /**
+   * `SPUBLISH channel message` on the master of the channel's slot; resolves
+   * with the number of subscribers the server delivered it to. The wake-up
+   * hub's health check: it publishes to a channel of its own and waits for
+   * the echo on its subscriber connection.
+   */
+  publish(channel: string, message: string): Promise<number>;
+  /**
    * `WAIT replicas timeoutMs` on the connection that runs the commands of
    * `slot`'s master (`WAIT` counts the writes of the connection it is sent
    * on); resolves with the replicas that acknowledged.
@@ -69,7 +76,11 @@ export interface SubscriberEvents {
   message(channel: string, message: string): void;
   /** A subscriber connection erred (the client library reconnects). */
   error(error: Error): void;
-  /** Subscriptions that ended without being asked to (a slot moved, a connection gave up): subscribe them again. */
+  /**
+   * Subscriptions that ended, or may have, without being asked to (a slot
+   * moved, a connection closed or gave up): the hub wakes their waiters to
+   * re-check and subscribes them again.
+   */
   lost(channels: readonly string[]): void;
 }
 
@@ -78,6 +89,12 @@ export interface Subscriber {
   /** Resolves once the server confirmed the subscription. */
   subscribe(channel: string): Promise<void>;
   unsubscribe(channel: string): void;
+  /**
+   * The connection(s) carrying `channels` stopped delivering (the hub's
+   * health check heard no echo): drop them, so that the next subscription
+   * opens a new connection. The hub subscribes the channels again.
+   */
+  reconnect(channels: readonly string[]): void;
   /** Ends every subscription and closes the connections it opened. */
   close(): void;
 }
@@ -104,7 +121,12 @@ export function closedWithClient(client: EndEmitter, subscriber: Subscriber): Su
     subscriber.close();
   };
   client.once('end', close);
-  return { subscribe: (channel) => subscriber.subscribe(channel), unsubscribe: (channel) => subscriber.unsubscribe(channel), close };
+  return {
+    subscribe: (channel) => subscriber.subscribe(channel),
+    unsubscribe: (channel) => subscriber.unsubscribe(channel),
+    reconnect: (channels) => subscriber.reconnect(channels),
+    close,
+  };
 }
 
 /** Where a client connects, normalised so that loopback names compare equal. */

@@ -28,7 +28,8 @@ export interface GlideCompatibleClient {
 /** The part of GLIDE's client options the library reads: where it connects (the rest is copied to the subscriber). */
 interface GlideOptions {
   readonly addresses?: readonly { readonly host?: string; readonly port?: number }[];
-  readonly credentials?: { readonly username?: string; readonly password?: string };
+  readonly credentials?: { readonly username?: string; readonly password?: string; readonly iamConfig?: unknown };
+  readonly addressResolver?: (host: string, port: number) => [string, number];
   readonly useTLS?: boolean;
   readonly clientName?: string;
   readonly advancedConfiguration?: {
@@ -54,6 +55,7 @@ interface GlideApi {
   ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   sunsubscribeLazy?(channels: Iterable<string> | null): Promise<void>;
+  updateConnectionPassword?(password: string | null, immediateAuth?: boolean): Promise<unknown>;
   close(): void;
 }
 
@@ -195,8 +197,19 @@ export class GlideDriver implements Driver {
 
   subscriber(events: SubscriberEvents): Subscriber {
     const client = this.client;
+    observePassword(client);
     if (this.cluster) return new ClusterSubscriber(client, events);
-    return new RespSubscriber(endpointOf(client.config), events, () => client.isClosed);
+    return new RespSubscriber(
+      () => endpointOf(client),
+      events,
+      () => client.isClosed,
+    );
+  }
+
+  async publish(channel: string, message: string): Promise<number> {
+    const command = ['SPUBLISH', channel, message];
+    const route = this.cluster ? { route: { type: 'primarySlotKey', key: channel } } : undefined;
+    return Number(await this.client.customCommand(command, route).catch(rethrow));
   }
 
   isReplyError(error: unknown): boolean {
@@ -391,17 +404,73 @@ function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unkn
   return own.run(send);
 }
 
-/** Where a `GlideClient`'s wake-up subscriber connects, from its options: its first address, credentials, name and TLS. */
-function endpointOf(options: GlideOptions | undefined): RespEndpoint {
-  const address = options?.addresses?.[0];
+/**
+ * The password each GLIDE client was last given by `updateConnectionPassword`
+ * (GLIDE keeps the one it was created with in its options): what the
+ * library's own subscriber connections authenticate with.
+ */
+const rotated = new WeakMap<GlideApi, string | null>();
+/** The clients whose `updateConnectionPassword` the library observes. */
+const observed = new WeakSet<GlideApi>();
+
+/**
+ * Wraps `client.updateConnectionPassword` (on the instance, once) to note
+ * each password it sets, after GLIDE accepted it; GLIDE offers no other way
+ * to read the password in use.
+ */
+function observePassword(client: GlideApi): void {
+  if (observed.has(client) || typeof client.updateConnectionPassword !== 'function') return;
+  observed.add(client);
+  const update = client.updateConnectionPassword;
+  const wrapped = async (password: string | null, immediateAuth?: boolean): Promise<unknown> => {
+    const reply = await update.call(client, password, immediateAuth);
+    rotated.set(client, password);
+    return reply;
+  };
+  Object.defineProperty(client, 'updateConnectionPassword', { value: wrapped, configurable: true, writable: true });
+}
+
+/** The credentials GLIDE uses now: its options', with the password last set by `updateConnectionPassword`. */
+function credentialsOf(client: GlideApi): { username?: string; password?: string } | undefined {
+  const credentials = client.config?.credentials;
+  if (!rotated.has(client)) return credentials;
+  const password = rotated.get(client);
+  return { ...(credentials?.username !== undefined && { username: credentials.username }), ...(password ? { password } : {}) };
+}
+
+/**
+ * Where a `GlideClient`'s wake-up subscriber connects now, from its options:
+ * every address (through its `addressResolver`), the credentials in use,
+ * name and TLS.
+ */
+function endpointOf(client: GlideApi): RespEndpoint {
+  const options = client.config;
+  const resolve = options?.addressResolver;
+  const listed = options?.addresses?.length ? options.addresses : [{}];
+  const addresses = listed.map((a) => {
+    const host = a.host ?? 'localhost';
+    const port = a.port ?? 6379;
+    if (!resolve) return { host, port };
+    try {
+      const [h, p] = resolve(host, port);
+      return typeof h === 'string' && Number.isInteger(p) ? { host: h, port: p } : { host, port }; // GLIDE falls back likewise
+    } catch {
+      return { host, port };
+    }
+  });
   const tls = options?.advancedConfiguration?.tlsAdvancedConfiguration;
+  const credentials = credentialsOf(client);
   return {
-    host: address?.host ?? 'localhost',
-    port: address?.port ?? 6379,
-    username: options?.credentials?.username,
-    password: options?.credentials?.password,
+    addresses,
+    username: credentials?.username,
+    password: credentials?.password,
     name: options?.clientName,
     tls: options?.useTLS ? { ca: tls?.rootCertificates, insecure: tls?.insecure } : undefined,
+    unusable:
+      options?.credentials?.iamConfig !== undefined
+        ? 'the GLIDE client authenticates with IAM, which a wake-up subscriber of the library cannot do on one server; ' +
+          'waiters re-check every recheckMs instead of being woken'
+        : undefined,
   };
 }
 
@@ -415,7 +484,12 @@ function subscriberClient(client: GlideApi, events: SubscriberEvents): Promise<G
   if (!options) return Promise.reject(new Error('the GLIDE client keeps no options to make a wake-up subscriber from'));
   const { pubsubSubscriptions: _theirs, ...own } = options;
   const callback = (message: GlideMessage) => events.message(String(message.channel), String(message.message));
-  return client.constructor.createClient({ ...own, pubsubSubscriptions: { channelsAndPatterns: {}, callback } });
+  const credentials = own.credentials?.iamConfig === undefined ? credentialsOf(client) : own.credentials;
+  return client.constructor.createClient({
+    ...own,
+    ...(credentials !== undefined && { credentials }),
+    pubsubSubscriptions: { channelsAndPatterns: {}, callback },
+  });
 }
 
 /**
@@ -448,6 +522,13 @@ class ClusterSubscriber implements Subscriber {
 
   unsubscribe(channel: string): void {
     this.connection?.then((c) => c.sunsubscribeLazy!(new Set([channel]))).catch(() => undefined);
+  }
+
+  /** A silent connection: the client is closed, and the hub's next subscription makes a new one. */
+  reconnect(): void {
+    const connection = this.connection;
+    this.connection = undefined;
+    connection?.then((c) => c.close()).catch(() => undefined);
   }
 
   /** Unsubscribes first: GLIDE logs an error when a client closes with sharded subscriptions. */

@@ -184,6 +184,10 @@ export class IoredisDriver implements Driver {
     return this.client.call(args[0]!, ...args.slice(1)) as Promise<unknown>;
   }
 
+  async publish(channel: string, message: string): Promise<number> {
+    return Number(await this.client.spublish(channel, message)); // a Cluster routes it by the channel's slot
+  }
+
   async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
     return Number(await masterConnection(this.client, slot).wait(replicas, timeoutMs));
   }
@@ -212,7 +216,7 @@ export class IoredisDriver implements Driver {
     const client = this.client;
     const subscriber = isCluster(client)
       ? new ClusterSubscriber(client, events)
-      : new ServerSubscriber(client.duplicate({ lazyConnect: false }), events);
+      : new ServerSubscriber(client.duplicate({ lazyConnect: false, keepAlive: client.options.keepAlive || KEEPALIVE_MS }), events);
     return closedWithClient(client, subscriber);
   }
 
@@ -260,25 +264,49 @@ function pooledConnection(cluster: Cluster, slot: number): Redis | undefined {
   return pool?.getInstanceByKey?.(key) ?? cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
 }
 
-/** One server: one subscriber connection, which ioredis reconnects and resubscribes. */
+/** TCP keepalive on the library's subscriber connections, where the user's client sets none. */
+const KEEPALIVE_MS = 5_000;
+
+/**
+ * One server: one subscriber connection, which ioredis reconnects and
+ * resubscribes; each close is reported to the hub (a release may have gone
+ * unheard meanwhile), which subscribes again (confirmed once reconnected).
+ */
 class ServerSubscriber implements Subscriber {
+  private readonly channels = new Set<string>();
+
   constructor(
     private readonly connection: Redis,
     events: SubscriberEvents,
   ) {
     connection.on('smessage', events.message);
     connection.on('error', events.error);
+    connection.on('close', () => {
+      if (this.channels.size === 0) return;
+      const channels = [...this.channels];
+      this.channels.clear();
+      events.error(new Error('the wake-up subscriber connection closed; ioredis reconnects it, and waiters re-check once it is back'));
+      events.lost(channels);
+    });
   }
 
   async subscribe(channel: string): Promise<void> {
+    this.channels.add(channel);
     await this.connection.ssubscribe(channel);
   }
 
   unsubscribe(channel: string): void {
+    this.channels.delete(channel);
     this.connection.sunsubscribe(channel).catch(() => undefined);
   }
 
+  reconnect(): void {
+    // A silent connection: ioredis closes it (reported as lost) and connects again.
+    if (this.connection.status === 'ready') this.connection.disconnect(true);
+  }
+
   close(): void {
+    this.channels.clear();
     this.connection.disconnect();
   }
 }
@@ -314,6 +342,15 @@ class ClusterSubscriber implements Subscriber {
     }
   }
 
+  reconnect(channels: readonly string[]): void {
+    for (const [key, node] of this.byNode) {
+      if (!channels.some((channel) => node.channels.has(channel))) continue;
+      const lost = [...node.channels];
+      this.drop(key); // the next subscription opens a new connection to wherever the slot lives
+      this.events.lost(lost);
+    }
+  }
+
   close(): void {
     for (const key of [...this.byNode.keys()]) this.drop(key);
   }
@@ -331,6 +368,7 @@ class ClusterSubscriber implements Subscriber {
       const connection = master.duplicate({
         lazyConnect: false,
         readOnly: false,
+        keepAlive: master.options.keepAlive || KEEPALIVE_MS,
         retryStrategy: (times: number) => (times > 10 ? null : Math.min(100 * times, 1_000)),
       });
       node = { connection, channels: new Set() };

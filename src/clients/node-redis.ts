@@ -68,6 +68,7 @@ interface NodeRedisApi {
   connect(): Promise<unknown>;
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'reconnecting', listener: () => void): unknown;
   once(event: 'end', listener: () => void): unknown;
   off(event: 'end', listener: () => void): unknown;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
@@ -228,6 +229,10 @@ export class NodeRedisDriver implements Driver {
     return this.client.sendCommand(args);
   }
 
+  async publish(channel: string, message: string): Promise<number> {
+    return Number(await this.client.sendCommand(['SPUBLISH', channel, message]));
+  }
+
   async waitForReplicas(_slot: number, replicas: number, timeoutMs: number): Promise<number> {
     return Number(await this.client.sendCommand(['WAIT', String(replicas), String(timeoutMs)]));
   }
@@ -283,6 +288,10 @@ export class NodeRedisClusterDriver implements Driver {
     return this.client.sendCommand(undefined, false, args);
   }
 
+  async publish(channel: string, message: string): Promise<number> {
+    return Number(await this.client.sendCommand(channel, false, ['SPUBLISH', channel, message]));
+  }
+
   async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {
     const master = this.client.slots[slot]?.master;
     if (!master) throw new RedisUnavailableError(`no connection to the master of Cluster slot ${slot} (slot map not loaded)`);
@@ -311,11 +320,17 @@ export class NodeRedisClusterDriver implements Driver {
   }
 }
 
-/** One server: one subscriber connection, a `duplicate()` of the client, which node-redis reconnects and resubscribes. */
+/**
+ * One server: one subscriber connection, a `duplicate()` of the client,
+ * which node-redis reconnects and resubscribes; each reconnection is
+ * reported to the hub (a release may have gone unheard meanwhile), which
+ * subscribes again.
+ */
 class ServerSubscriber implements Subscriber {
   private connection: NodeRedisApi | undefined;
   private connecting: Promise<unknown> | undefined;
   private readonly listener: Listener;
+  private readonly channels = new Set<string>();
 
   constructor(
     private readonly client: NodeRedisApi,
@@ -326,11 +341,18 @@ class ServerSubscriber implements Subscriber {
 
   async subscribe(channel: string): Promise<void> {
     await this.open();
+    this.channels.add(channel);
     await this.connection!.sSubscribe(channel, this.listener);
   }
 
   unsubscribe(channel: string): void {
+    this.channels.delete(channel);
     if (this.connection?.isOpen) this.connection.sUnsubscribe(channel, this.listener).catch(() => undefined);
+  }
+
+  reconnect(): void {
+    this.close(); // a silent connection: the hub's next subscription opens a new one
+    this.lost();
   }
 
   close(): void {
@@ -339,11 +361,19 @@ class ServerSubscriber implements Subscriber {
     if (connection?.isOpen) connection.destroy();
   }
 
+  private lost(): void {
+    if (this.channels.size === 0) return;
+    const channels = [...this.channels];
+    this.channels.clear();
+    this.events.lost(channels);
+  }
+
   /** Connects the subscriber connection (once; again after a failed first connect). */
   private open(): Promise<unknown> {
     if (this.connecting) return this.connecting;
     const connection = (this.connection = this.client.duplicate());
     connection.on('error', this.events.error);
+    connection.on('reconnecting', () => this.connection === connection && this.lost());
     const connecting = (this.connecting = connection.connect().catch((error: unknown) => {
       if (this.connecting === connecting) this.close();
       throw error;
@@ -382,6 +412,33 @@ class ClusterSubscriber implements Subscriber {
 
   unsubscribe(channel: string): void {
     if (this.channels.delete(channel) && this.cluster.isOpen) this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
+  }
+
+  /**
+   * A silent connection: node-redis keeps one sharded pub/sub client per
+   * master (`_slots`, not in its typings); the ones serving `channels` are
+   * destroyed and forgotten, so that the hub's next subscription makes new
+   * ones. Where that shape is not found, the hub's subscriptions are made
+   * again on the same connection, and waiters re-check meanwhile.
+   */
+  reconnect(channels: readonly string[]): void {
+    const slots = (
+      this.cluster as unknown as { _slots?: { slots?: ({ master?: { pubSub?: { client?: { destroy?(): void } } } } | undefined)[] } }
+    )._slots?.slots;
+    for (const channel of channels) {
+      const master = slots?.[calculateSlot(channel)]?.master;
+      const pubSub = master?.pubSub;
+      if (master && pubSub) {
+        master.pubSub = undefined;
+        try {
+          pubSub.client?.destroy?.();
+        } catch {
+          // already closed
+        }
+      }
+    }
+    for (const channel of channels) this.channels.delete(channel);
+    for (const channel of channels) this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
   }
 
   close(): void {

@@ -4,43 +4,59 @@ import type { Subscriber, SubscriberEvents } from './driver.js';
 
 /** Where and how a {@link RespSubscriber} connects: what GLIDE's options say of one server. */
 export interface RespEndpoint {
-  readonly host: string;
-  readonly port: number;
+  /** Every address to try, in order: the next after a failure to connect or to authenticate. */
+  readonly addresses: readonly { readonly host: string; readonly port: number }[];
   readonly username?: string | undefined;
   readonly password?: string | undefined;
   /** The connection's name (`CLIENT SETNAME`), as the client's own connections carry it. */
   readonly name?: string | undefined;
   /** TLS: the CA to trust (PEM; the system's when absent), and whether to skip verification. */
   readonly tls?: { readonly ca?: string | Buffer | undefined; readonly insecure?: boolean | undefined } | undefined;
+  /** Why no subscriber can be made from the client's options (IAM credentials): subscribing then fails with it. */
+  readonly unusable?: string | undefined;
 }
 
 /** How often the subscriber looks whether its owner was closed. */
 const OWNER_CHECK_MS = 1_000;
-/** Pause before reconnecting, longer per failure up to the last. */
-const RECONNECT_MS = [50, 100, 200, 400, 800, 1_000];
+/** How long connecting, `AUTH` and `CLIENT SETNAME` may take, per address. */
+export const HANDSHAKE_TIMEOUT_MS = 5_000;
+/** TCP keepalive's first probe on an idle connection. */
+const KEEPALIVE_MS = 5_000;
 
 /** A reply to one command sent on the connection, in order. */
 type Pending = { resolve(): void; reject(error: Error): void };
 
+/** A subscriber that can never work with the options given (IAM credentials): the hub reports it once, and stops trying. */
+export class SubscriberUnusableError extends Error {
+  override readonly name = 'SubscriberUnusableError';
+  readonly permanent = true;
+}
+
 /**
  * The wake-up subscriber on one server for a client that cannot subscribe to
  * sharded channels itself (GLIDE's `GlideClient`): one connection of its own
- * (RESP2, `AUTH` and `CLIENT SETNAME` as configured, then `SSUBSCRIBE`), reconnected with backoff while the
- * owner is open, its channels subscribed again on each new connection.
+ * (RESP2, `AUTH` and `CLIENT SETNAME` as configured, then `SSUBSCRIBE`), with
+ * TCP keepalive and a handshake bound; each address is tried in turn. The
+ * endpoint is read again on each connection (a rotated password). A closed
+ * connection is reported to the hub (`lost`), whose next subscription
+ * connects again; the hub's echo check finds a connection gone silent and
+ * calls {@link reconnect}.
  */
 export class RespSubscriber implements Subscriber {
+  /** The connection in use, once it passed its handshake. */
   private socket: Socket | undefined;
+  /** The connection whose replies are read (the one in its handshake, then in use). */
+  private reading: Socket | undefined;
   private ready: Promise<Socket> | undefined;
   private readonly channels = new Set<string>();
   private pending: Pending[] = [];
   private buffer: Buffer = Buffer.alloc(0);
-  private failures = 0;
   private closed = false;
-  private reconnectTimer: NodeJS.Timeout | undefined;
   private readonly ownerCheck: NodeJS.Timeout;
 
   constructor(
-    private readonly endpoint: RespEndpoint,
+    /** Where to connect, read on each connection. */
+    private readonly endpoint: () => RespEndpoint,
     private readonly events: SubscriberEvents,
     /** Whether the client this subscriber serves was closed: it then closes too (that client emits no event). */
     private readonly ownerClosed: () => boolean,
@@ -49,8 +65,8 @@ export class RespSubscriber implements Subscriber {
   }
 
   async subscribe(channel: string): Promise<void> {
-    this.channels.add(channel);
     const socket = await this.open();
+    this.channels.add(channel);
     await this.send(socket, ['SSUBSCRIBE', channel]);
   }
 
@@ -59,25 +75,54 @@ export class RespSubscriber implements Subscriber {
     this.ready.then((socket) => this.send(socket, ['SUNSUBSCRIBE', channel])).catch(() => undefined);
   }
 
+  reconnect(): void {
+    this.socket?.destroy(); // reported as lost; the hub's next subscription connects again
+  }
+
   close(): void {
     this.closed = true;
-    clearTimeout(this.reconnectTimer);
     clearInterval(this.ownerCheck);
     this.channels.clear();
     this.socket?.destroy();
-    this.socket = this.ready = undefined;
+    this.reading?.destroy();
+    this.socket = this.reading = this.ready = undefined;
     this.failAll(new Error('the wake-up subscriber was closed'));
   }
 
   /** The connection, authenticated; made on first use and after a loss. */
   private open(): Promise<Socket> {
     if (this.closed) return Promise.reject(new Error('the wake-up subscriber was closed'));
-    this.ready ??= this.connect();
+    if (this.ownerClosed()) {
+      this.close();
+      return Promise.reject(new Error('the wake-up subscriber was closed with its GLIDE client'));
+    }
+    if (this.ready === undefined) {
+      const ready = (this.ready = this.connectAny());
+      ready.catch(() => {
+        if (this.ready === ready) this.ready = undefined;
+      });
+    }
     return this.ready;
   }
 
-  private connect(): Promise<Socket> {
-    const { host, port, tls } = this.endpoint;
+  /** Each address in turn, until one connects and authenticates. */
+  private async connectAny(): Promise<Socket> {
+    const endpoint = this.endpoint();
+    if (endpoint.unusable !== undefined) throw new SubscriberUnusableError(endpoint.unusable);
+    const errors: string[] = [];
+    for (const address of endpoint.addresses) {
+      if (this.closed) break;
+      try {
+        return await this.connect(endpoint, address.host, address.port);
+      } catch (error) {
+        errors.push(`${address.host}:${address.port}: ${(error as Error).message}`);
+      }
+    }
+    throw new Error(`the wake-up subscriber could not connect (${errors.join('; ') || 'no address'}); waiters re-check meanwhile`);
+  }
+
+  private connect(endpoint: RespEndpoint, host: string, port: number): Promise<Socket> {
+    const { tls } = endpoint;
     const socket = tls
       ? connectTls({
           host,
@@ -88,27 +133,35 @@ export class RespSubscriber implements Subscriber {
         })
       : connectTcp({ host, port });
     socket.setNoDelay(true);
-    this.socket = socket;
+    socket.setKeepAlive(true, KEEPALIVE_MS);
+    this.reading = socket;
     this.buffer = Buffer.alloc(0);
-    socket.on('data', (data: Buffer) => this.read(data));
-    socket.on('error', (error) => this.events.error(error));
-    socket.once('close', () => this.lost(socket));
-    const connected = new Promise<void>((resolve, reject) => {
-      socket.once(tls ? 'secureConnect' : 'connect', resolve);
-      socket.once('close', () => reject(new Error(`the wake-up subscriber's connection to ${host}:${port} closed`)));
-    });
-    const { username, password, name } = this.endpoint;
-    return connected
-      .then(async () => {
-        if (password !== undefined) await this.send(socket, username ? ['AUTH', username, password] : ['AUTH', password]);
-        if (name) await this.send(socket, ['CLIENT', 'SETNAME', name]);
-        this.failures = 0;
-        return socket;
-      })
-      .catch((error: unknown) => {
-        socket.destroy(); // tried again after a pause while channels wait
-        throw error;
+    socket.on('data', (data: Buffer) => this.read(socket, data));
+    socket.on('error', () => undefined); // the close that follows says it, with the address
+    socket.once('close', () => this.lost(socket, host, port));
+    let timer: NodeJS.Timeout | undefined;
+    const handshake = new Promise<Socket>((resolve, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${HANDSHAKE_TIMEOUT_MS} ms`)), HANDSHAKE_TIMEOUT_MS);
+      socket.once('close', () => reject(new Error('the connection closed')));
+      socket.once(tls ? 'secureConnect' : 'connect', () => {
+        const { username, password, name } = endpoint;
+        (async () => {
+          if (password !== undefined) await this.send(socket, username ? ['AUTH', username, password] : ['AUTH', password]);
+          if (name) await this.send(socket, ['CLIENT', 'SETNAME', name]);
+        })().then(() => {
+          this.socket = socket;
+          resolve(socket);
+        }, reject);
       });
+    });
+    return handshake
+      .catch((error: unknown) => {
+        socket.destroy();
+        if (this.reading === socket) this.reading = undefined;
+        this.failAll(error as Error); // its AUTH, unanswered: not the next connection's
+        throw error;
+      })
+      .finally(() => clearTimeout(timer));
   }
 
   /** Writes `command` and resolves with its reply (an error reply rejects). */
@@ -119,28 +172,20 @@ export class RespSubscriber implements Subscriber {
     });
   }
 
-  /** A connection closed: its commands fail, and unless closed on purpose, a new one subscribes the channels again. */
-  private lost(socket: Socket): void {
+  /** A connection closed: its commands fail, and its channels are reported lost (the hub subscribes them again). */
+  private lost(socket: Socket, host: string, port: number): void {
     if (this.socket !== socket) return;
-    this.socket = this.ready = undefined;
-    this.failAll(new Error(`the wake-up subscriber's connection to ${this.endpoint.host}:${this.endpoint.port} closed`));
-    if (this.closed) return;
+    this.socket = this.reading = this.ready = undefined;
+    this.failAll(new Error(`the wake-up subscriber's connection to ${host}:${port} closed`));
+    if (this.closed || this.channels.size === 0) return;
+    const channels = [...this.channels];
+    this.channels.clear();
     if (this.ownerClosed()) {
       this.close();
       return;
     }
-    const delay = RECONNECT_MS[Math.min(this.failures++, RECONNECT_MS.length - 1)]!;
-    this.reconnectTimer = setTimeout(() => {
-      if (this.closed || this.channels.size === 0) return;
-      if (this.ownerClosed()) {
-        this.close();
-        return;
-      }
-      this.open()
-        .then((s) => Promise.all([...this.channels].map((channel) => this.send(s, ['SSUBSCRIBE', channel]))))
-        .catch((error: unknown) => this.events.error(error as Error));
-    }, delay);
-    this.reconnectTimer.unref();
+    this.events.error(new Error(`the wake-up subscriber's connection to ${host}:${port} closed; waiters re-check until it is back`));
+    this.events.lost(channels);
   }
 
   private failAll(error: Error): void {
@@ -150,7 +195,8 @@ export class RespSubscriber implements Subscriber {
   }
 
   /** Parses what arrived: messages go to the events, replies to their commands in order. */
-  private read(data: Buffer): void {
+  private read(socket: Socket, data: Buffer): void {
+    if (this.reading !== socket) return;
     this.buffer = this.buffer.length === 0 ? data : Buffer.concat([this.buffer, data]);
     let at = 0;
     try {
@@ -162,7 +208,7 @@ export class RespSubscriber implements Subscriber {
       }
     } catch (error) {
       this.events.error(error as Error);
-      this.socket?.destroy(); // out of step with the server: start over
+      socket.destroy(); // out of step with the server: start over
       return;
     }
     this.buffer = this.buffer.subarray(at);

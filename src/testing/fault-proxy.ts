@@ -88,6 +88,14 @@ export interface FaultProxy {
   stallAtReply(match?: DropMatch): Promise<void>;
   /** Stops forwarding in both directions, on open and new connections, until {@link resume}. */
   stall(): void;
+  /**
+   * Silences every open connection that has subscribed to anything (a
+   * subscriber link): from now on what either side sends on it is dropped,
+   * and neither side is told, as by an idle timeout in a NAT or load
+   * balancer. Other and new connections are not touched. Returns the
+   * number of links silenced.
+   */
+  silenceSubscribers(): number;
   /** Forwards again what {@link stall} held back. */
   resume(): void;
   /** Delays every chunk, each way, by `ms` (0: none). */
@@ -195,6 +203,10 @@ class Link {
   private held: { toServer: Buffer[]; toClient: Buffer[] } = { toServer: [], toClient: [] };
   private chain = { toServer: Promise.resolve(), toClient: Promise.resolve() };
   closed = false;
+  /** The client subscribed to something on this connection. */
+  subscriber = false;
+  /** Everything sent either way is dropped ({@link FaultProxy.silenceSubscribers}). */
+  silenced = false;
 
   constructor(
     readonly client: net.Socket,
@@ -240,7 +252,10 @@ class Link {
       const name = (parts[0] ?? '').toLowerCase();
       this.commands[name] = (this.commands[name] ?? 0) + 1;
       // (Un)subscribing is answered by RESP3 pushes, not replies: neither counted nor dropped.
-      if (PUBSUB.test(name)) continue;
+      if (PUBSUB.test(name)) {
+        if (!name.includes('un')) this.subscriber = true;
+        continue;
+      }
       const armed = this.faults.armed;
       if (armed && !armed.taken && this.armedAt === undefined && matches(armed.match, name, parts)) {
         armed.taken = true;
@@ -292,6 +307,7 @@ class Link {
   }
 
   private send(direction: 'toServer' | 'toClient', chunk: Buffer): void {
+    if (this.silenced) return;
     if (this.faults.stalled) this.held[direction].push(chunk);
     else this.forward(direction, chunk);
   }
@@ -368,6 +384,16 @@ class FaultProxyImpl implements FaultProxy {
   resume(): void {
     this.faults.stalled = false;
     for (const link of this.links) link.flush();
+  }
+
+  silenceSubscribers(): number {
+    let silenced = 0;
+    for (const link of this.links) {
+      if (!link.subscriber || link.silenced) continue;
+      link.silenced = true;
+      silenced++;
+    }
+    return silenced;
   }
 
   delay(ms: number): void {
@@ -460,6 +486,7 @@ export async function proxyCluster(cluster: RedisClusterHandle): Promise<Cluster
     dropAfterReply: (match = {}) => arm(faults, match, 'drop'),
     stallAtReply: (match = {}) => arm(faults, match, 'stall'),
     stall: () => proxies.forEach((p) => p.stall()),
+    silenceSubscribers: () => proxies.reduce((n, p) => n + p.silenceSubscribers(), 0),
     resume: () => proxies.forEach((p) => p.resume()),
     delay: (ms) => proxies.forEach((p) => p.delay(ms)),
     reset: () => proxies.forEach((p) => p.reset()),

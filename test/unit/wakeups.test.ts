@@ -97,13 +97,18 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
   beforeEach(() => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })));
   afterEach(() => clock.restore());
 
-  /** A stand-in for an ioredis client, under its driver: records what the hub asks of its subscriber connection. */
+  /**
+   * A stand-in for an ioredis client, under its driver: records what the hub
+   * asks of its subscriber connection, but for the echo channels of its link
+   * check (wakeup-links.test.ts checks those).
+   */
   function fakeClient() {
     const calls: string[] = [];
+    const record = (call: string) => void (call.endsWith('\necho') || calls.push(call));
     let duplicates = 0;
     const subscriber = {
-      ssubscribe: async (channel: string) => void calls.push(`ssubscribe ${channel}`),
-      sunsubscribe: async (channel: string) => void calls.push(`sunsubscribe ${channel}`),
+      ssubscribe: async (channel: string) => record(`ssubscribe ${channel}`),
+      sunsubscribe: async (channel: string) => record(`sunsubscribe ${channel}`),
       on: () => subscriber,
       disconnect: () => void calls.push('disconnect'),
     };

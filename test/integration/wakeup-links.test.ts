@@ -1,0 +1,318 @@
+// Wake-up links that never die silently (issue 42, item 1). A subscriber
+// connection whose link goes silent (an idle timeout in a NAT or load
+// balancer: the fault proxy drops everything on that one connection, and
+// tells neither side) is noticed by the hub's echo check within two checks
+// (5 s), reported (`subscriberErrors`), its waiters re-check at once, and it
+// is made again. recheckMs is 60 s throughout: a waiter woken within the
+// bound was woken by the library noticing, not by its re-check. On the code
+// before, each of these waited out recheckMs.
+import { createServer, type Server, type Socket } from 'node:net';
+import { expect } from 'chai';
+import type { Driver } from '../../src/clients/driver.js';
+import type { LockRedisClient } from '../../src/clients/index.js';
+import { HANDSHAKE_TIMEOUT_MS, RespSubscriber } from '../../src/clients/resp-subscriber.js';
+import { LockClient } from '../../src/index.js';
+import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
+import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
+import { ALL_CLIENTS, disconnect, forEachTopology, selectedClients, selectedTopologies } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
+
+/** Never reached: a waiter that gets the lock before this was woken by the library, not by its re-check. */
+const RECHECK_MS = 60_000;
+/** The default bound on noticing a silent link (two echo checks), and a margin for a loaded machine. */
+const NOTICED_MS = 10_000;
+const MARGIN_MS = 3_000;
+
+forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
+  let proxy: FaultProxy | ClusterFaultProxy | undefined;
+  const opened: LockClient[] = [];
+  const clients: LockRedisClient[] = [];
+
+  afterEach(async () => {
+    for (const locks of opened.splice(0)) await locks.close();
+    for (const c of clients.splice(0)) disconnect(c);
+    await proxy?.close();
+    proxy = undefined;
+  });
+
+  const open = (client: LockRedisClient): LockClient => {
+    const locks = new LockClient(client, { recheckMs: RECHECK_MS, leaseMs: 30_000 });
+    opened.push(locks);
+    return locks;
+  };
+
+  it('a waiting writer gets the lock within the bound of a release when only its subscriber link went silent', async function () {
+    this.timeout(60_000);
+    proxy = ctx.kind === 'cluster' ? await proxyCluster(ctx.cluster) : await startFaultProxy({ target: { port: ctx.server.port } });
+    const through = await connectLockClient(targetThrough(proxy, ctx.clientKind));
+    clients.push(through);
+    const holderLocks = open(await ctx.lockRedis());
+    const waiterLocks = open(through);
+    const holder = await holderLocks.lock('silent').acquireWrite();
+    const waiting = waiterLocks.lock('silent').acquireWrite({ waitMs: 50_000 });
+    let granted: number | undefined;
+    waiting.then(
+      () => (granted = performance.now()),
+      () => undefined,
+    );
+    // Queued, its channel and the hub's echo channel subscribed (through the proxy): then the link goes silent.
+    await eventually('the writer queued', async () => (await holderLocks.inspect('silent')).queue.length === 1, 10_000);
+    await eventually('the subscriptions made', () => (proxy!.stats.commands.ssubscribe ?? 0) >= 2, 10_000);
+    // The hub's first echo sent: its echo subscription is confirmed.
+    await eventually('the first echo', () => (proxy!.stats.commands.spublish ?? 0) >= 1, 10_000);
+    const subscribedBefore = proxy.stats.commands.ssubscribe ?? 0;
+    expect(proxy.silenceSubscribers()).to.be.at.least(1);
+    const errorsBefore = waiterLocks.stats().subscriberErrors;
+    await holder.release();
+    const released = performance.now();
+    const lease = await waiting;
+    const tookMs = (granted ?? performance.now()) - released;
+    console.log(`      [${ctx.kind}, ${ctx.clientKind}] silent link: granted ${Math.round(tookMs)} ms after the release`);
+    expect(tookMs).to.be.below(NOTICED_MS + MARGIN_MS);
+    expect(waiterLocks.stats().subscriberErrors).to.be.above(errorsBefore);
+    await lease.release();
+    // Restored: the next hand-over wakes at once, on the new connection.
+    const again = await holderLocks.lock('silent').acquireWrite();
+    const next = waiterLocks.lock('silent').acquireWrite({ waitMs: 50_000 });
+    await eventually('the writer queued again', async () => (await holderLocks.inspect('silent')).queue.length === 1, 10_000);
+    await eventually('subscribed again', () => (proxy!.stats.commands.ssubscribe ?? 0) > subscribedBefore, 15_000);
+    await again.release();
+    const releasedAgain = performance.now();
+    await (await next).release();
+    expect(performance.now() - releasedAgain).to.be.below(NOTICED_MS + MARGIN_MS);
+  });
+
+  if (ctx.kind === 'standalone') {
+    it('a waiting writer re-checks once its subscription is back after the server restarted', async function () {
+      this.timeout(60_000);
+      const holderLocks = open(await ctx.lockRedis());
+      const waiterLocks = open(await ctx.lockRedis());
+      holderLocks.on('lost', () => undefined);
+      const holder = await holderLocks.lock('restart').acquireWrite();
+      const waiting = waiterLocks.lock('restart').acquireWrite({ waitMs: 50_000 });
+      waiting.catch(() => undefined);
+      await eventually('the writer queued', async () => (await holderLocks.inspect('restart')).queue.length === 1, 10_000);
+      // Its channel and the hub's echo channel subscribed on the server.
+      const redis = ctx.client();
+      await eventually('subscribed', async () => ((await redis.call('PUBSUB', 'SHARDCHANNELS')) as string[]).length >= 2, 10_000);
+      expect(holder.holdId).to.be.a('string'); // its hold goes with the server's data: the lock is free once the server is back
+      await ctx.server.restart();
+      const back = performance.now();
+      await (await waiting).release();
+      const tookMs = performance.now() - back;
+      console.log(`      [${ctx.kind}, ${ctx.clientKind}] server restarted: granted ${Math.round(tookMs)} ms after it answered again`);
+      expect(tookMs).to.be.below(NOTICED_MS + MARGIN_MS);
+      expect(waiterLocks.stats().subscriberErrors).to.be.above(0);
+    });
+  }
+});
+
+describe('wake-up subscriber handshake', () => {
+  let server: Server;
+  const sockets: Socket[] = [];
+  before(async () => {
+    server = createServer((socket) => sockets.push(socket)); // accepts, and never answers
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('rejects within its bound against a server that accepts and never answers', async function () {
+    this.timeout(30_000);
+    const port = (server.address() as { port: number }).port;
+    const errors: Error[] = [];
+    const sub = new RespSubscriber(
+      () => ({ addresses: [{ host: '127.0.0.1', port }], password: 'secret' }),
+      { message: () => undefined, error: (e) => errors.push(e), lost: () => undefined },
+      () => false,
+    );
+    const started = performance.now();
+    try {
+      const outcome = await sub.subscribe('c').then(
+        () => 'subscribed',
+        (error: Error) => error.message,
+      );
+      expect(outcome).to.match(/no answer within/);
+      expect(performance.now() - started).to.be.below(HANDSHAKE_TIMEOUT_MS + 2_000);
+    } finally {
+      sub.close();
+    }
+  });
+
+  it('tries the next address when the first one refuses', async function () {
+    this.timeout(30_000);
+    const redis = await startRedisServer();
+    const refused = createServer();
+    await new Promise<void>((resolve) => refused.listen(0, '127.0.0.1', resolve));
+    const deadPort = (refused.address() as { port: number }).port;
+    await new Promise((resolve) => refused.close(resolve));
+    const messages: string[] = [];
+    const sub = new RespSubscriber(
+      () => ({
+        addresses: [
+          { host: '127.0.0.1', port: deadPort },
+          { host: '127.0.0.1', port: redis.port },
+        ],
+      }),
+      { message: (_, m) => messages.push(m), error: () => undefined, lost: () => undefined },
+      () => false,
+    );
+    try {
+      await sub.subscribe('{c}x');
+      const admin = redis.client();
+      await admin.spublish('{c}x', 'hello');
+      await eventually('the message', () => messages.includes('hello'));
+    } finally {
+      sub.close();
+      await redis.stop();
+    }
+  });
+});
+
+describe('wake-up subscriber that cannot be made', () => {
+  it('says why once, by a subscriber error, and its waiters re-check', async () => {
+    const errors: Error[] = [];
+    let fallbacks = 0;
+    let tries = 0;
+    const driver = {
+      subscriber: () =>
+        new RespSubscriber(
+          () => {
+            tries++;
+            return { addresses: [{ host: '127.0.0.1', port: 1 }], unusable: 'the GLIDE client authenticates with IAM' };
+          },
+          { message: () => undefined, error: (e) => errors.push(e), lost: () => undefined },
+          () => false,
+        ),
+    } as unknown as Driver;
+    const hub = new WakeupHub([driver], { message: () => undefined, unconfirmed: () => fallbacks++, error: (e) => errors.push(e) });
+    try {
+      for (const channel of ['{a}', '{b}', '{a}']) (await hub.watch(channel, 1_000)).close();
+      expect(errors.map((e) => e.message)).to.deep.equal(['the GLIDE client authenticates with IAM']);
+      expect(fallbacks).to.equal(3);
+      expect(tries).to.equal(1);
+    } finally {
+      hub.close();
+    }
+  });
+});
+
+if (selectedClients(ALL_CLIENTS).includes('glide') && selectedTopologies().includes('standalone')) {
+  describe('GLIDE wake-up subscriber on one server', () => {
+    const opened: LockClient[] = [];
+    const closing: { close(): void }[] = [];
+    afterEach(async () => {
+      for (const locks of opened.splice(0)) await locks.close();
+      for (const c of closing.splice(0)) c.close();
+    });
+
+    /** How long after a release a writer waiting on `waiterClient` gets the lock (recheckMs is 60 s). */
+    async function wokenWithinBound(holderClient: LockRedisClient, waiterClient: LockRedisClient, resource: string): Promise<number> {
+      const holderLocks = new LockClient(holderClient, { recheckMs: RECHECK_MS });
+      const waiterLocks = new LockClient(waiterClient, { recheckMs: RECHECK_MS });
+      opened.push(holderLocks, waiterLocks);
+      return handOver(holderLocks, waiterLocks, resource);
+    }
+
+    /** How long after `holderLocks` releases `resource` a writer waiting on `waiterLocks` gets it. */
+    async function handOver(holderLocks: LockClient, waiterLocks: LockClient, resource: string): Promise<number> {
+      const holder = await holderLocks.lock(resource).acquireWrite();
+      const waiting = waiterLocks.lock(resource).acquireWrite({ waitMs: 50_000 });
+      await eventually('the writer queued', async () => (await holderLocks.inspect(resource)).queue.length === 1, 10_000);
+      await holder.release();
+      const released = performance.now();
+      await (await waiting).release();
+      return performance.now() - released;
+    }
+
+    for (const how of ['requirepass', 'ACL SETUSER'] as const) {
+      it(`authenticates with the password set by updateConnectionPassword after a rotation (${how})`, async function () {
+        this.timeout(60_000);
+        const redis = await startRedisServer();
+        const admin = redis.client();
+        try {
+          const username = how === 'ACL SETUSER' ? 'app' : undefined;
+          if (username) await admin.call('ACL', 'SETUSER', username, 'on', '>old-secret', '~*', '&*', '+@all');
+          else await admin.config('SET', 'requirepass', 'old-secret');
+          const { GlideClient } = await import('@valkey/valkey-glide');
+          const options = { addresses: [{ host: '127.0.0.1', port: redis.port }], requestTimeout: 2_000 };
+          const credentials = { ...(username && { username }), password: 'old-secret' };
+          const holder = await GlideClient.createClient({ ...options, credentials });
+          const waiter = await GlideClient.createClient({ ...options, credentials });
+          closing.push(holder, waiter);
+          const holderLocks = new LockClient(holder as never, { recheckMs: RECHECK_MS });
+          const waiterLocks = new LockClient(waiter as never, { recheckMs: RECHECK_MS });
+          opened.push(holderLocks, waiterLocks);
+          // The waiter's subscriber connects with the old password; then the password turns, and the
+          // server drops the subscriber connection: the same LockClient must connect again with the new one.
+          expect(await handOver(holderLocks, waiterLocks, 'rotate-1')).to.be.below(5_000);
+          if (username) {
+            await admin.call('ACL', 'SETUSER', username, '>new-secret', '<old-secret');
+          } else {
+            await admin.auth('old-secret');
+            await admin.config('SET', 'requirepass', 'new-secret');
+            await admin.auth('new-secret');
+          }
+          await holder.updateConnectionPassword('new-secret', true);
+          await waiter.updateConnectionPassword('new-secret', true);
+          await admin.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+          const tookMs = await handOver(holderLocks, waiterLocks, 'rotate-1');
+          console.log(`      [standalone, glide] after a password rotation (${how}): granted ${Math.round(tookMs)} ms after the release`);
+          expect(tookMs).to.be.below(NOTICED_MS + MARGIN_MS);
+        } finally {
+          admin.disconnect();
+          await redis.stop();
+        }
+      });
+    }
+
+    it('connects past a first listed address that is down', async function () {
+      this.timeout(60_000);
+      const redis = await startRedisServer();
+      const refused = createServer();
+      await new Promise<void>((resolve) => refused.listen(0, '127.0.0.1', resolve));
+      const deadPort = (refused.address() as { port: number }).port;
+      await new Promise((resolve) => refused.close(resolve));
+      try {
+        const { GlideClient } = await import('@valkey/valkey-glide');
+        const holder = await GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: redis.port }], requestTimeout: 2_000 });
+        const waiter = await GlideClient.createClient({
+          addresses: [
+            { host: '127.0.0.1', port: deadPort },
+            { host: '127.0.0.1', port: redis.port },
+          ],
+          requestTimeout: 2_000,
+        });
+        closing.push(holder, waiter);
+        const tookMs = await wokenWithinBound(holder as never, waiter as never, 'first-down');
+        console.log(`      [standalone, glide] first address down: granted ${Math.round(tookMs)} ms after the release`);
+        expect(tookMs).to.be.below(ECHO_CHECK_MS);
+      } finally {
+        await redis.stop();
+      }
+    });
+
+    it("connects through GLIDE's addressResolver, and past a first address that is down", async function () {
+      this.timeout(60_000);
+      const redis = await startRedisServer();
+      try {
+        const { GlideClient } = await import('@valkey/valkey-glide');
+        const holder = await GlideClient.createClient({ addresses: [{ host: '127.0.0.1', port: redis.port }], requestTimeout: 2_000 });
+        const resolved = await GlideClient.createClient({
+          addresses: [{ host: 'wakeups.invalid', port: 1 }],
+          addressResolver: (host, port) => (host === 'wakeups.invalid' ? ['127.0.0.1', redis.port] : [host, port]),
+          requestTimeout: 2_000,
+        });
+        closing.push(holder, resolved);
+        const tookMs = await wokenWithinBound(holder as never, resolved as never, 'resolver');
+        console.log(`      [standalone, glide] through addressResolver: granted ${Math.round(tookMs)} ms after the release`);
+        expect(tookMs).to.be.below(ECHO_CHECK_MS);
+      } finally {
+        await redis.stop();
+      }
+    });
+  });
+}
