@@ -122,7 +122,13 @@ export class LockClient extends EventEmitter {
     this.releases = clients.map((client) => client.retain?.() ?? (() => undefined));
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
-    const deadlines = new Deadlines();
+    const deadlines = new Deadlines(() => {
+      for (const client of clients) {
+        const why = client.connectionTrouble?.();
+        if (why !== undefined) return why;
+      }
+      return undefined;
+    });
     const cleanups = new Cleanups();
     const telemetry = (this.telemetry = new Telemetry(this));
     const holdings = new Holdings(

@@ -222,7 +222,11 @@ async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Pro
       disconnect: () => server.isOpen && server.destroy(),
     };
   }
-  await connecting(cli, client.connect(), client, target.timeoutMs);
+  // A PING on one server: node-redis' connect() sends nothing a server that wants a password refuses,
+  // so a missing password would first show on a command, and on a script's EVAL as the server's
+  // "Protocol error: unauthenticated bulk length". (A Cluster's connect reads its slots: NOAUTH there.)
+  const ready = client.connect().then(() => (target.cluster ? undefined : cli.command(['PING'])));
+  await connecting(cli, ready, client, target.timeoutMs);
   return cli;
 }
 

@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import type { ClientLibrary } from '../../src/cli/cli-redis.js';
 import { EXIT } from '../../src/cli/command.js';
 import { CONNECT_TIMEOUT_MS } from '../../src/cli/connect.js';
@@ -80,6 +81,39 @@ describe('CLI on node-redis: an ACL user', function () {
     expect(wrong.code).to.equal(EXIT.FAILED);
     expect(wrong.stderr).to.match(/^redis-rwlock inspect: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+\/?: WRONGPASS /);
   });
+});
+
+describe('CLI against a server that wants a password, given none', function () {
+  this.timeout(30_000);
+  let server: RedisServerHandle;
+  let admin: Redis;
+  before(async () => {
+    server = await startRedisServer();
+    admin = new Redis({ port: server.port, password: 'pw-2a7' });
+    await admin.call('ACL', 'SETUSER', 'default', 'resetpass', '>pw-2a7'); // default: the harness' user, restored below
+  });
+  after(async () => {
+    await admin.call('ACL', 'SETUSER', 'default', 'nopass');
+    admin.disconnect();
+    await server.stop();
+  });
+
+  for (const library of ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]) {
+    for (const args of [
+      ['inspect', 'job:{1}'],
+      ['top', '-n', '1'],
+    ]) {
+      it(`${library}: ${args[0]} says it cannot connect, NOAUTH, and how to give a password (exit 1)`, async () => {
+        const run = await cli([...args, '--redis', server.url], library);
+        expect(run.code, run.stderr).to.equal(EXIT.FAILED);
+        expect(run.stderr).to.match(
+          new RegExp(`^redis-rwlock ${args[0]}: cannot connect to Redis at redis://127\\.0\\.0\\.1:\\d+/?: .*NOAUTH`),
+        );
+        expect(run.stderr).to.include('give the password in $REDIS_PASSWORD (or --ask-pass) and the user with --user');
+        expect(run.stderr).to.not.include('Protocol error').and.to.not.include('.;');
+      });
+    }
+  }
 });
 
 describe('CLI given a Redis Cluster node with --redis', function () {
