@@ -5,6 +5,7 @@
  * both. The CLI runs as its users run it: a separate process.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
@@ -114,6 +115,34 @@ describe('CLI against a server that wants a password, given none', function () {
       });
     }
   }
+});
+
+describe('CLI on node-redis: the documented ops user, which may not PING', function () {
+  this.timeout(30_000);
+
+  it('logs in and inspects: the login check on connect counts only a refused login', async () => {
+    const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+    const rule = operations
+      .split('\n')
+      .find((l) => l.startsWith('ACL SETUSER ops '))!
+      .split(/\s+/)
+      .slice(3); // after "ACL SETUSER ops"
+    expect(rule).to.not.include('+ping');
+    const server = await startRedisServer({ users: [{ name: 'ops', password: 'ops-pw', rules: rule.filter((r) => !r.startsWith('>')) }] });
+    try {
+      const run = await cli(
+        ['inspect', 'rwlock-ops:{1}', '--json', '--prefix', 'rwlock', '--redis', server.url, '--user', 'ops'],
+        'node-redis',
+        {
+          REDIS_PASSWORD: 'ops-pw',
+        },
+      );
+      expect(run.code, run.stderr).to.equal(EXIT.OK);
+      expect(JSON.parse(run.stdout)).to.include({ mode: 'free' });
+    } finally {
+      await server.stop();
+    }
+  });
 });
 
 describe('CLI given a Redis Cluster node with --redis', function () {
