@@ -21,8 +21,8 @@
 import { pathToFileURL } from 'node:url';
 import { type Cluster, Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { LockClient } from '../src/index.js';
-import { startRedisServer } from '../src/testing/index.js';
+import { LockClient } from 'redis-rwlock';
+import { startRedisServer } from 'redis-rwlock/testing';
 
 /** A report: a few sections, built together, served together. */
 export interface Report {

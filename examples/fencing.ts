@@ -18,8 +18,8 @@
 import { pathToFileURL } from 'node:url';
 import { type Cluster, Redis } from 'ioredis';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { fencedSet, LockClient, StaleFenceError } from '../src/index.js';
-import { startRedisServer } from '../src/testing/index.js';
+import { fencedSet, LockClient, StaleFenceError } from 'redis-rwlock';
+import { startRedisServer } from 'redis-rwlock/testing';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

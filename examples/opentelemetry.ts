@@ -38,9 +38,9 @@ import {
   type LockStats,
   type RenewTraceContext,
   TRACING_CHANNELS,
-} from '../src/index.js';
-import { LockMetrics } from '../src/opentelemetry/index.js';
-import { startRedisServer } from '../src/testing/index.js';
+} from 'redis-rwlock';
+import { LockMetrics } from 'redis-rwlock/opentelemetry';
+import { startRedisServer } from 'redis-rwlock/testing';
 
 // ---------------------------------------------------------------------------
 // The bridge: channels -> spans.

@@ -23,8 +23,8 @@
  */
 import { pathToFileURL } from 'node:url';
 // In your own code: from 'redis-rwlock' and 'redis-rwlock/testing'.
-import { LockClient } from '../src/index.js';
-import { startRedisCluster } from '../src/testing/index.js';
+import { LockClient } from 'redis-rwlock';
+import { startRedisCluster } from 'redis-rwlock/testing';
 
 /** What happened, for the runner of the examples. */
 export interface TestingHelperOutcome {

@@ -12,16 +12,19 @@
 //    (`require`): import `redis-rwlock`, `redis-rwlock/opentelemetry` and
 //    `redis-rwlock/testing`, start a Redis Cluster (3 masters, 3 replicas),
 //    take locks, stop it; run `npx redis-rwlock demo` (the package's bin);
-//    and type-check a consumer file of each kind with `tsc` (module
-//    NodeNext), so the `types` of both conditions of the exports map are
-//    right, and one under Node10 resolution. The ESM consumer also
+//    copy the shipped examples/*.ts out of node_modules/redis-rwlock,
+//    type-check them and run each with `npx tsx` (they import the package
+//    by its name); and type-check a consumer file of each kind with `tsc`
+//    (module NodeNext), so the `types` of both conditions of the exports
+//    map are right, and one under Node10 resolution. The ESM consumer also
 //    requires the package and checks that the classes are the same.
 // 3. One project per other client library, each installed ALONE (ioredis
 //    beside node-redis once hid declarations that imported ioredis):
 //    ioredis 5, iovalkey, node-redis 5 and 6, GLIDE, typed and run against
 //    servers this script starts. Every project's consumer file is
-//    type-checked with skipLibCheck off on TypeScript 5 and 7, NodeNext and
-//    bundler resolution, and a table of the results closes the run. In the
+//    type-checked with skipLibCheck off, with @types/node 20 (the oldest
+//    supported) and the newest, on TypeScript 5 and 7, NodeNext and bundler
+//    resolution, and a table of the results closes the run. In the
 //    node-redis 5 project, `npx redis-rwlock` --help, inspect and list run
 //    on node-redis against a server, and the testing helper and the demo
 //    say in one line to install ioredis.
@@ -322,29 +325,40 @@ function tsc7(): Promise<string> {
   return typescript7;
 }
 
-/** One row of the closing table: a client alone, a compiler, a module resolution, and whether the consumer compiled. */
-const typeRows: { client: string; typescript: string; resolution: string; result: string }[] = [];
+/** One row of the closing table: a client alone, @types/node, a compiler, a module resolution, and whether the consumer compiled. */
+const typeRows: { client: string; typesNode: string; typescript: string; resolution: string; result: string }[] = [];
+
+/** The @types/node a project is checked with: the oldest the package supports, then the newest (what `npm i -D @types/node` installs). */
+const TYPES_NODE = ['@types/node@^20', '@types/node@latest'];
 
 /**
- * Type-checks `files` in `dir` (skipLibCheck off) on TypeScript 5 and 7,
- * NodeNext and bundler resolution: one row each; throws after all four
- * when any failed. TypeScript 5 with NodeNext also compiles them into out/.
+ * Type-checks `files` in `dir` (skipLibCheck off) with each of TYPES_NODE
+ * (the project has the first installed; the second replaces it), on
+ * TypeScript 5 and 7, NodeNext and bundler resolution: one row each;
+ * throws after all eight when any failed. `cjsFiles` (CommonJS consumers)
+ * are checked under NodeNext only. TypeScript 5 with NodeNext and the
+ * first @types/node also compiles them into out/.
  */
-async function typeMatrix(dir: string, client: string, files: string[]): Promise<void> {
-  writeTsconfig(dir, 'tsconfig.nodenext.json', { outDir: 'out' }, files);
+async function typeMatrix(dir: string, client: string, files: string[], cjsFiles: string[] = []): Promise<void> {
+  writeTsconfig(dir, 'tsconfig.nodenext.json', { outDir: 'out' }, [...files, ...cjsFiles]);
   writeTsconfig(dir, 'tsconfig.bundler.json', { module: 'ESNext', moduleResolution: 'Bundler', noEmit: true }, files);
   const failures: string[] = [];
-  for (const compiler of [TSC, await tsc7()]) {
-    const typescript = (JSON.parse(readFileSync(path.join(path.dirname(compiler), '../package.json'), 'utf8')) as { version: string })
+  for (const [k, typesNode] of TYPES_NODE.entries()) {
+    if (k > 0) await run('npm', ['install', typesNode, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+    const nodeTypes = (JSON.parse(readFileSync(path.join(dir, 'node_modules/@types/node/package.json'), 'utf8')) as { version: string })
       .version;
-    for (const resolution of ['nodenext', 'bundler']) {
-      const emit = compiler === TSC && resolution === 'nodenext';
-      const error = await run(process.execPath, [compiler, '-p', `tsconfig.${resolution}.json`, ...(emit ? [] : ['--noEmit'])], dir).then(
-        () => undefined,
-        (e: Error) => e.message,
-      );
-      typeRows.push({ client, typescript, resolution, result: error === undefined ? 'compiles' : 'FAILS' });
-      if (error !== undefined) failures.push(`TypeScript ${typescript}, ${resolution}: ${error}`);
+    for (const compiler of [TSC, await tsc7()]) {
+      const typescript = (JSON.parse(readFileSync(path.join(path.dirname(compiler), '../package.json'), 'utf8')) as { version: string })
+        .version;
+      for (const resolution of ['nodenext', 'bundler']) {
+        const emit = compiler === TSC && resolution === 'nodenext' && k === 0;
+        const error = await run(process.execPath, [compiler, '-p', `tsconfig.${resolution}.json`, ...(emit ? [] : ['--noEmit'])], dir).then(
+          () => undefined,
+          (e: Error) => e.message,
+        );
+        typeRows.push({ client, typesNode: nodeTypes, typescript, resolution, result: error === undefined ? 'compiles' : 'FAILS' });
+        if (error !== undefined) failures.push(`@types/node ${nodeTypes}, TypeScript ${typescript}, ${resolution}: ${error}`);
+      }
     }
   }
   if (failures.length > 0) throw new Error(`the consumer on ${client} alone does not type-check:\n${failures.join('\n')}`);
@@ -370,10 +384,10 @@ async function typedApp(
     JSON.stringify({ name: `rwlock-${name}`, version: '1.0.0', private: true, type: 'module' }),
   );
   step(`npm install ${path.basename(tarball)} ${client} (a project on ${name} alone)`);
-  await run('npm', ['install', tarball, client, '@types/node@^20', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
+  await run('npm', ['install', tarball, client, TYPES_NODE[0]!, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], dir);
   checkAlone(dir, client.replace(/(?<=.)@.*$/, ''));
   writeFileSync(path.join(dir, 'app.mts'), source);
-  step(`tsc 5 and 7, NodeNext and bundler, then node: new LockClient(${what}) type-checks, locks and releases`);
+  step(`@types/node 20 and newest, tsc 5 and 7, NodeNext and bundler, then node: new LockClient(${what}) type-checks, locks and releases`);
   await typeMatrix(dir, name, ['app.mts']);
   console.log(`        ${(await run('node', ['out/app.mjs'], dir, 60_000, { ...process.env, ...env, RWLOCK_APP: name })).trim()}`);
   return dir;
@@ -424,6 +438,46 @@ async function nodeRedisOnly(dir: string, ioredisApp: string): Promise<void> {
     await locks.close();
     redis.disconnect();
     await server.stop();
+  }
+}
+
+/**
+ * The examples the package ships, copied out of node_modules/redis-rwlock
+ * into `app`/examples (an ESM folder, as the README asks of a project) and
+ * run as their header says, `npx tsx examples/<name>.ts`, each on its own
+ * throw-away server: they import the package by its name, so this is what a
+ * user who copies one gets. They are type-checked first (skipLibCheck off).
+ */
+async function shippedExamples(app: string): Promise<void> {
+  const examples = path.join(app, 'examples');
+  mkdirSync(examples);
+  writeFileSync(path.join(examples, 'package.json'), JSON.stringify({ type: 'module' }));
+  const names = readdirSync(path.join(app, 'node_modules/redis-rwlock/examples')).filter((f) => f.endsWith('.ts'));
+  for (const name of names) {
+    writeFileSync(path.join(examples, name), readFileSync(path.join(app, 'node_modules/redis-rwlock/examples', name)));
+  }
+  // The OpenTelemetry SDK 2.x takes @opentelemetry/api below 1.10, so the project's api (^1.9: 1.10) steps back to 1.9.
+  const extras = [
+    'tsx',
+    '@opentelemetry/api@~1.9.0',
+    '@opentelemetry/context-async-hooks@^2',
+    '@opentelemetry/sdk-metrics@^2',
+    '@opentelemetry/sdk-trace-base@^2',
+  ];
+  step(`npm install ${extras.join(' ')}: what the shipped examples import besides the package and ioredis`);
+  await run('npm', ['install', ...extras, '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], app);
+  writeTsconfig(
+    app,
+    'tsconfig.examples.json',
+    { noEmit: true },
+    names.map((n) => `examples/${n}`),
+  );
+  step(`tsc (NodeNext, skipLibCheck off): the ${names.length} shipped examples type-check against the installed package`);
+  await run(process.execPath, [TSC, '-p', 'tsconfig.examples.json'], app);
+  for (const name of names) {
+    step(`npx tsx examples/${name}: the shipped example, from the installed package`);
+    const output = await run('npx', ['--no-install', 'tsx', `examples/${name}`], app, 120_000);
+    console.log(output.trimEnd().split('\n').slice(-2).join('\n').replace(/^/gm, '        '));
   }
 }
 
@@ -538,7 +592,7 @@ try {
       tarball,
       'ioredis@^6',
       '@opentelemetry/api@^1.9',
-      '@types/node@^20',
+      TYPES_NODE[0]!,
       '--prefer-offline',
       '--no-audit',
       '--no-fund',
@@ -567,6 +621,8 @@ try {
     throw new Error(`the demo did not pass: ${JSON.stringify(demo)}`);
   console.log(`        ok: ${demo.reads} reads, ${demo.rebuilds} rebuilds, ${demo.halfBuilt} half-built reads`);
 
+  await shippedExamples(app);
+
   writeFileSync(path.join(app, 'check-esm.mts'), ESM_TYPES);
   writeFileSync(path.join(app, 'check-cjs.cts'), CJS_TYPES);
   writeTsconfig(app, 'tsconfig.json', { noEmit: true }, ['check-esm.mts', 'check-cjs.cts']);
@@ -582,8 +638,8 @@ try {
 
   // TypeScript 7 removed moduleResolution node10 (TS5108), so the Node10 check above stays on 5.x.
   checkAlone(app, 'ioredis');
-  step('tsc 5 and 7, NodeNext and bundler (skipLibCheck off): the ioredis 6 project, with redis-rwlock/testing');
-  await typeMatrix(app, 'ioredis6', ['check-esm.mts']);
+  step('@types/node 20 and newest, tsc 5 and 7, NodeNext and bundler (skipLibCheck off): the ioredis 6 project, ESM and CJS');
+  await typeMatrix(app, 'ioredis6', ['check-esm.mts'], ['check-cjs.cts']);
 
   // Each other client library alone: the servers are this script's, as redis-rwlock/testing needs ioredis.
   const app5 = await typedApp(tarball, 'ioredis5', 'ioredis@^5', 'an ioredis 5 Redis', IOREDIS5_CONSUMER);
@@ -600,9 +656,11 @@ try {
   await typedApp(tarball, 'node-redis6', 'redis@^6', 'a node-redis 6 client and Cluster', NODE_REDIS_CONSUMER, env);
   await typedApp(tarball, 'glide', '@valkey/valkey-glide@^2', 'a GLIDE client and Cluster client', GLIDE_CONSUMER, env);
   await nodeRedisOnly(nodeRedis, app);
-  console.log('        client alone   TypeScript  resolution  result');
+  console.log('        client alone   @types/node  TypeScript  resolution  result');
   for (const row of typeRows) {
-    console.log(`        ${row.client.padEnd(14)} ${row.typescript.padEnd(11)} ${row.resolution.padEnd(11)} ${row.result}`);
+    console.log(
+      `        ${row.client.padEnd(14)} ${row.typesNode.padEnd(12)} ${row.typescript.padEnd(11)} ${row.resolution.padEnd(11)} ${row.result}`,
+    );
   }
   step(
     'OK: the packed package works from a fresh project, in ESM and CJS, with its types (TypeScript 5 and 7), on ioredis 6 and 5, iovalkey, node-redis 5 and 6 and GLIDE, each alone, and its CLI on node-redis alone',

@@ -84,7 +84,7 @@ export interface LockClientEvents {
  * and client, and `close()` it on shutdown. In `redlock` mode, pass an array
  * of clients, one per independent server or Cluster (at least 3).
  */
-export class LockClient extends EventEmitter<LockClientEvents> {
+export class LockClient extends EventEmitter {
   /** The options in force, defaults filled in. */
   readonly options: ResolvedClientOptions;
   private readonly ctx: LockContext;
@@ -120,7 +120,13 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     this.clients = clients;
     this.options = resolveClientOptions(options, validatePrefix);
     const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
-    const deadlines = new Deadlines();
+    const deadlines = new Deadlines(() => {
+      for (const client of clients) {
+        const why = client.connectionTrouble?.();
+        if (why !== undefined) return why;
+      }
+      return undefined;
+    });
     const cleanups = new Cleanups();
     const telemetry = (this.telemetry = new Telemetry(this));
     const holdings = new Holdings(
@@ -298,8 +304,10 @@ export class LockClient extends EventEmitter<LockClientEvents> {
     );
   }
 
-  // Node's typed EventEmitter takes any event name and types only the listener (`never` for an unknown
-  // name); these narrow the name itself, so a misspelt event is an error on the name.
+  // The base is Node's plain EventEmitter, not `EventEmitter<LockClientEvents>`: @types/node changed
+  // the typed one's method signatures in 25 and again in 26, and no override of them in the declarations
+  // compiles with every version from 20 on (TS2416). These type the events for every version: a
+  // misspelt event is an error on the name, and a known one types its listener's arguments.
   /** Listens for one of the {@link LockClientEvents}. */
   override on<E extends keyof LockClientEvents>(event: E, listener: (...args: LockClientEvents[E]) => void): this {
     return super.on(event, listener as never);

@@ -50,6 +50,7 @@ class Pending<T> {
  */
 class Unanswered implements BoundErrors {
   constructor(
+    private readonly deadlines: Deadlines,
     private readonly operation: string,
     private readonly subject: CallSubject,
     private readonly timeoutMs: number,
@@ -59,13 +60,26 @@ class Unanswered implements BoundErrors {
     const { resource, mode, token } = this.subject;
     const what = resource === undefined ? this.operation : `${this.operation} the ${mode ? `${mode} ` : ''}lock on "${resource}"`;
     return new RedisUnavailableError(
-      `${what} failed: Redis did not answer within ${this.timeoutMs} ms (redisTimeoutMs); the outcome is unknown; the operation may be retried`,
+      `${what} failed: Redis did not answer within ${this.timeoutMs} ms (redisTimeoutMs)${this.deadlines.trouble()}; ` +
+        'the outcome is unknown; the operation may be retried',
       { resource, mode, owner: token },
     );
   }
 }
 
 export class Deadlines {
+  /**
+   * @param connectionTrouble Why the Redis client has no connection now
+   *   (the driver's `connectionTrouble`), read when a call goes unanswered.
+   */
+  constructor(private readonly connectionTrouble: () => string | undefined = () => undefined) {}
+
+  /** ": <why the client is not connected>" for a timeout's message, or '' when it is connected or cannot tell. */
+  trouble(): string {
+    const why = this.connectionTrouble();
+    return why === undefined ? '' : `: ${why}`;
+  }
+
   /**
    * The pending calls, a doubly linked list through the entries: adding and
    * removing cost two pointer writes (a Set of objects costs about 1 µs per
@@ -119,7 +133,7 @@ export class Deadlines {
    * `timeoutMs` (`redisTimeoutMs`).
    */
   within<T>(promise: Promise<T>, timeoutMs: number, operation: string, subject: CallSubject): Promise<T> {
-    return this.race(promise, performance.now() + timeoutMs, new Unanswered(operation, subject, timeoutMs));
+    return this.race(promise, performance.now() + timeoutMs, new Unanswered(this, operation, subject, timeoutMs));
   }
 
   /**

@@ -156,12 +156,18 @@ export const PLAIN_CLUSTER_NODE =
  * client logs in as may not run a command the library needs, or touch the
  * lock's keys or channel (a prefix outside its patterns). Retrying does not
  * help; grant what `permission` names (docs/operations.md gives the rule).
+ * Also a refused login (`permission` is `login`: WRONGPASS, NOAUTH), which
+ * a retry cannot fix either: give the client the right credentials.
  * Like every {@link RedisUnavailableError}, an acquire that fails this way
  * has tried to give back whatever it may have taken.
  */
 export class NoPermissionError extends RedisUnavailableError {
   override readonly code: RWLockErrorCode = 'RWLOCK_NO_PERMISSION';
-  /** What is missing, as far as the server said: `command spublish`, `keys`, `channels`, or `unknown`. */
+  /**
+   * What is missing, as far as the server said: `command spublish`, `keys`,
+   * `channels`, or `unknown`; `login` when the server refused the client's
+   * credentials (WRONGPASS, NOAUTH: a wrong or missing password).
+   */
   readonly permission: string;
 
   constructor(message: string, permission: string, context: RWLockErrorContext = {}) {

@@ -386,7 +386,7 @@ class AcquireBound implements BoundErrors {
     const { resource, mode } = this.context;
     return (this.raised = new RedisUnavailableError(
       `acquiring the ${mode} lock on "${resource}" failed: Redis did not answer within ${Math.round(this.at - this.started)} ms ` +
-        `(waitMs + ${ACQUIRE_SLACK_MS} ms, at least redisTimeoutMs); nothing is held, and a grant that comes later is given back; ` +
+        `(waitMs + ${ACQUIRE_SLACK_MS} ms, at least redisTimeoutMs)${this.ctx.deadlines.trouble()}; nothing is held, and a grant that comes later is given back; ` +
         'the operation may be retried',
       this.context,
     ));

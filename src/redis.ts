@@ -48,12 +48,47 @@ export function isClosed(client: RedisClient): boolean {
 }
 
 /**
+ * Why an ioredis client has no connection now: for one server, the error its
+ * socket failed with ("connect ECONNREFUSED 127.0.0.1:6379"); for a Cluster,
+ * that none of its nodes is connected. Undefined when it is connected.
+ * Read without a call, so it can name the cause of a call's timeout.
+ */
+export function connectionTrouble(client: RedisClient): string | undefined {
+  const { status } = client;
+  if (status === 'ready' || isClosed(client)) return undefined;
+  if (isCluster(client))
+    return `the Cluster client is not connected (ioredis status "${status}"): check that its nodes run and can be reached`;
+  const { host, port, path } = client.options;
+  const where = path ?? `${host ?? 'localhost'}:${port ?? 6379}`;
+  const errored = (client as unknown as { stream?: { errored?: unknown } }).stream?.errored;
+  const why = errored instanceof Error ? errored.message : `ioredis status "${status}"`;
+  return `the client is not connected to Redis at ${where} (${why}): check that Redis runs there and can be reached`;
+}
+
+/**
+ * A credentials refusal: WRONGPASS, NOAUTH (also a script sent without a
+ * login: "Protocol error: unauthenticated bulk length"), or an older server's
+ * "invalid password".
+ */
+const LOGIN_REFUSED =
+  /^(?:WRONGPASS|NOAUTH)\b|Protocol error: unauthenticated|^ERR (?:invalid password|AUTH <password> called without any password configured)|^(?:ERR )?Client sent AUTH, but no password is set/i;
+
+/** What to do about a refused login. @internal */
+export const FIX_LOGIN =
+  "set the username and password the server expects on the Redis client (ioredis: { username, password }; node-redis: createClient({ url: 'redis://user:password@host:6379' }); GLIDE: credentials); retrying will not help";
+
+/** `message` without the trailing newline and full stop a server or client library ends it with, to go before "; ...". */
+export function bare(message: string): string {
+  return message.trim().replace(/\.+$/, '');
+}
+
+/**
  * Wraps a failure of the Redis client (either library) into a typed error
  * that says what to do.
  */
 export function redisFailure(what: string, cause: unknown, context: RWLockErrorContext, client?: RedisClient): RWLockError {
   if (cause instanceof RWLockError) return cause;
-  const message = cause instanceof Error ? cause.message : String(cause);
+  const message = bare(cause instanceof Error ? cause.message : String(cause));
   // ioredis' "Connection is closed." is also what a Cluster answers for commands in flight to a
   // master that just died: a transient failure, unless the client itself was closed. node-redis
   // says ClientClosedError only of a client closed (or never connected) by its user.
@@ -77,12 +112,20 @@ export function redisFailure(what: string, cause: unknown, context: RWLockErrorC
       { ...context, cause },
     );
   }
+  if (LOGIN_REFUSED.test(message)) {
+    return new NoPermissionError(`${what} failed: the server refused the client's login (${message}); ${FIX_LOGIN}`, 'login', {
+      ...context,
+      cause,
+    });
+  }
   // A Cluster client follows MOVED and ASK (ioredis wraps the last one when it gives up: "Too many Cluster
   // redirections"); a bare one reached the caller through a plain connection to a Cluster node.
   if (/^(?:MOVED|ASK) \d+ /.test(message)) {
     return new UnsupportedServerError(`${what} failed: ${message}; ${PLAIN_CLUSTER_NODE}`, { ...context, cause });
   }
-  return new RedisUnavailableError(`${what} failed: ${message}; the operation may be retried`, { ...context, cause });
+  const trouble = client !== undefined ? connectionTrouble(client) : undefined;
+  const connection = trouble !== undefined && !message.includes(trouble) ? ` (${trouble})` : '';
+  return new RedisUnavailableError(`${what} failed: ${message}${connection}; the operation may be retried`, { ...context, cause });
 }
 
 /**

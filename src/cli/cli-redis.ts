@@ -222,7 +222,15 @@ async function openNodeRedis(redis: NodeRedisModule, target: ConnectTarget): Pro
       disconnect: () => server.isOpen && server.destroy(),
     };
   }
-  await connecting(cli, client.connect(), client, target.timeoutMs);
+  // A PING on one server: node-redis' connect() sends nothing a server that wants a password refuses,
+  // so a missing password would first show on a command, and on a script's EVAL as the server's
+  // "Protocol error: unauthenticated bulk length". Only a login failure counts: an ACL user without
+  // +ping (the documented ops rules) is logged in. (A Cluster's connect reads its slots: NOAUTH there.)
+  const loggedIn = (error: unknown) => {
+    if (/^(?:NOAUTH|WRONGPASS)\b/.test((error as Error).message ?? '')) throw error;
+  };
+  const ready = client.connect().then(() => (target.cluster ? undefined : cli.command(['PING']).then(() => undefined, loggedIn)));
+  await connecting(cli, ready, client, target.timeoutMs);
   return cli;
 }
 

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { bare } from '../redis.js';
 import { type CliRedis, loadLibrary, openClient } from './cli-redis.js';
 import { type CliIO, type ParsedValues, UsageError } from './command.js';
 
@@ -178,7 +179,12 @@ export async function connect(connection: Connection, env: NodeJS.ProcessEnv = p
     redis = await openClient(loaded, { ...connection, timeoutMs: CONNECT_TIMEOUT_MS });
   } catch (error) {
     const what = connection.cluster ? `the Cluster at ${connection.display.replace(/^cluster /, '')}` : `Redis at ${connection.display}`;
-    throw new Error(`cannot connect to ${what}: ${(error as Error).message}`);
+    const message = bare((error as Error).message);
+    // The server wants a password, or refused the one given: no retry helps, the command line does.
+    const login = /\b(?:NOAUTH|WRONGPASS)\b|unauthenticated/.test(message)
+      ? '; give the password in $REDIS_PASSWORD (or --ask-pass) and the user with --user'
+      : '';
+    throw new Error(`cannot connect to ${what}: ${message}${login}`);
   }
   if (!connection.cluster) {
     const info = await redis.command(['INFO', 'cluster']).catch(() => ''); // an ACL without INFO: cannot tell

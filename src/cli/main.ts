@@ -1,5 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { RWLockError } from '../errors.js';
+import { InvalidArgumentError, RWLockError } from '../errors.js';
 import { PACKAGE_VERSION } from '../lua/scripts.generated.js';
 import type { CliRedis } from './cli-redis.js';
 import { type CliCommand, type CliIO, type CommandContext, EXIT, UsageError } from './command.js';
@@ -107,7 +107,8 @@ export async function main(argv: readonly string[], io: CliIO = processIO, env: 
   try {
     return await command.run(ctx);
   } catch (error) {
-    if (error instanceof UsageError) {
+    // A bad value on the command line (an empty resource, a bad prefix) that the library refused.
+    if (error instanceof UsageError || error instanceof InvalidArgumentError) {
       io.err(`redis-rwlock ${command.name}: ${error.message}\nRun "redis-rwlock ${command.name} --help" for more.\n`);
       return EXIT.USAGE;
     }

@@ -54,6 +54,13 @@ export interface Driver {
   /** Where the client connects (a Cluster: its startup nodes), loopback names alike: redlock's check for distinct servers. */
   addresses(): string[];
   /**
+   * Why the client has no connection to Redis now, as far as it can be read
+   * without a call (e.g. "connect ECONNREFUSED 127.0.0.1:6379"); undefined
+   * when it is connected or cannot tell. Read when a call goes unanswered,
+   * so that its error says what happened.
+   */
+  connectionTrouble?(): string | undefined;
+  /**
    * A subscriber for wake-up messages on sharded channels, on connections
    * of its own (one per server; on a Cluster one per master with channels),
    * opened on the first subscription.

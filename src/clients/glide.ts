@@ -105,7 +105,7 @@ function isGlideReply(error: unknown): boolean {
 function translated(error: unknown): unknown {
   if (!(error instanceof Error)) return error;
   const reply = SERVER_ERROR.exec(error.message);
-  if (reply) return new GlideReplyError(`${CODES[reply[1]!] ?? reply[1]} ${reply[2]}`, { cause: error });
+  if (reply) return new GlideReplyError(`${CODES[reply[1]!] ?? reply[1]} ${reply[2]!.trimEnd()}`, { cause: error });
   if (error.name === 'ClosingError') {
     return new ClientClosedError(`the GLIDE client was closed (${error.message}); use an open client`, { cause: error });
   }

@@ -3,7 +3,7 @@ import type { Cluster, Command, Redis } from 'ioredis';
 import type { ScriptName } from '../backends/scripts.js';
 import { RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { isClosed, isCluster, type RedisClient } from '../redis.js';
+import { connectionTrouble, isClosed, isCluster, type RedisClient } from '../redis.js';
 import { coalesceWrites } from './coalesce.js';
 import {
   addressOf,
@@ -87,6 +87,10 @@ export class IoredisDriver implements Driver {
   private Command: CommandClass | undefined;
   /** Until ioredis is loaded (a dynamic import: it is an optional peer), that import. */
   private loading: Promise<void> | undefined;
+
+  connectionTrouble(): string | undefined {
+    return connectionTrouble(this.client);
+  }
 
   constructor(private readonly client: RedisClient) {
     this.cluster = isCluster(client);

@@ -16,7 +16,7 @@
  * Nothing is published, and no context object is made, while nobody
  * subscribes: the library checks the channels' `hasSubscribers` first.
  */
-import { type TracingChannel, tracingChannel } from 'node:diagnostics_channel';
+import { tracingChannel } from 'node:diagnostics_channel';
 import type { LockMode } from '../errors.js';
 
 /** The names of the library's tracing channels (subscribe to `tracing:<name>:start` and so on). */
@@ -111,21 +111,42 @@ export interface RenewTraceContext {
   result?: unknown;
 }
 
+/**
+ * What the library uses of a `node:diagnostics_channel` `TracingChannel`
+ * with context `C`. Its own type, not Node's: `@types/node` 26 swapped
+ * `TracingChannel`'s two type parameters (store, context became context,
+ * store), so no spelling of `TracingChannel<...>` in the declarations
+ * compiles with every `@types/node` from 20 on.
+ * @internal
+ */
+export interface LockTracingChannel<C extends object> {
+  readonly start: { readonly hasSubscribers: boolean };
+  readonly end: { readonly hasSubscribers: boolean };
+  readonly asyncStart: { readonly hasSubscribers: boolean };
+  readonly asyncEnd: { readonly hasSubscribers: boolean };
+  readonly error: { readonly hasSubscribers: boolean; publish(message: C): void };
+  tracePromise<T>(fn: () => Promise<T>, context: C): Promise<T>;
+}
+
+function channel<C extends object>(name: string): LockTracingChannel<C> {
+  return tracingChannel(name) as unknown as LockTracingChannel<C>;
+}
+
 /** @internal */
-export const acquireChannel: TracingChannel<unknown, AcquireTraceContext> = tracingChannel(TRACING_CHANNELS.acquire);
+export const acquireChannel: LockTracingChannel<AcquireTraceContext> = channel(TRACING_CHANNELS.acquire);
 /** @internal */
-export const releaseChannel: TracingChannel<unknown, LeaseTraceContext> = tracingChannel(TRACING_CHANNELS.release);
+export const releaseChannel: LockTracingChannel<LeaseTraceContext> = channel(TRACING_CHANNELS.release);
 /** @internal */
-export const extendChannel: TracingChannel<unknown, LeaseTraceContext> = tracingChannel(TRACING_CHANNELS.extend);
+export const extendChannel: LockTracingChannel<LeaseTraceContext> = channel(TRACING_CHANNELS.extend);
 /** @internal */
-export const renewChannel: TracingChannel<unknown, RenewTraceContext> = tracingChannel(TRACING_CHANNELS.renew);
+export const renewChannel: LockTracingChannel<RenewTraceContext> = channel(TRACING_CHANNELS.renew);
 
 /**
  * True when anyone listens on any of `channel`'s five channels. (Node 20.13
  * and later have `TracingChannel.hasSubscribers`; this works on every Node 20.)
  * @internal
  */
-export function traced(channel: TracingChannel<unknown, object>): boolean {
+export function traced(channel: LockTracingChannel<object>): boolean {
   return (
     channel.start.hasSubscribers ||
     channel.end.hasSubscribers ||

@@ -11,11 +11,12 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import { EXIT } from '../../src/cli/command.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { LockClient, type LockClientOptions, NoPermissionError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { startRedisMasters } from '../../src/testing/index.js';
+import { type RedisServerHandle, startRedisMasters, startRedisServer } from '../../src/testing/index.js';
 import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { bundled } from '../support/bundled.js';
 import { eventually } from '../support/eventually.js';
@@ -212,4 +213,39 @@ describe('least privilege: redlock mode under the documented ACL', function () {
       await Promise.all([locks.close(), other.close()]);
     }
   });
+});
+
+describe('a refused login says so, and that a retry will not help', function () {
+  this.timeout(30_000);
+  let server: RedisServerHandle;
+  before(async () => {
+    server = await startRedisServer({ users: [{ name: 'app', password: 'pw-9c1', rules: ['on', '~*', '&*', '+@all'] }] });
+  });
+  after(() => server.stop());
+
+  for (const [what, password] of [
+    ['a wrong password', 'not-it'],
+    ['no password', undefined],
+  ] as const) {
+    it(`ioredis with ${what}: NoPermissionError "login", the server's reply, what to set, no "may be retried"`, async () => {
+      const redis = new Redis({ port: server.port, username: 'app', ...(password !== undefined && { password }) });
+      redis.on('error', () => {}); // the login failure is the acquire's to report
+      const locks = new LockClient(redis);
+      try {
+        const error = await rejection(locks.lock('job:{1}').acquireWrite({ waitMs: 100 }));
+        expect(error, String(error)).to.be.instanceOf(NoPermissionError);
+        expect((error as NoPermissionError).permission).to.equal('login');
+        expect((error as Error).message).to.match(
+          /the server refused the client's login \((WRONGPASS|NOAUTH) [^)]*[^.]\); set the username and password/,
+        );
+        expect((error as Error).message).to.match(/retrying will not help$/);
+        expect((error as Error).message)
+          .to.not.include('may be retried')
+          .and.to.not.include('.;');
+      } finally {
+        await locks.close();
+        redis.disconnect();
+      }
+    });
+  }
 });

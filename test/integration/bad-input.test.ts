@@ -4,7 +4,7 @@
 // case must give a typed error and write nothing: DBSIZE unchanged, an existing
 // lock untouched, and for argument errors not one command sent to Redis.
 import { expect } from 'chai';
-import type { Command } from 'ioredis';
+import { type Command, Redis } from 'ioredis';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import {
   AcquireAbortedError,
@@ -14,12 +14,14 @@ import {
   LockClient,
   LockLostError,
   LockNotHeldError,
+  RedisUnavailableError,
   RWLockError,
 } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { ALL_CLIENTS, forEachTopology, quit } from '../setup/topologies.js';
 import { isGlide } from '../support/glide-clients.js';
 import { totalKeys } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: hostile values on purpose
 type Hostile = any;
@@ -418,4 +420,24 @@ after(() => {
     const total = [...tally.values()].reduce((a, b) => a + b, 0);
     console.log(`      bad-input cases [${kind}]: ${[...tally].map(([entry, n]) => `${entry} ${n}`).join(', ')}; total ${total}`);
   }
+});
+
+describe('a server down at start: the timeout says the connection failed', function () {
+  this.timeout(30_000);
+
+  it('ioredis: the acquire names the address and the refused connection, and says to check the server', async () => {
+    const redis = new Redis({ host: '127.0.0.1', port: 1 }); // nothing listens on port 1
+    redis.on('error', () => {});
+    const locks = new LockClient(redis, { redisTimeoutMs: 1_000 });
+    try {
+      const error = await rejection(locks.lock('job:{1}').acquireWrite({ waitMs: 100 }));
+      expect(error, String(error)).to.be.instanceOf(RedisUnavailableError);
+      expect(error.message).to.match(
+        /Redis did not answer within 1000 ms .*: the client is not connected to Redis at 127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\): check that Redis runs there/,
+      );
+    } finally {
+      await locks.close();
+      redis.disconnect();
+    }
+  });
 });

@@ -5,8 +5,10 @@
  * both. The CLI runs as its users run it: a separate process.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'chai';
+import { Redis } from 'ioredis';
 import type { ClientLibrary } from '../../src/cli/cli-redis.js';
 import { EXIT } from '../../src/cli/command.js';
 import { CONNECT_TIMEOUT_MS } from '../../src/cli/connect.js';
@@ -79,6 +81,67 @@ describe('CLI on node-redis: an ACL user', function () {
     const wrong = await cli(args, 'node-redis', { REDIS_PASSWORD: 'not-it' });
     expect(wrong.code).to.equal(EXIT.FAILED);
     expect(wrong.stderr).to.match(/^redis-rwlock inspect: cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+\/?: WRONGPASS /);
+  });
+});
+
+describe('CLI against a server that wants a password, given none', function () {
+  this.timeout(30_000);
+  let server: RedisServerHandle;
+  let admin: Redis;
+  before(async () => {
+    server = await startRedisServer();
+    admin = new Redis({ port: server.port, password: 'pw-2a7' });
+    await admin.call('ACL', 'SETUSER', 'default', 'resetpass', '>pw-2a7'); // default: the harness' user, restored below
+  });
+  after(async () => {
+    await admin.call('ACL', 'SETUSER', 'default', 'nopass');
+    admin.disconnect();
+    await server.stop();
+  });
+
+  for (const library of ['ioredis', 'node-redis'] as const satisfies readonly ClientLibrary[]) {
+    for (const args of [
+      ['inspect', 'job:{1}'],
+      ['top', '-n', '1'],
+    ]) {
+      it(`${library}: ${args[0]} says it cannot connect, NOAUTH, and how to give a password (exit 1)`, async () => {
+        const run = await cli([...args, '--redis', server.url], library);
+        expect(run.code, run.stderr).to.equal(EXIT.FAILED);
+        expect(run.stderr).to.match(
+          new RegExp(`^redis-rwlock ${args[0]}: cannot connect to Redis at redis://127\\.0\\.0\\.1:\\d+/?: .*NOAUTH`),
+        );
+        expect(run.stderr).to.include('give the password in $REDIS_PASSWORD (or --ask-pass) and the user with --user');
+        expect(run.stderr).to.not.include('Protocol error').and.to.not.include('.;');
+      });
+    }
+  }
+});
+
+describe('CLI on node-redis: the documented ops user, which may not PING', function () {
+  this.timeout(30_000);
+
+  it('logs in and inspects: the login check on connect counts only a refused login', async () => {
+    const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8');
+    const rule = operations
+      .split('\n')
+      .find((l) => l.startsWith('ACL SETUSER ops '))!
+      .split(/\s+/)
+      .slice(3); // after "ACL SETUSER ops"
+    expect(rule).to.not.include('+ping');
+    const server = await startRedisServer({ users: [{ name: 'ops', password: 'ops-pw', rules: rule.filter((r) => !r.startsWith('>')) }] });
+    try {
+      const run = await cli(
+        ['inspect', 'rwlock-ops:{1}', '--json', '--prefix', 'rwlock', '--redis', server.url, '--user', 'ops'],
+        'node-redis',
+        {
+          REDIS_PASSWORD: 'ops-pw',
+        },
+      );
+      expect(run.code, run.stderr).to.equal(EXIT.OK);
+      expect(JSON.parse(run.stdout)).to.include({ mode: 'free' });
+    } finally {
+      await server.stop();
+    }
   });
 });
 

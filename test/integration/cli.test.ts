@@ -183,6 +183,13 @@ forEachTopology('CLI', (ctx) => {
       expect(doc.writer).to.equal(null);
     });
 
+    it('exits 2 on an empty resource, a bad value as the exit codes say, naming it', async () => {
+      const run = await cli(['inspect', '', ...target(ctx)]);
+      expect(run.code, run.stderr).to.equal(EXIT.USAGE);
+      expect(run.stderr).to.match(/^redis-rwlock inspect: resource: must be a non-empty string/);
+      expect(run.stderr).to.include('redis-rwlock inspect --help');
+    });
+
     it('shows a free lock as free, and exits 0', async () => {
       const run = await cli(['inspect', 'nothing:here', '--json', ...target(ctx)]);
       expect(run.code).to.equal(0);

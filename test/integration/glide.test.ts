@@ -6,10 +6,13 @@
  */
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
-import { LockClient } from '../../src/index.js';
+import { LockClient, RedisUnavailableError } from '../../src/index.js';
+import { startRedisServer } from '../../src/testing/index.js';
 import { forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { glideClient } from '../support/glide-clients.js';
 import { masters } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
 
 /** Sharded subscribers of `channel` over the masters (only its slot's has any). */
 async function subscribers(ctx: TopologyContext, channel: string): Promise<number> {
@@ -90,4 +93,31 @@ forEachTopology('GLIDE', { clients: ['glide'] }, (ctx) => {
         await holder.close();
       }
     });
+});
+
+describe("GLIDE: errors read as the library's, without GLIDE's trailing newline", function () {
+  this.timeout(30_000);
+
+  it('a request GLIDE timed out: "...timed out; the operation may be retried", one line', async () => {
+    const server = await startRedisServer();
+    const admin = server.client();
+    const glide = await glideClient({ addresses: [{ host: '127.0.0.1', port: server.port }], requestTimeoutMs: 200 });
+    const locks = new LockClient(glide, { redisTimeoutMs: 5_000 });
+    try {
+      await locks
+        .lock('job:{1}')
+        .acquireWrite()
+        .then((lease) => lease.release()); // scripts loaded, server checked
+      await admin.call('CLIENT', 'PAUSE', '1000', 'ALL'); // GLIDE's 200 ms requestTimeout passes first
+      const error = await rejection(locks.lock('job:{1}').acquireWrite({ waitMs: 100 }));
+      expect(error, String(error)).to.be.instanceOf(RedisUnavailableError);
+      expect(error.message).to.not.include('\n');
+      expect(error.message).to.match(/timed out; the operation may be retried$/i);
+    } finally {
+      await locks.close();
+      glide.close();
+      admin.disconnect();
+      await server.stop();
+    }
+  });
 });

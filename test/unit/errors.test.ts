@@ -3,6 +3,7 @@
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import * as api from '../../src/index.js';
+import { redisFailure } from '../../src/redis.js';
 
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
 
@@ -52,4 +53,15 @@ describe('error codes', () => {
       expect(README, name).to.include(`| \`${name}\` | \`${instanceOf(name, Class).code}\` |`);
     }
   });
+});
+
+describe("a client library's message inside the library's", () => {
+  // GLIDE's messages may end in a newline, ioredis' and the server's in a full stop: "...timed out\n; the
+  // operation may be retried" and "...user is disabled.; the operation may be retried" read as broken.
+  for (const text of ['timed out\n', 'Connection lost.', "READONLY You can't write against a read only replica.\r\n"]) {
+    it(`${JSON.stringify(text)}: one line, no ".;"`, () => {
+      const error = redisFailure('releasing the lock on "a"', new Error(text), {});
+      expect(error.message).to.equal(`releasing the lock on "a" failed: ${text.trim().replace(/\.$/, '')}; the operation may be retried`);
+    });
+  }
 });
