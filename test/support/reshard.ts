@@ -150,7 +150,7 @@ export async function migrateSlot(
 /** One entry of Valkey 9's `CLUSTER GETSLOTMIGRATIONS`, its fields by name (`state`, `slot_ranges`, `operation`, ...). */
 export type SlotMigration = Record<string, string>;
 
-/** Valkey 9's `CLUSTER GETSLOTMIGRATIONS` on `conn`: in-progress and recent atomic slot migrations, oldest first. */
+/** Valkey 9's `CLUSTER GETSLOTMIGRATIONS` on `conn`: in-progress and recent atomic slot migrations, newest first. */
 export async function slotMigrations(conn: Redis): Promise<SlotMigration[]> {
   const reply = (await conn.call('CLUSTER', 'GETSLOTMIGRATIONS')) as unknown[];
   return reply.map((entry) => {
@@ -181,21 +181,17 @@ export async function atomicMigrateSlot(
   try {
     const src = admin.conns.get(source.port)!;
     const targetId = await admin.idOf(target.port);
-    const before = (await slotMigrations(src)).length;
+    const before = new Set((await slotMigrations(src)).map((j) => j.name));
     const started = performance.now();
     await src.call('CLUSTER', 'MIGRATESLOTS', 'SLOTSRANGE', slot, slot, 'NODE', targetId);
     const deadline = started + timeoutMs;
     let job: SlotMigration | undefined;
     for (;;) {
-      const jobs = await slotMigrations(src);
-      // The log keeps a bounded number of entries: ours is the newest export of this slot.
-      job = jobs.filter((j) => j.operation === 'EXPORT' && j.slot_ranges === `${slot}-${slot}`).at(-1);
-      if (jobs.length > before || job) {
-        const state = job?.state?.toLowerCase();
-        if (state === 'success') break;
-        if (state === 'failed' || state === 'cancelled' || state === 'canceled')
-          throw new Error(`the migration of slot ${slot} ${state}: ${JSON.stringify(job)}`);
-      }
+      // Ours: the export of this slot that was not listed before it was started.
+      job = (await slotMigrations(src)).find((j) => j.operation === 'EXPORT' && j.slot_ranges === `${slot}-${slot}` && !before.has(j.name));
+      if (job?.state === 'success') break;
+      if (job?.state === 'failed' || job?.state === 'cancelled')
+        throw new Error(`the migration of slot ${slot} ${job.state}: ${job.message}`);
       if (performance.now() > deadline)
         throw new Error(`the migration of slot ${slot} did not finish in ${timeoutMs} ms: ${JSON.stringify(job)}`);
       await sleep(20);
