@@ -120,14 +120,19 @@ build() {
 names=("$@")
 [ ${#names[@]} = 0 ] && names=(redis8 valkey9)
 mkdir -p "$root"
-# One build of a server at a time on this machine (CI starts this in the
-# background and calls it again to wait for it).
-exec 9>"$root/.lock"
-command -v flock >/dev/null 2>&1 && flock 9
+locked=
 for name in "${names[@]}"; do
   case $name in
-    redis8) build redis8 redis "$REDIS8_VERSION" redis ;;
-    valkey9) build valkey9 valkey "$VALKEY9_VERSION" valkey ;;
+    redis8) args=(redis8 redis "$REDIS8_VERSION" redis) ;;
+    valkey9) args=(valkey9 valkey "$VALKEY9_VERSION" valkey) ;;
     *) die "unknown server '$name': this script builds redis8 and valkey9" ;;
   esac
+  # One build at a time on this machine (CI starts this in the background and
+  # calls it again to wait): a server already built needs no lock.
+  if [ -z "$locked" ] && ! [ -x "$root/${args[0]}-${args[2]#*:}/bin/${args[3]}-server" ]; then
+    exec 9>"$root/.lock"
+    command -v flock >/dev/null 2>&1 && flock 9
+    locked=1
+  fi
+  build "${args[@]}"
 done
