@@ -76,6 +76,7 @@ need_tools() {
   [ ${#missing[@]} = 0 ] && return
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing build tools from the system's own suites: ${missing[*]}"
+    apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   else
     die "missing build tools: ${missing[*]} (install them, then run this again)"
