@@ -21,7 +21,8 @@
  *                           table, for latest.json)
  *
  * `TEST_SERVER=valkey` runs it on valkey-server (test/setup/server.ts) and
- * writes bench/results/valkey-<name>.*; each result's header names the server.
+ * writes bench/results/valkey-<name>.*, as `redis8` and `valkey9` do on the
+ * servers scripts/build-servers.sh builds; each result's header names the server.
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';

@@ -35,10 +35,12 @@ if ! has valkey-server valkey-cli; then
     export DEBIAN_FRONTEND=noninteractive
     sources=/etc/apt/sources.list.d/debian-backports.sources
     if ! grep -qrs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
-      # The same mirror as the system's own sources.
-      mirror=$(sed -nE 's/^URIs: *(\S+\/debian)\/?$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)
+      # The same mirror as the system's own sources (no host is named here).
+      # shellcheck source=scripts/debian-mirror.sh
+      source "$(dirname "$0")/debian-mirror.sh"
+      mirror=$(debian_mirror) || exit 1
       printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-        "${mirror:-http://deb.debian.org/debian}" >"$sources"
+        "$mirror" >"$sources"
     fi
     apt-get update -qq >/dev/null
     apt-get install -y -qq --no-install-recommends -t bookworm-backports valkey-server valkey-tools >/dev/null
@@ -50,3 +52,10 @@ if ! has valkey-server valkey-cli; then
     exit 1
   fi
 fi
+
+# Redis 8 and Valkey 9: built from Debian's source packages into a cache outside
+# the work tree, once per machine (scripts/build-servers.sh), when TEST_SERVER names one.
+# (The npm package ships this script without build-servers.sh: there TEST_SERVER means nothing.)
+case ${TEST_SERVER:-} in
+  redis8 | valkey9) [ ! -f "$(dirname "$0")/build-servers.sh" ] || bash "$(dirname "$0")/build-servers.sh" "$TEST_SERVER" ;;
+esac

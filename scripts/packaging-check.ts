@@ -548,6 +548,7 @@ try {
     'dist/cjs/opentelemetry/index.js',
     'dist/cjs/opentelemetry/index.d.ts',
     'scripts/ensure-redis.sh',
+    'scripts/debian-mirror.sh', // ensure-redis.sh sources it
     // What the docs link to.
     ...readdirSync(path.join(ROOT, 'examples'))
       .filter((f) => f.endsWith('.ts'))

@@ -7,12 +7,13 @@ import { Redis } from 'ioredis';
 import { MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { LockClient, RWLockError } from '../../src/index.js';
 import { lockKeys } from '../../src/keys/keys.js';
+import { testServer } from '../setup/server.js';
 import { forEachTopology, ONE_NODE_REDIS, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { type FaultWindow, type History, type Hold, maxGapMs, recoveryMs } from '../support/history.js';
 import { WORKLOAD_DEFAULTS, Workload } from '../support/history-run.js';
 import { killSubscribers } from '../support/redis-stats.js';
-import { migrateSlot } from '../support/reshard.js';
+import { atomicMigrateSlot, migrateSlot } from '../support/reshard.js';
 import { targetOf } from '../support/targets.js';
 import { checkAndReport, counters } from './support.js';
 
@@ -336,6 +337,64 @@ forEachTopology('faults during the history workload', (ctx) => {
       expect(result.leasesLost, 'leases reported lost by the migration').to.be.at.most(failedReleases);
       expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > ended).length).to.be.greaterThan(20);
     });
+
+    // Valkey 9's atomic slot migration: the source streams the slot to the target and hands it over in one
+    // step (no ASK, no TRYAGAIN; a short pause of the source's writes at the end, then MOVED).
+    if (testServer() === 'valkey9') {
+      it('atomic slot migration (CLUSTER MIGRATESLOTS) of held, awaited and renewed locks: MOVED is followed, no violation, nothing fails', async function () {
+        this.timeout(120_000);
+        const cluster = ctx.cluster;
+        const slot = lockKeys('rwlock', 'alpha').slot;
+        const home = await cluster.masterForSlot(slot);
+        const away = (await cluster.masters()).find((m) => m.port !== home.port)!;
+        // Short holds that queue behind each other (waiters woken by releases), and one process whose holds
+        // outlast a renewal or three (lease 2 s, renewed every ~667 ms), so that renewals run while it moves.
+        workload = new Workload(targetOf(ctx), { durationMs: 20_000, ops: 100_000, resources: ['alpha', 'beta'], maxHoldMs: 20 });
+        await workload.launch(3);
+        await workload.launch(1, { resources: ['alpha'], minHoldMs: 1_500, maxHoldMs: 2_500, writeShare: 0.25 }, 'renewer');
+        await sleep(1_500);
+        // Away and home again, twice: four hand-overs, each with the workload running.
+        const moves: { start: number; end: number; ms: number }[] = [];
+        for (const [from, to] of [
+          [home, away],
+          [away, home],
+          [home, away],
+          [away, home],
+        ] as const) {
+          const start = Date.now();
+          const { ms } = await atomicMigrateSlot(slot, from, to, await cluster.masters());
+          moves.push({ start, end: Date.now(), ms: Math.round(ms) });
+          await sleep(2_000);
+        }
+        const history = await finish(workload);
+        expect((await cluster.masterForSlot(slot)).port).to.equal(home.port);
+        const first = moves[0]!.start;
+        const last = moves.at(-1)!.end;
+        // Holds of alpha that were held while a move ran, and were renewed across it (longer than a third of the lease).
+        const heldAcross = history.holds.filter(
+          (h) =>
+            h.resource === 'alpha' &&
+            moves.some((m) => h.grantedAt < m.start && (h.releaseAt ?? Infinity) > m.end) &&
+            (h.releaseAt ?? Infinity) - h.grantedAt > LEASE_MS / 3,
+        ).length;
+        const result = checkAndReport('atomic slot migration (MIGRATESLOTS)', ctx, history, {
+          counters: await counters(ctx.client(), ['alpha', 'beta']),
+          faults: moves.map((m) => ({ kind: 'other' as const, start: m.start, end: m.end })),
+          recoveryMs: maxGapMs(history, 'alpha', first - 500, last + 1_000),
+          notes: `${moves.length} moves of alpha's slot, jobs of ${moves.map((m) => m.ms).join(', ')} ms; ${heldAcross} renewed holds of alpha held across a move; recovery = longest gap between grants of alpha`,
+        });
+        expect(result.violations).to.deep.equal([]);
+        expect(result.failuresByName, 'failed acquires').to.deep.equal({});
+        expect(result.leasesLost, 'leases reported lost').to.equal(0);
+        expect(
+          history.holds.filter((h) => h.release !== undefined && h.release !== 'ok').map((h) => `${h.id}: ${h.release}`),
+          'releases that failed',
+        ).to.deep.equal([]);
+        expect(heldAcross, 'renewed holds of alpha held across a move').to.be.greaterThan(0);
+        // Alpha is granted on after the last move (fewer than the row above: the renewer holds it for seconds at a time).
+        expect(history.holds.filter((h) => h.resource === 'alpha' && h.grantedAt > last).length).to.be.greaterThan(5);
+      });
+    }
   }
 });
 

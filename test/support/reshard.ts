@@ -146,3 +146,71 @@ export async function migrateSlot(
   await endMigration(slot, source, target, all);
   return { keys, batches };
 }
+
+/** One entry of Valkey 9's `CLUSTER GETSLOTMIGRATIONS`, its fields by name (`state`, `slot_ranges`, `operation`, ...). */
+export type SlotMigration = Record<string, string>;
+
+/** Valkey 9's `CLUSTER GETSLOTMIGRATIONS` on `conn`: in-progress and recent atomic slot migrations, newest first. */
+export async function slotMigrations(conn: Redis): Promise<SlotMigration[]> {
+  const reply = (await conn.call('CLUSTER', 'GETSLOTMIGRATIONS')) as unknown[];
+  return reply.map((entry) => {
+    const fields: SlotMigration = {};
+    if (Array.isArray(entry)) for (let i = 0; i + 1 < entry.length; i += 2) fields[String(entry[i])] = String(entry[i + 1]);
+    else Object.assign(fields, entry);
+    return fields;
+  });
+}
+
+/**
+ * Valkey 9's atomic slot migration: `CLUSTER MIGRATESLOTS` on the source
+ * moves the slot's keys to the target in the background (a snapshot, then the
+ * writes made since, streamed), then pauses the source's writes for the last
+ * of them and hands the slot over in one step; clients meet no ASK or
+ * TRYAGAIN, only a MOVED once it is the target's. Waits until the job
+ * succeeded on the source (it throws if the job failed or was cancelled) and
+ * every node says the slot is the target's; returns how long the job took.
+ */
+export async function atomicMigrateSlot(
+  slot: number,
+  source: RedisClusterNode,
+  target: RedisClusterNode,
+  all: readonly RedisClusterNode[],
+  timeoutMs = 30_000,
+): Promise<{ ms: number; job: SlotMigration }> {
+  const admin = await slotAdmin(all);
+  try {
+    const src = admin.conns.get(source.port)!;
+    const targetId = await admin.idOf(target.port);
+    const before = new Set((await slotMigrations(src)).map((j) => j.name));
+    const started = performance.now();
+    await src.call('CLUSTER', 'MIGRATESLOTS', 'SLOTSRANGE', slot, slot, 'NODE', targetId);
+    const deadline = started + timeoutMs;
+    let job: SlotMigration | undefined;
+    for (;;) {
+      // Ours: the export of this slot that was not listed before it was started.
+      job = (await slotMigrations(src)).find((j) => j.operation === 'EXPORT' && j.slot_ranges === `${slot}-${slot}` && !before.has(j.name));
+      if (job?.state === 'success') break;
+      if (job?.state === 'failed' || job?.state === 'cancelled')
+        throw new Error(`the migration of slot ${slot} ${job.state}: ${job.message}`);
+      if (performance.now() > deadline)
+        throw new Error(`the migration of slot ${slot} did not finish in ${timeoutMs} ms: ${JSON.stringify(job)}`);
+      await sleep(20);
+    }
+    const ms = performance.now() - started;
+    // The other nodes learn the new owner by gossip.
+    for (;;) {
+      const owners = await Promise.all(
+        [...admin.conns.values()].map(async (conn) => {
+          const slots = (await conn.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
+          return slots.find(([from, to]) => from <= slot && slot <= to)?.[2]?.[2];
+        }),
+      );
+      if (owners.every((id) => id === targetId)) break;
+      if (performance.now() > deadline) throw new Error(`the nodes do not agree slot ${slot} is ${targetId}'s: ${owners.join(', ')}`);
+      await sleep(50);
+    }
+    return { ms, job: job! };
+  } finally {
+    admin.close();
+  }
+}
