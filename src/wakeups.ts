@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import calculateSlot from 'cluster-key-slot';
 import type { HandedGrant } from './backends/backend.js';
 import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
 import { handedChannel } from './keys/keys.js';
@@ -11,11 +12,14 @@ const LINGER_MS = 5_000;
  */
 const RESUBSCRIBE_MS = [100, 250, 500, 1_000, 2_000, 5_000];
 /**
- * How often the hub checks the link of each subscribed channel: it publishes
- * to a channel of its own in the same slot, and an echo that has not come
- * back by the next check means the subscriber connection is lost (a silent
- * link: an idle timeout in a NAT or load balancer, a host gone). A link
- * that goes silent is noticed within two of these.
+ * How often the hub checks each subscriber link (one per client on one
+ * server; on a Cluster one per master with subscribed channels): it
+ * publishes to a channel of its own in the slot of one of that link's
+ * channels, and an echo that has not come back by the next check means the
+ * link is lost (silent: an idle timeout in a NAT or load balancer, a host
+ * gone), with every channel on it. One `SPUBLISH` per link, however many
+ * channels it carries. A link that goes silent is noticed within two of
+ * these.
  */
 export const ECHO_CHECK_MS = 2_500;
 /** How long the server may take to confirm a subscription (a connection, its handshake and `SSUBSCRIBE`). */
@@ -129,7 +133,19 @@ export class WakeupHub {
   private readonly lingering = new Map<string, NodeJS.Timeout>();
   /** This hub's id: it names the channels of its echoes. */
   private readonly id = randomBytes(6).toString('base64url');
-  /** The echo check of each confirmed subscription, by client and channel. */
+  /** Echo channels made so far: each gets a name of its own (one being dropped is never the one being made). */
+  private echoSerial = 0;
+  /**
+   * The confirmed subscriptions of each subscriber link, by client and node:
+   * the master their slot maps to on a Cluster, '' on one server. One echo
+   * checks them all.
+   */
+  private readonly links = new Map<string, Link>();
+  /** The node each confirmed subscription is counted on, by client and channel. */
+  private readonly homes = new Map<string, string>();
+  /** Each channel's Cluster slot, hashed once. */
+  private readonly slots = new Map<string, number>();
+  /** The echo check of each link, by client and node. */
   private readonly echoes = new Map<string, Echo>();
   private echoTimer: NodeJS.Timeout | undefined;
   /** Failed subscriptions in a row, by client and channel: the pause before the next. */
@@ -239,6 +255,9 @@ export class WakeupHub {
     clearInterval(this.echoTimer);
     this.echoTimer = undefined;
     this.echoes.clear();
+    this.links.clear();
+    this.homes.clear();
+    this.slots.clear();
     this.restoring.clear();
     this.failures.clear();
     for (const timer of this.lingering.values()) clearTimeout(timer);
@@ -256,7 +275,7 @@ export class WakeupHub {
   /**
    * Subscribes `channel` on client `i`, within {@link SUBSCRIBE_TIMEOUT_MS}; a
    * failure is reported, and tried again after a pause while the channel has
-   * waiters. Once confirmed, its link is checked by an echo; a subscription
+   * waiters. Once confirmed, its link is checked by that link's echo; a subscription
    * that was lost wakes its waiters to re-check once when it is back (a
    * release in the gap went unheard).
    */
@@ -271,12 +290,13 @@ export class WakeupHub {
       );
     })
       .then(() => {
-        if (list[i] !== subscribing) return;
+        // Not if lost since, nor if its last waiter's linger ended meanwhile (it was unsubscribed).
+        if (list[i] !== subscribing || this.subscribed.get(channel) !== list) return;
         let on = this.confirmed.get(channel);
         if (!on) this.confirmed.set(channel, (on = new Set()));
         on.add(i);
         this.failures.delete(key);
-        this.startEcho(i, channel);
+        this.join(i, channel);
         if (this.restoring.delete(key)) for (const w of this.watchers.get(channel) ?? []) w.notify();
       })
       .catch((error: unknown) => {
@@ -322,10 +342,16 @@ export class WakeupHub {
   private lost(i: number, channels: readonly string[], wake: boolean): void {
     if (this.closed) return;
     for (const channel of channels) {
+      const echo = this.echoOf(i, channel);
+      if (echo !== undefined) {
+        // An echo channel: its link's next check makes a new one.
+        if (echo) this.stopEcho(keyOf(i, echo.node));
+        continue;
+      }
       const list = this.subscribed.get(channel);
       if (list) list[i] = undefined;
       this.confirmed.get(channel)?.delete(i);
-      this.stopEcho(keyOf(i, channel));
+      this.leave(i, channel);
       const watchers = this.watchers.get(channel);
       if (!watchers) continue;
       this.restoring.add(keyOf(i, channel));
@@ -334,11 +360,58 @@ export class WakeupHub {
     }
   }
 
-  /** The echo check of `channel`'s subscription on client `i`: its own channel in the same slot, subscribed beside it. */
-  private startEcho(i: number, channel: string): void {
-    const key = keyOf(i, channel);
-    if (this.echoes.has(key)) return;
-    const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined, published: false };
+  /** The node whose link carries `channel` on client `i`: its slot's master on a Cluster (undefined while unknown), else ''. */
+  private nodeOf(i: number, channel: string): string | undefined {
+    const client = this.clients[i]!;
+    if (!client.cluster) return '';
+    let slot = this.slots.get(channel);
+    if (slot === undefined) this.slots.set(channel, (slot = calculateSlot(channel)));
+    return client.masterOf(slot);
+  }
+
+  /**
+   * Counts `channel`'s confirmed subscription on client `i` on its link (a
+   * slot whose master is not known yet: on a link of that slot's own), and
+   * starts that link's echo check if it has none.
+   */
+  private join(i: number, channel: string): void {
+    const node = this.nodeOf(i, channel) ?? `slot ${this.slots.get(channel)}`;
+    const home = keyOf(i, channel);
+    if (this.homes.get(home) === node) return;
+    this.leave(i, channel);
+    this.homes.set(home, node);
+    const key = keyOf(i, node);
+    let link = this.links.get(key);
+    if (!link) this.links.set(key, (link = { i, node, channels: new Set() }));
+    link.channels.add(channel);
+    if (!this.echoes.has(key)) this.startEcho(link);
+  }
+
+  /** `channel`'s subscription on client `i` is no longer confirmed: a link left with none drops its echo. */
+  private leave(i: number, channel: string): void {
+    const home = keyOf(i, channel);
+    const node = this.homes.get(home);
+    if (node === undefined) return;
+    this.homes.delete(home);
+    const key = keyOf(i, node);
+    const link = this.links.get(key);
+    if (!link?.channels.delete(channel) || link.channels.size > 0) return;
+    this.links.delete(key);
+    this.stopEcho(key);
+  }
+
+  /**
+   * The echo check of `link`: a channel of the hub's own in the slot of one
+   * of its channels (so on the same connection, and allowed by the same
+   * ACL channel patterns), subscribed beside them.
+   */
+  private startEcho(link: Link): void {
+    const { i, node } = link;
+    const key = keyOf(i, node);
+    const anchor = link.channels.values().next().value as string;
+    const channel = echoChannel(anchor, `${this.id}.${++this.echoSerial}`);
+    const slot = this.clients[i]!.cluster ? calculateSlot(channel) : 0;
+    const echo: Echo = { node, channel, slot, on: false, seq: 0, sentAt: undefined, published: false };
     this.echoes.set(key, echo);
     const timedOut = new Error(
       `the server did not confirm the wake-up link check's subscription within ${2 * ECHO_CHECK_MS} ms: the connection ` +
@@ -353,8 +426,10 @@ export class WakeupHub {
         this.observer?.error(error as Error);
         if (error === timedOut) {
           // The link went silent before the check could start: as when an echo does not come back.
-          this.subscribers[i]?.reconnect([channel, echo.channel]);
-          this.lost(i, [channel], true);
+          const channels = [...(this.links.get(key)?.channels ?? [])];
+          this.subscribers[i]?.reconnect([...channels, echo.channel]);
+          this.lost(i, channels, true);
+          this.stopEcho(key);
         } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
       });
     this.echoTimer ??= setInterval(() => this.checkEchoes(), ECHO_CHECK_MS).unref();
@@ -368,73 +443,107 @@ export class WakeupHub {
   }
 
   /**
-   * Every {@link ECHO_CHECK_MS}: a confirmed subscription whose last echo has
-   * not come back is lost (its connection is made again); the others are
-   * sent a new one. Checks of subscriptions no longer confirmed stop.
+   * On a Cluster, counts each confirmed subscription on the link of the
+   * master its slot maps to now, and moves an echo whose own slot now maps
+   * to another master than its link's.
+   */
+  private rehome(): void {
+    if (!this.clients.some((client) => client.cluster)) return;
+    for (const [home, node] of [...this.homes]) {
+      const at = home.indexOf('\n');
+      const i = Number(home.slice(0, at));
+      const channel = home.slice(at + 1);
+      const now = this.nodeOf(i, channel);
+      if (now !== undefined && now !== node) this.join(i, channel);
+    }
+    for (const [key, echo] of [...this.echoes]) {
+      const i = Number(key.slice(0, key.indexOf('\n')));
+      const client = this.clients[i]!;
+      if (!client.cluster) continue;
+      const now = client.masterOf(echo.slot);
+      if (now === undefined || now === echo.node) continue;
+      this.stopEcho(key);
+      const link = this.links.get(key);
+      if (link) this.startEcho(link);
+    }
+  }
+
+  /**
+   * Every {@link ECHO_CHECK_MS}: a link whose last echo has not come back is
+   * lost, with every channel on it (its connection is made again); the
+   * others are sent a new echo, one `SPUBLISH` per link.
    */
   private checkEchoes(): void {
-    const silent = new Map<number, string[]>();
-    const unanswered = new Map<number, string[]>();
-    for (const [channel, on] of this.confirmed) {
-      for (const i of on) {
-        const echo = this.echoes.get(keyOf(i, channel));
-        if (!echo) {
-          this.startEcho(i, channel);
-          continue;
-        }
-        if (!echo.on || this.echoRefused.has(i)) continue;
-        if (echo.sentAt !== undefined) {
-          const lost = echo.published ? silent : unanswered;
-          lost.set(i, [...(lost.get(i) ?? []), channel]);
-          continue;
-        }
-        const seq = ++echo.seq;
-        echo.sentAt = performance.now();
-        echo.published = false;
-        this.clients[i]!.publish(echo.channel, String(seq)).then(
-          () => {
-            if (echo.seq === seq) echo.published = true;
-          },
-          (error: unknown) => {
-            // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
-            if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
-            this.echoRefused.add(i);
-            this.observer?.error(
-              new Error(
-                `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
-                { cause: error },
-              ),
-            );
-          },
-        );
+    this.rehome();
+    const silent: { i: number; channels: string[]; echo: string }[] = [];
+    const unanswered: { i: number; channels: string[] }[] = [];
+    for (const [key, link] of this.links) {
+      const { i } = link;
+      const echo = this.echoes.get(key);
+      if (!echo) {
+        this.startEcho(link);
+        continue;
       }
+      if (!echo.on || this.echoRefused.has(i)) continue;
+      if (echo.sentAt !== undefined) {
+        // Taken now: a reconnect below may report (and so empty) other links of the same client.
+        if (echo.published) silent.push({ i, channels: [...link.channels], echo: echo.channel });
+        else unanswered.push({ i, channels: [...link.channels] });
+        continue;
+      }
+      const seq = ++echo.seq;
+      echo.sentAt = performance.now();
+      echo.published = false;
+      this.clients[i]!.publish(echo.channel, String(seq)).then(
+        () => {
+          if (echo.seq === seq) echo.published = true;
+        },
+        (error: unknown) => {
+          // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
+          if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+          this.echoRefused.add(i);
+          this.observer?.error(
+            new Error(
+              `the server refused the wake-up link check (SPUBLISH): ${(error as Error).message}; a silent link goes unnoticed until recheckMs`,
+              { cause: error },
+            ),
+          );
+        },
+      );
     }
-    for (const key of [...this.echoes.keys()]) {
-      const i = Number(key.slice(0, key.indexOf('\n')));
-      if (!this.confirmed.get(key.slice(key.indexOf('\n') + 1))?.has(i)) this.stopEcho(key);
-    }
+    for (const key of [...this.echoes.keys()]) if (!this.links.has(key)) this.stopEcho(key);
     if (this.echoes.size === 0) {
       clearInterval(this.echoTimer);
       this.echoTimer = undefined;
     }
-    for (const [i, channels] of silent) {
+    for (const { i, channels, echo } of silent) {
       this.observer?.error(
         new Error(
-          `the wake-up subscriber connection stopped delivering (no echo within ${ECHO_CHECK_MS} ms on ${channels.length} ` +
+          `the wake-up subscriber connection stopped delivering (no echo within ${ECHO_CHECK_MS} ms on a link of ${channels.length} ` +
             'channel(s)): it is made again, and waiters re-check until it is back',
         ),
       );
-      this.subscribers[i]?.reconnect([...channels, ...channels.map((c) => echoChannel(c, this.id))]);
+      this.subscribers[i]?.reconnect([...channels, echo]);
       this.lost(i, channels, true);
     }
     // The server did not answer the echo's SPUBLISH: subscribed again, confirmed (and re-checked) once it answers.
-    for (const [i, channels] of unanswered) this.lost(i, channels, false);
+    for (const { i, channels } of unanswered) this.lost(i, channels, false);
+  }
+
+  /**
+   * Whether `channel` is one of this hub's echo channels: undefined if not;
+   * else the echo check on client `i` it belongs to, or null for one already dropped.
+   */
+  private echoOf(i: number, channel: string): Echo | null | undefined {
+    if (!channel.endsWith(ECHO) || !channel.includes(`\n${this.id}.`)) return undefined;
+    for (const [key, echo] of this.echoes) if (echo.channel === channel && key.startsWith(`${i}\n`)) return echo;
+    return null;
   }
 
   /** A message on one of this hub's echo channels, from client `i`. */
   private echoed(i: number, channel: string, message: string): boolean {
-    if (!channel.endsWith(`\n${this.id}${ECHO}`)) return false;
-    const echo = this.echoes.get(keyOf(i, channel.slice(0, channel.length - this.id.length - ECHO.length - 1)));
+    const echo = this.echoOf(i, channel);
+    if (echo === undefined) return false;
     if (echo && message === String(echo.seq)) echo.sentAt = undefined;
     return true;
   }
@@ -448,11 +557,13 @@ export class WakeupHub {
       if (this.watchers.has(channel)) return;
       this.subscribed.delete(channel);
       this.confirmed.delete(channel);
+      for (const sub of this.subscribers) sub?.unsubscribe(channel);
       this.clients.forEach((_, i) => {
         this.failures.delete(keyOf(i, channel));
         this.restoring.delete(keyOf(i, channel));
+        this.leave(i, channel); // the last channel of its link: the link's echo goes too
       });
-      for (const sub of this.subscribers) sub?.unsubscribe(channel);
+      this.slots.delete(channel);
     }, LINGER_MS);
     timer.unref();
     this.lingering.set(channel, timer);
@@ -478,9 +589,20 @@ export class WakeupHub {
   }
 }
 
-/** The echo check of one subscription: its channel, whether subscribed, the last echo sent, and since when it is out. */
+/** One subscriber link of one client: the node it goes to ('' on one server), and the confirmed subscriptions it carries. */
+interface Link {
+  readonly i: number;
+  readonly node: string;
+  readonly channels: Set<string>;
+}
+
+/** The echo check of one link: its channel and that channel's slot, whether subscribed, the last echo sent, and since when it is out. */
 interface Echo {
+  /** The node of the link it checks. */
+  readonly node: string;
   readonly channel: string;
+  /** The echo channel's Cluster slot (0 on one server): when it maps to another node, the echo is made again on its link. */
+  readonly slot: number;
   on: boolean;
   seq: number;
   /** When the last echo was sent, until it came back. */
@@ -491,9 +613,9 @@ interface Echo {
 
 const ECHO = '\necho';
 
-/** A hub's echo channel for `channel`: in its slot (the lock's hash tag), named by the hub. */
-function echoChannel(channel: string, hubId: string): string {
-  return `${channel}\n${hubId}${ECHO}`;
+/** An echo channel in `channel`'s slot (the lock's hash tag), named by the hub and the echo's serial (`<hub id>.<n>`). */
+function echoChannel(channel: string, name: string): string {
+  return `${channel}\n${name}${ECHO}`;
 }
 
 function keyOf(i: number, channel: string): string {

@@ -99,7 +99,9 @@ export interface Subscriber {
   /**
    * The connection(s) carrying `channels` stopped delivering (the hub's
    * health check heard no echo): drop them, so that the next subscription
-   * opens a new connection. The hub subscribes the channels again.
+   * opens a new connection. The hub subscribes the channels again; others
+   * that go with them (GLIDE's Cluster subscriber is one client) are
+   * reported by `lost`.
    */
   reconnect(channels: readonly string[]): void;
   /** Ends every subscription and closes the connections it opened. */

@@ -500,6 +500,8 @@ function subscriberClient(client: GlideApi, events: SubscriberEvents): Promise<G
 class ClusterSubscriber implements Subscriber {
   private connection: Promise<GlideApi> | undefined;
   private readonly timer: NodeJS.Timeout;
+  /** The channels subscribed on the connection: all of them go with it when it is made again. */
+  private readonly channels = new Set<string>();
 
   constructor(
     private readonly client: GlideApi,
@@ -509,31 +511,48 @@ class ClusterSubscriber implements Subscriber {
   }
 
   async subscribe(channel: string): Promise<void> {
-    const connection = await this.open();
-    await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch((error: unknown) => {
-      if ((error as { name?: unknown }).name !== 'TimeoutError') throw translated(error);
-      throw new Error(
-        `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; the usual ` +
-          "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else an unreachable master",
-        { cause: error },
-      );
-    });
+    this.channels.add(channel);
+    try {
+      const connection = await this.open();
+      await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch((error: unknown) => {
+        if ((error as { name?: unknown }).name !== 'TimeoutError') throw translated(error);
+        throw new Error(
+          `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; the usual ` +
+            "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else an unreachable master",
+          { cause: error },
+        );
+      });
+    } catch (error) {
+      this.channels.delete(channel);
+      throw error;
+    }
   }
 
   unsubscribe(channel: string): void {
+    this.channels.delete(channel);
     this.connection?.then((c) => c.sunsubscribeLazy!(new Set([channel]))).catch(() => undefined);
   }
 
-  /** A silent connection: the client is closed, and the hub's next subscription makes a new one. */
+  /**
+   * A silent link (to one master): the whole client is closed, and the hub's
+   * next subscription makes a new one. Its subscriptions to the other
+   * masters go with it: they are reported lost, so that the hub subscribes
+   * them again (their waiters re-check once they are back) instead of
+   * finding each of those links silent in turn.
+   */
   reconnect(): void {
     const connection = this.connection;
     this.connection = undefined;
     connection?.then((c) => c.close()).catch(() => undefined);
+    const lost = [...this.channels];
+    this.channels.clear();
+    if (lost.length > 0) this.events.lost(lost);
   }
 
   /** Unsubscribes first: GLIDE logs an error when a client closes with sharded subscriptions. */
   close(): void {
     clearInterval(this.timer);
+    this.channels.clear();
     const connection = this.connection;
     this.connection = undefined;
     connection

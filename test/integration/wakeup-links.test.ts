@@ -6,8 +6,10 @@
 // is made again. recheckMs is 60 s throughout: a waiter woken within the
 // bound was woken by the library noticing, not by its re-check. On the code
 // before, each of these waited out recheckMs.
+import { setMaxListeners } from 'node:events';
 import { createServer, type Server, type Socket } from 'node:net';
 import { expect } from 'chai';
+import type { Redis } from 'ioredis';
 import type { Driver } from '../../src/clients/driver.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { HANDSHAKE_TIMEOUT_MS, RespSubscriber } from '../../src/clients/resp-subscriber.js';
@@ -16,6 +18,7 @@ import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy,
 import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
 import { ALL_CLIENTS, disconnect, forEachTopology, selectedClients, selectedTopologies } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
+import { masters } from '../support/redis-stats.js';
 import { connectLockClient, targetThrough } from '../support/targets.js';
 
 /** Never reached: a waiter that gets the lock before this was woken by the library, not by its re-check. */
@@ -23,6 +26,22 @@ const RECHECK_MS = 60_000;
 /** The default bound on noticing a silent link (two echo checks), and a margin for a loaded machine. */
 const NOTICED_MS = 10_000;
 const MARGIN_MS = 3_000;
+/** Waiters on distinct locks in the cost test: each lock has a channel of its own. */
+const WAITERS = 200;
+/** Echo checks the cost test counts over. */
+const PERIODS = 3;
+
+/** `SPUBLISH` calls `node` served so far (`INFO commandstats`). */
+async function spublishCalls(node: Redis): Promise<number> {
+  return Number(/^cmdstat_spublish:calls=(\d+)/m.exec(await node.info('commandstats'))?.[1] ?? 0);
+}
+
+/** The sharded channels subscribed on `node`: the locks' channels, and the hub's echo channels. */
+async function shardChannels(node: Redis): Promise<{ locks: number; echoes: number }> {
+  const channels = (await node.call('PUBSUB', 'SHARDCHANNELS')) as string[];
+  const echoes = channels.filter((c) => c.endsWith('\necho')).length;
+  return { locks: channels.length - echoes, echoes };
+}
 
 forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
   let proxy: FaultProxy | ClusterFaultProxy | undefined;
@@ -81,6 +100,46 @@ forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
     const releasedAgain = performance.now();
     await (await next).release();
     expect(performance.now() - releasedAgain).to.be.below(NOTICED_MS + MARGIN_MS);
+  });
+
+  it(`checks the link by one echo per subscriber connection, not per lock (${WAITERS} waiters on distinct locks)`, async function () {
+    this.timeout(90_000);
+    const holderLocks = open(await ctx.lockRedis());
+    const waiterLocks = open(await ctx.lockRedis());
+    const names = Array.from({ length: WAITERS }, (_, n) => `cost-${n}`);
+    const leases = await Promise.all(names.map((name) => holderLocks.lock(name).acquireWrite()));
+    const stop = new AbortController();
+    setMaxListeners(WAITERS + 10, stop.signal);
+    const waits = names.map((name) => waiterLocks.lock(name).acquireRead({ waitMs: 80_000, signal: stop.signal }));
+    for (const w of waits) w.catch(() => undefined);
+    try {
+      const nodes = await masters(ctx.client());
+      const count = async () => Promise.all(nodes.map(shardChannels));
+      await eventually('every lock subscribed', async () => (await count()).reduce((n, c) => n + c.locks, 0) >= WAITERS, 30_000);
+      await eventually('the echo checks started', async () => (await count()).every((c) => c.locks === 0 || c.echoes > 0), 15_000);
+      // A check period for the echoes to settle (subscribed, first SPUBLISH), then PERIODS of them counted.
+      await new Promise((resolve) => setTimeout(resolve, ECHO_CHECK_MS));
+      const before = await Promise.all(nodes.map(spublishCalls));
+      await new Promise((resolve) => setTimeout(resolve, PERIODS * ECHO_CHECK_MS));
+      const after = await Promise.all(nodes.map(spublishCalls));
+      const channels = await count();
+      const perPeriod = nodes.map((_, n) => (after[n]! - before[n]!) / PERIODS);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] ${WAITERS} waiting locks: echo channels per master ${channels.map((c) => c.echoes).join('/')}, ` +
+          `SPUBLISH per ${ECHO_CHECK_MS} ms per master ${perPeriod.map((p) => p.toFixed(1)).join('/')}`,
+      );
+      for (const [n, c] of channels.entries()) {
+        if (c.locks === 0) continue;
+        expect(c.echoes, `echo channels on master ${n}`).to.equal(1);
+        // One echo a period; a loaded machine may fit one check more or less in the window.
+        expect(after[n]! - before[n]!, `SPUBLISH on master ${n} over ${PERIODS} periods`).to.be.within(1, PERIODS + 1);
+      }
+      expect(waiterLocks.stats().subscriberErrors).to.equal(0);
+    } finally {
+      stop.abort();
+      await Promise.allSettled(waits);
+      await Promise.all(leases.map((l) => l.release()));
+    }
   });
 
   if (ctx.kind === 'standalone') {

@@ -1,9 +1,11 @@
 import { expect } from 'chai';
+import calculateSlot from 'cluster-key-slot';
 import sinon from 'sinon';
+import type { Driver, SubscriberEvents } from '../../src/clients/driver.js';
 import { driverFor } from '../../src/clients/index.js';
 import { handedChannel } from '../../src/keys/keys.js';
 import type { RedisClient } from '../../src/redis.js';
-import { WakeupHub, Watch } from '../../src/wakeups.js';
+import { ECHO_CHECK_MS, WakeupHub, Watch } from '../../src/wakeups.js';
 
 describe('Watch (waiter sleep)', () => {
   let clock: sinon.SinonFakeTimers;
@@ -200,6 +202,110 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     again.close();
     await clock.tickAsync(5_000);
     expect(fake.calls.filter((c) => c.endsWith(' b'))).to.deep.equal(['ssubscribe b', 'sunsubscribe b']);
+    hub.close();
+  });
+});
+
+describe('WakeupHub: one echo check per subscriber link', () => {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] })));
+  afterEach(() => clock.restore());
+
+  /**
+   * A Cluster client's driver: slots on masters n0, n1 and n2 (by slot
+   * modulo 3, unless moved), a subscriber that confirms at once, and
+   * SPUBLISH that echoes on it unless its master's link is silent.
+   */
+  function fakeCluster() {
+    const moved = new Map<number, string>();
+    const masterOf = (slot: number) => moved.get(slot) ?? `n${slot % 3}`;
+    const subscribed = new Set<string>();
+    const published: string[] = [];
+    const reconnects: string[][] = [];
+    const silent = new Set<string>();
+    let events: SubscriberEvents | undefined;
+    const driver = {
+      cluster: true,
+      masterOf,
+      isReplyError: () => false,
+      publish: async (channel: string, message: string) => {
+        published.push(channel);
+        if (subscribed.has(channel) && !silent.has(masterOf(calculateSlot(channel))))
+          queueMicrotask(() => events?.message(channel, message));
+        return 1;
+      },
+      subscriber: (e: SubscriberEvents) => {
+        events = e;
+        return {
+          subscribe: async (channel: string) => void subscribed.add(channel),
+          unsubscribe: (channel: string) => void subscribed.delete(channel),
+          reconnect: (channels: readonly string[]) => {
+            reconnects.push([...channels]);
+            for (const c of channels) subscribed.delete(c);
+          },
+          close: () => undefined,
+        };
+      },
+    } as unknown as Driver;
+    /** The echo channels subscribed, by the master their slot maps to. */
+    const echoes = () => [...subscribed].filter((c) => c.endsWith('\necho')).map((c) => masterOf(calculateSlot(c)));
+    return { driver, moved, masterOf, subscribed, published, reconnects, silent, echoes };
+  }
+
+  it('publishes one echo per master with subscriptions, drops it with its last one, and moves it with its slot', async () => {
+    const fake = fakeCluster();
+    const hub = new WakeupHub([fake.driver]);
+    const channels = Array.from({ length: 30 }, (_, n) => `{lock-${n}}`);
+    const nodeOf = (channel: string) => fake.masterOf(calculateSlot(channel));
+    const on = (node: string) => channels.filter((c) => nodeOf(c) === node);
+    expect(['n0', 'n1', 'n2'].every((node) => on(node).length > 1)).to.equal(true);
+    const watches = new Map<string, Watch>();
+    for (const c of channels) watches.set(c, await hub.watch(c, 100));
+    await clock.tickAsync(0);
+    expect(fake.echoes().sort()).to.deep.equal(['n0', 'n1', 'n2']);
+    await clock.tickAsync(2 * ECHO_CHECK_MS);
+    expect(fake.published.length).to.equal(6); // one per master and check, not one per channel
+    expect(fake.reconnects).to.deep.equal([]);
+
+    // n0's channels all left: its echo goes with the last one (5 s later).
+    for (const c of on('n0')) watches.get(c)!.close();
+    await clock.tickAsync(5_000);
+    expect(fake.echoes().sort()).to.deep.equal(['n1', 'n2']);
+
+    // The slot of n1's echo moves to n2: n1 is checked by an echo in the slot of another of its channels.
+    const n1Echo = [...fake.subscribed].find((c) => c.endsWith('\necho') && fake.masterOf(calculateSlot(c)) === 'n1')!;
+    const anchor = channels.find((c) => n1Echo.startsWith(`${c}\n`))!;
+    fake.moved.set(calculateSlot(anchor), 'n2');
+    await clock.tickAsync(ECHO_CHECK_MS);
+    expect(fake.echoes().sort()).to.deep.equal(['n1', 'n2']);
+    expect(fake.subscribed.has(n1Echo)).to.equal(false);
+    const sent = fake.published.length;
+    await clock.tickAsync(ECHO_CHECK_MS);
+    expect(fake.published.length - sent).to.equal(2);
+
+    // n2's link goes silent: every channel on it (the moved one too) is made again and its waiters wake; n1's sleep on.
+    fake.silent.add('n2');
+    for (const w of watches.values()) w.woken = false;
+    await clock.tickAsync(2 * ECHO_CHECK_MS);
+    expect(fake.reconnects).to.have.length(1);
+    const onN2 = on('n2').sort(); // the moved channel among them
+    expect(onN2).to.include(anchor);
+    expect(fake.reconnects[0]!.filter((c) => !c.endsWith('\necho')).sort()).to.deep.equal(onN2);
+    expect(channels.filter((c) => watches.get(c)!.woken).sort()).to.deep.equal(onN2);
+    for (const w of watches.values()) w.close();
+    hub.close();
+  });
+
+  it('checks every channel of one server by a single echo', async () => {
+    const fake = fakeCluster();
+    const hub = new WakeupHub([{ ...fake.driver, cluster: false } as Driver]);
+    const watches = await Promise.all(Array.from({ length: 50 }, (_, n) => hub.watch(`{lock-${n}}`, 100)));
+    await clock.tickAsync(3 * ECHO_CHECK_MS);
+    expect([...fake.subscribed].filter((c) => c.endsWith('\necho'))).to.have.length(1);
+    expect(fake.published).to.have.length(3);
+    for (const w of watches) w.close();
+    await clock.tickAsync(5_000);
+    expect([...fake.subscribed]).to.deep.equal([]);
     hub.close();
   });
 });
