@@ -271,7 +271,7 @@ export class WakeupHub {
       );
     })
       .then(() => {
-        if (list[i] !== subscribing) return;
+        if (this.closed || list[i] !== subscribing) return; // closed meanwhile: no subscriber, echo or timer made again
         let on = this.confirmed.get(channel);
         if (!on) this.confirmed.set(channel, (on = new Set()));
         on.add(i);
@@ -281,6 +281,7 @@ export class WakeupHub {
       })
       .catch((error: unknown) => {
         if (list[i] === subscribing) list[i] = undefined;
+        if (this.closed) throw error;
         if ((error as { permanent?: unknown }).permanent === true) {
           if (!this.unusable.has(i)) this.observer?.error(error as Error); // said once: this client never subscribes
           this.unusable.add(i);
@@ -337,7 +338,7 @@ export class WakeupHub {
   /** The echo check of `channel`'s subscription on client `i`: its own channel in the same slot, subscribed beside it. */
   private startEcho(i: number, channel: string): void {
     const key = keyOf(i, channel);
-    if (this.echoes.has(key)) return;
+    if (this.closed || this.echoes.has(key)) return;
     const echo: Echo = { channel: echoChannel(channel, this.id), on: false, seq: 0, sentAt: undefined, published: false };
     this.echoes.set(key, echo);
     const timedOut = new Error(

@@ -408,6 +408,9 @@ class ClusterSubscriber implements Subscriber {
   async subscribe(channel: string): Promise<void> {
     this.channels.add(channel);
     await this.cluster.sSubscribe(channel, this.listener);
+    // Unsubscribed (or closed) while node-redis made the master's pub/sub connection: its sUnsubscribe found
+    // nothing to end then, and the subscription would stay on the user's client.
+    if (!this.channels.has(channel) && this.cluster.isOpen) await this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
   }
 
   unsubscribe(channel: string): void {
