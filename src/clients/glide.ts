@@ -147,6 +147,8 @@ export class GlideDriver implements Driver {
     const limit = this.client.config?.inflightRequestsLimit;
     this.gate = new CallGate(Math.max(1, Math.floor((typeof limit === 'number' ? limit : GLIDE_INFLIGHT_LIMIT) / 2)));
     if (this.cluster) this.loadSlots(); // before the first renewal round groups leases by master
+    // From now, not from the first wait: a rotation before any waiter would leave the subscriber on the old password.
+    observePassword(this.client);
   }
 
   get closed(): boolean {
@@ -197,7 +199,6 @@ export class GlideDriver implements Driver {
 
   subscriber(events: SubscriberEvents): Subscriber {
     const client = this.client;
-    observePassword(client);
     if (this.cluster) return new ClusterSubscriber(client, events);
     return new RespSubscriber(
       () => endpointOf(client),
