@@ -163,7 +163,10 @@ function sendScript(command: string[], send: (command: string[]) => Promise<unkn
         throw new ClientClosedError('the Redis client was closed (destroy()) with the call in flight; use an open client', {
           cause: error,
         });
-      if (client.isOpen && lostWithConnection(error) && resends++ < MAX_RESENDS) return attempt();
+      // DisconnectsClientError with the user's client open: a Cluster's rediscovery (a failover) destroyed the
+      // node's client with the call on it; node-redis routes the resend where the slot lives now.
+      const lost = lostWithConnection(error) || errorName(error) === 'DisconnectsClientError';
+      if (client.isOpen && lost && resends++ < MAX_RESENDS) return attempt();
       throw error;
     });
   return attempt();
