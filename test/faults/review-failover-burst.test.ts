@@ -24,7 +24,14 @@ forEachTopology('review: a failover with calls in flight', { clients: ONE_NODE_R
     const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 60_000, redisTimeoutMs: 5_000 });
     const conns: Redis[] = [];
     try {
-      await Promise.all(Array.from({ length: 300 }, (_, i) => locks.lock(`fb:warm:${i}`).acquireWrite().then((l) => l.release())));
+      await Promise.all(
+        Array.from({ length: 300 }, (_, i) =>
+          locks
+            .lock(`fb:warm:${i}`)
+            .acquireWrite()
+            .then((l) => l.release()),
+        ),
+      );
       const victim = await cluster.masterForKey(lockKeys('rwlock', 'fb:0').state);
       for (const replica of await cluster.replicasOf(victim.port)) {
         const conn = new Redis(replica.port, replica.host);

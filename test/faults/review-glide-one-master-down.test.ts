@@ -14,7 +14,6 @@ forEachTopology('review: one master down', { clients: ['ioredis', 'glide'] }, (c
     this.timeout(120_000);
     const cluster = ctx.cluster;
     const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 60_000, redisTimeoutMs: 5_000 });
-    locks.on('error', () => undefined);
     locks.on('lost', () => undefined);
     let stop = false;
     try {
@@ -28,13 +27,27 @@ forEachTopology('review: one master down', { clients: ['ioredis', 'glide'] }, (c
         if (m.port === victim.port) onVictim.length < 50 && onVictim.push(r);
         else healthy.length < 50 && healthy.push(r);
       }
-      await Promise.all([...onVictim, ...healthy].map((r) => locks.lock(r).acquireWrite().then((l) => l.release())));
+      await Promise.all(
+        [...onVictim, ...healthy].map((r) =>
+          locks
+            .lock(r)
+            .acquireWrite()
+            .then((l) => l.release()),
+        ),
+      );
       stop = false;
       const latencies: number[] = [];
       let healthyFailed = 0;
       const victimLoop = (async () => {
         while (!stop) {
-          await Promise.allSettled(onVictim.map((r) => locks.lock(r).acquireWrite().then((l) => l.release())));
+          await Promise.allSettled(
+            onVictim.map((r) =>
+              locks
+                .lock(r)
+                .acquireWrite()
+                .then((l) => l.release()),
+            ),
+          );
           await new Promise((resolve) => setTimeout(resolve, 20));
         }
       })();
@@ -55,7 +68,6 @@ forEachTopology('review: one master down', { clients: ['ioredis', 'glide'] }, (c
         }
       })();
       await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const baseline = [...latencies];
       await cluster.killNode(victim.port);
       measuring = true;
       await new Promise((resolve) => setTimeout(resolve, 4_000)); // before the replica takes over (node timeout)

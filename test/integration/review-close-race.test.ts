@@ -41,9 +41,14 @@ forEachTopology('review: a hub closed while its first subscription is in flight'
       await sleep(3 * ECHO_CHECK_MS);
       const after = await spublishes(conns);
       const left = await shardChannels(conns);
-      console.log(`      [${ctx.kind}, ${ctx.clientKind}] after close: ${after - before} SPUBLISH in ${3 * ECHO_CHECK_MS} ms; subscribed: ${JSON.stringify(left)}`);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] after close: ${after - before} SPUBLISH in ${3 * ECHO_CHECK_MS} ms; subscribed: ${JSON.stringify(left)}`,
+      );
       expect(after - before, 'echoes published after close()').to.equal(0);
-      expect(left.filter((c) => c.includes('review-close')), 'channels subscribed after close()').to.deep.equal([]);
+      expect(
+        left.filter((c) => c.includes('review-close')),
+        'channels subscribed after close()',
+      ).to.deep.equal([]);
     } finally {
       for (const c of conns) c.disconnect();
     }
@@ -68,7 +73,9 @@ forEachTopology('review: a hub closed while its first subscription is in flight'
       await sleep(3 * ECHO_CHECK_MS);
       const after = await spublishes(conns);
       const left = (await shardChannels(conns)).filter((c) => c.includes('review-close-2'));
-      console.log(`      [${ctx.kind}, ${ctx.clientKind}] after LockClient.close(): ${after - before} SPUBLISH; subscribed: ${JSON.stringify(left)} (before: ${subscribedBefore})`);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] after LockClient.close(): ${after - before} SPUBLISH; subscribed: ${JSON.stringify(left)} (before: ${subscribedBefore})`,
+      );
       expect(after - before, 'echoes published after close()').to.equal(0);
       expect(left, 'channels subscribed after close()').to.deep.equal([]);
     } finally {

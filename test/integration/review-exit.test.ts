@@ -31,7 +31,9 @@ if (selectedTopologies().includes('standalone')) {
           });
           if (exited < 0) child.kill('SIGKILL');
           const after = closedAt === undefined || exited < 0 ? undefined : Math.round(exited - closedAt);
-          console.log(`      [standalone, ${kind}] exited ${after === undefined ? 'never (killed after 45 s)' : `${after} ms after close`}`);
+          console.log(
+            `      [standalone, ${kind}] exited ${after === undefined ? 'never (killed after 45 s)' : `${after} ms after close`}`,
+          );
           expect(closedAt, 'the worker closed everything').to.be.a('number');
           expect(after, 'ms from close to exit').to.be.a('number').below(5_000);
         } finally {

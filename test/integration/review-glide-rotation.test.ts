@@ -25,7 +25,11 @@ if (selectedClients(ALL_CLIENTS).includes('glide') && selectedTopologies().inclu
         await admin.config('SET', 'requirepass', 'old-secret');
         await admin.auth('old-secret');
         const { GlideClient } = await import('@valkey/valkey-glide');
-        const options = { addresses: [{ host: '127.0.0.1', port: redis.port }], requestTimeout: 2_000, credentials: { password: 'old-secret' } };
+        const options = {
+          addresses: [{ host: '127.0.0.1', port: redis.port }],
+          requestTimeout: 2_000,
+          credentials: { password: 'old-secret' },
+        };
         const holder = await GlideClient.createClient(options);
         const waiter = await GlideClient.createClient(options);
         closing.push(holder, waiter);
@@ -46,7 +50,9 @@ if (selectedClients(ALL_CLIENTS).includes('glide') && selectedTopologies().inclu
         const released = performance.now();
         await (await waiting).release();
         const tookMs = performance.now() - released;
-        console.log(`      [standalone, glide] rotated before the first wait: granted ${Math.round(tookMs)} ms after the release; subscriberErrors ${waiterLocks.stats().subscriberErrors}`);
+        console.log(
+          `      [standalone, glide] rotated before the first wait: granted ${Math.round(tookMs)} ms after the release; subscriberErrors ${waiterLocks.stats().subscriberErrors}`,
+        );
         expect(tookMs).to.be.below(BOUND_MS);
       } finally {
         for (const l of opened) await l.close();

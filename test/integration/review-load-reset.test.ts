@@ -68,7 +68,9 @@ forEachTopology('review: the connection lost with the load after NOSCRIPT on it'
         }
         const slowest = Math.max(...settled);
         const sends = await fullSends(admin);
-        console.log(`      [${ctx.kind}, ${ctx.clientKind}] load ${how}: slowest ${Math.round(slowest)} ms; full sends ${sends}; failed ${JSON.stringify(failed)}`);
+        console.log(
+          `      [${ctx.kind}, ${ctx.clientKind}] load ${how}: slowest ${Math.round(slowest)} ms; full sends ${sends}; failed ${JSON.stringify(failed)}`,
+        );
         expect(slowest, 'the slowest call').to.be.below(BOUND_MS + 1_500);
         expect(sends, 'full-script sends').to.be.at.most(4);
       } finally {

@@ -14,10 +14,16 @@ forEachTopology('review: a restart with calls in flight', { clients: ONE_NODE_RE
   it('rounds of 1,000 acquires and releases across a restart: a few full-script sends, every call in its bound', async function () {
     this.timeout(120_000);
     const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 60_000, redisTimeoutMs: BOUND_MS });
-    locks.on('error', () => undefined);
     locks.on('lost', () => undefined);
     try {
-      await Promise.all(Array.from({ length: 300 }, (_, i) => locks.lock(`rb:warm:${i}`).acquireWrite().then((l) => l.release())));
+      await Promise.all(
+        Array.from({ length: 300 }, (_, i) =>
+          locks
+            .lock(`rb:warm:${i}`)
+            .acquireWrite()
+            .then((l) => l.release()),
+        ),
+      );
       let stop = false;
       let slowest = 0;
       let done = 0;
@@ -59,7 +65,9 @@ forEachTopology('review: a restart with calls in flight', { clients: ONE_NODE_RE
       conn.disconnect();
       let sends = 0;
       for (const m of info.matchAll(/^cmdstat_(eval|script\|load):calls=(\d+)/gm)) sends += Number(m[2]);
-      console.log(`      [standalone, ${ctx.clientKind}] restart: ${done} done, ${failed} failed, slowest ${Math.round(slowest)} ms (2 calls each); full sends after it ${sends}`);
+      console.log(
+        `      [standalone, ${ctx.clientKind}] restart: ${done} done, ${failed} failed, slowest ${Math.round(slowest)} ms (2 calls each); full sends after it ${sends}`,
+      );
       expect(sends, 'full-script sends after the restart').to.be.at.most(6);
       expect(slowest, 'an acquire and its release').to.be.below(2 * BOUND_MS + 1_500);
     } finally {

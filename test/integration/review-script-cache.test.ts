@@ -53,7 +53,9 @@ forEachTopology('review: a lost script cache, harder', { clients: ONE_NODE_REDIS
       const acquires = Array.from({ length: CALLS }, (_, i) => locks.lock(`fresh:${i}`).acquireWrite());
       const failed = await failures(acquires);
       const sends = await sendsPerNode();
-      console.log(`      [${ctx.kind}, ${ctx.clientKind}] fresh client burst: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] fresh client burst: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`,
+      );
       const leases = (await Promise.allSettled(acquires)).flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
       for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
       expect(failed, 'acquires that failed').to.deep.equal({});
@@ -86,7 +88,9 @@ forEachTopology('review: a lost script cache, harder', { clients: ONE_NODE_REDIS
       const failed = await failures(releases);
       await second;
       const sends = await sendsPerNode();
-      console.log(`      [${ctx.kind}, ${ctx.clientKind}] flushed twice: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] flushed twice: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`,
+      );
       expect(failed, 'releases that failed').to.deep.equal({});
       for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(2 * SENDS_PER_SCRIPT);
     } finally {

@@ -82,7 +82,11 @@ forEachTopology('review: a subscriber link silent during its handshake', { clien
     this.timeout(90_000);
     proxy = new SilencingProxy(ctx.server.port);
     await proxy.start();
-    const through = await connectLockClient({ kind: 'standalone', nodes: [{ host: '127.0.0.1', port: proxy.port }], client: ctx.clientKind });
+    const through = await connectLockClient({
+      kind: 'standalone',
+      nodes: [{ host: '127.0.0.1', port: proxy.port }],
+      client: ctx.clientKind,
+    });
     clients.push(through);
     const holderLocks = new LockClient(await ctx.lockRedis(), { recheckMs: RECHECK_MS, leaseMs: 60_000 });
     const waiterLocks = new LockClient(through, { recheckMs: RECHECK_MS, leaseMs: 60_000 });

@@ -11,11 +11,14 @@ const holderRedis = await connectLockClient(target);
 const waiterRedis = await connectLockClient(target);
 const holderLocks = new LockClient(holderRedis, { recheckMs: 60_000, redisTimeoutMs: 1_000 });
 const waiterLocks = new LockClient(waiterRedis, { recheckMs: 60_000, redisTimeoutMs: 1_000 });
-for (const l of [holderLocks, waiterLocks]) l.on('error', () => undefined);
+
 holderLocks.on('lost', () => undefined);
 const held = await holderLocks.lock('exit').acquireWrite();
 void held;
-waiterLocks.lock('exit').acquireWrite({ waitMs: 60_000 }).catch(() => undefined);
+waiterLocks
+  .lock('exit')
+  .acquireWrite({ waitMs: 60_000 })
+  .catch(() => undefined);
 await new Promise((resolve) => setTimeout(resolve, 4_000)); // subscribed, echoes running
 process.send?.('stop-server');
 await new Promise((resolve) => process.once('message', resolve)); // the server is stopped
