@@ -290,8 +290,9 @@ export class WakeupHub {
       );
     })
       .then(() => {
-        // Not if lost since, nor if its last waiter's linger ended meanwhile (it was unsubscribed).
-        if (list[i] !== subscribing || this.subscribed.get(channel) !== list) return;
+        // Not if lost since, nor if its last waiter's linger ended meanwhile (it was unsubscribed), nor once
+        // the hub closed: no subscriber, echo or timer is made again then.
+        if (this.closed || list[i] !== subscribing || this.subscribed.get(channel) !== list) return;
         let on = this.confirmed.get(channel);
         if (!on) this.confirmed.set(channel, (on = new Set()));
         on.add(i);
@@ -301,6 +302,7 @@ export class WakeupHub {
       })
       .catch((error: unknown) => {
         if (list[i] === subscribing) list[i] = undefined;
+        if (this.closed) throw error;
         if ((error as { permanent?: unknown }).permanent === true) {
           if (!this.unusable.has(i)) this.observer?.error(error as Error); // said once: this client never subscribes
           this.unusable.add(i);
@@ -408,6 +410,7 @@ export class WakeupHub {
   private startEcho(link: Link): void {
     const { i, node } = link;
     const key = keyOf(i, node);
+    if (this.closed) return;
     const anchor = link.channels.values().next().value as string;
     const channel = echoChannel(anchor, `${this.id}.${++this.echoSerial}`);
     const slot = this.clients[i]!.cluster ? calculateSlot(channel) : 0;

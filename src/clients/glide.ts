@@ -147,6 +147,8 @@ export class GlideDriver implements Driver {
     const limit = this.client.config?.inflightRequestsLimit;
     this.gate = new CallGate(Math.max(1, Math.floor((typeof limit === 'number' ? limit : GLIDE_INFLIGHT_LIMIT) / 2)));
     if (this.cluster) this.loadSlots(); // before the first renewal round groups leases by master
+    // From now, not from the first wait: a rotation before any waiter would leave the subscriber on the old password.
+    observePassword(this.client);
   }
 
   get closed(): boolean {
@@ -157,9 +159,10 @@ export class GlideDriver implements Driver {
     const command = new Array<string>(args.length + 2);
     for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
     let master = '';
+    let slot: number | undefined;
     if (this.cluster) {
       const key = command[3]; // after the SHA and the key count: the first key routes the call
-      const slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
+      slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
       master = (slot !== undefined && this.masterOf(slot)) || '';
     }
     let scripts = this.nodes.get(master);
@@ -167,7 +170,7 @@ export class GlideDriver implements Driver {
     const send = (asEval: boolean) => {
       command[0] = asEval ? 'EVAL' : 'EVALSHA';
       command[1] = asEval ? LUA_SOURCES[name] : shaOf(name);
-      return this.gate.run(() => resending(this.client, () => this.client.customCommand(command)));
+      return this.gate.run(() => resending(this.client, slot ?? -1, () => this.client.customCommand(command)));
     };
     return scripts.run(name, send, isGlideReply);
   }
@@ -197,7 +200,6 @@ export class GlideDriver implements Driver {
 
   subscriber(events: SubscriberEvents): Subscriber {
     const client = this.client;
-    observePassword(client);
     if (this.cluster) return new ClusterSubscriber(client, events);
     return new RespSubscriber(
       () => endpointOf(client),
@@ -391,16 +393,25 @@ class Resends {
   }
 }
 
-const resends = new WeakMap<GlideApi, Resends>();
+/**
+ * Each client's resends by Cluster slot (-1: one server, or a call of no
+ * slot): a lock's calls all go to its slot, so their order is kept there,
+ * while the calls of the other masters do not wait behind a dead one's (one
+ * queue per client held every call on the healthy masters up to 4 s while
+ * one master was down).
+ */
+const resends = new WeakMap<GlideApi, Map<number, Resends>>();
 
 /**
  * `send()`, its errors translated, sent again while it fails with a lost
  * connection and the client is open, or while GLIDE has no room for it; in
- * the order of the client's calls (see {@link Resends}).
+ * the order of the client's calls of `slot` (see {@link Resends}).
  */
-function resending(client: GlideApi, send: () => Promise<unknown>): Promise<unknown> {
-  let own = resends.get(client);
-  if (own === undefined) resends.set(client, (own = new Resends(client)));
+function resending(client: GlideApi, slot: number, send: () => Promise<unknown>): Promise<unknown> {
+  let bySlot = resends.get(client);
+  if (bySlot === undefined) resends.set(client, (bySlot = new Map()));
+  let own = bySlot.get(slot);
+  if (own === undefined) bySlot.set(slot, (own = new Resends(client)));
   return own.run(send);
 }
 

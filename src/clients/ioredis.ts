@@ -305,8 +305,10 @@ class ServerSubscriber implements Subscriber {
   }
 
   reconnect(): void {
-    // A silent connection: ioredis closes it (reported as lost) and connects again.
-    if (this.connection.status === 'ready') this.connection.disconnect(true);
+    // A silent connection, or one stuck in its handshake (ioredis' connectTimeout ends at the TCP connect, and
+    // its ready check and AUTH wait for ever): ioredis closes it (reported as lost) and connects again.
+    const status = this.connection.status;
+    if (status === 'ready' || status === 'connect') this.connection.disconnect(true);
   }
 
   close(): void {

@@ -163,7 +163,10 @@ function sendScript(command: string[], send: (command: string[]) => Promise<unkn
         throw new ClientClosedError('the Redis client was closed (destroy()) with the call in flight; use an open client', {
           cause: error,
         });
-      if (client.isOpen && lostWithConnection(error) && resends++ < MAX_RESENDS) return attempt();
+      // DisconnectsClientError with the user's client open: a Cluster's rediscovery (a failover) destroyed the
+      // node's client with the call on it; node-redis routes the resend where the slot lives now.
+      const lost = lostWithConnection(error) || errorName(error) === 'DisconnectsClientError';
+      if (client.isOpen && lost && resends++ < MAX_RESENDS) return attempt();
       throw error;
     });
   return attempt();
@@ -408,6 +411,9 @@ class ClusterSubscriber implements Subscriber {
   async subscribe(channel: string): Promise<void> {
     this.channels.add(channel);
     await this.cluster.sSubscribe(channel, this.listener);
+    // Unsubscribed (or closed) while node-redis made the master's pub/sub connection: its sUnsubscribe found
+    // nothing to end then, and the subscription would stay on the user's client.
+    if (!this.channels.has(channel) && this.cluster.isOpen) await this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
   }
 
   unsubscribe(channel: string): void {

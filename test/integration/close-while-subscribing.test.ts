@@ -1,0 +1,86 @@
+// a LockClient closed while its hub's first subscription
+// is in flight (a shutdown while a writer waits). The subscription's
+// confirmation lands after close(): the hub must not then make a subscriber
+// again, subscribe its echo channel, or start its echo timer (which would
+// publish an echo every 2.5 s for ever through the user's open client).
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { driverFor } from '../../src/clients/index.js';
+import { LockClient } from '../../src/index.js';
+import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
+import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+forEachTopology('a hub closed while its first subscription is in flight', { clients: ALL_CLIENTS }, (ctx) => {
+  /** Every master's own connection (the test's look at the servers). */
+  async function masters(): Promise<Redis[]> {
+    if (ctx.kind === 'standalone') return [new Redis(ctx.server.port, ctx.server.host)];
+    return (await ctx.cluster.masters()).map((m) => new Redis(m.port, m.host));
+  }
+  async function shardChannels(conns: Redis[]): Promise<string[]> {
+    return (await Promise.all(conns.map((c) => c.call('PUBSUB', 'SHARDCHANNELS') as Promise<string[]>))).flat();
+  }
+  async function spublishes(conns: Redis[]): Promise<number> {
+    let n = 0;
+    for (const c of conns) n += Number(/^cmdstat_spublish:calls=(\d+)/m.exec(await c.info('commandstats'))?.[1] ?? 0);
+    return n;
+  }
+
+  it('hub.close() right after watch(): nothing subscribed, no echo published afterwards', async function () {
+    this.timeout(40_000);
+    const conns = await masters();
+    try {
+      const driver = driverFor(await ctx.lockRedis())!;
+      const hub = new WakeupHub([driver], { message: () => undefined, unconfirmed: () => undefined, error: () => undefined });
+      const watching = hub.watch('rwlock:{close-race}:wake', 3_000);
+      hub.close(); // the subscription is on the wire
+      await watching.catch(() => undefined);
+      await sleep(2 * ECHO_CHECK_MS);
+      const before = await spublishes(conns);
+      await sleep(3 * ECHO_CHECK_MS);
+      const after = await spublishes(conns);
+      const left = await shardChannels(conns);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] after close: ${after - before} SPUBLISH in ${3 * ECHO_CHECK_MS} ms; subscribed: ${JSON.stringify(left)}`,
+      );
+      expect(after - before, 'echoes published after close()').to.equal(0);
+      expect(
+        left.filter((c) => c.includes('close-race')),
+        'channels subscribed after close()',
+      ).to.deep.equal([]);
+    } finally {
+      for (const c of conns) c.disconnect();
+    }
+  });
+
+  it('LockClient.close() while a writer waits for its first subscription: no echo published afterwards', async function () {
+    this.timeout(40_000);
+    const conns = await masters();
+    const holderLocks = new LockClient(await ctx.lockRedis());
+    const waiterLocks = new LockClient(await ctx.lockRedis(), { recheckMs: 60_000 });
+    try {
+      const holder = await holderLocks.lock('close-race-2').acquireWrite();
+      const subscribedBefore = (await shardChannels(conns)).length;
+      const waiting = waiterLocks.lock('close-race-2').acquireWrite({ waitMs: 30_000 });
+      waiting.catch(() => undefined);
+      // Close as soon as the waiter's try was refused (its subscription then goes on the wire).
+      for (let i = 0; i < 2_000 && (await holderLocks.inspect('close-race-2')).queue.length === 0; i++) await sleep(1);
+      await waiterLocks.close();
+      await holder.release();
+      await sleep(2 * ECHO_CHECK_MS);
+      const before = await spublishes(conns);
+      await sleep(3 * ECHO_CHECK_MS);
+      const after = await spublishes(conns);
+      const left = (await shardChannels(conns)).filter((c) => c.includes('close-race-2'));
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] after LockClient.close(): ${after - before} SPUBLISH; subscribed: ${JSON.stringify(left)} (before: ${subscribedBefore})`,
+      );
+      expect(after - before, 'echoes published after close()').to.equal(0);
+      expect(left, 'channels subscribed after close()').to.deep.equal([]);
+    } finally {
+      await holderLocks.close();
+      for (const c of conns) c.disconnect();
+    }
+  });
+});
