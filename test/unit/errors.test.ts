@@ -1,11 +1,11 @@
 // Every error class the package exports has a stable, distinct `code`, set on
-// each instance, and the README's errors table gives each class its code.
+// each instance, and the errors table of docs/reference.md (their one home) gives each class its code.
 import { readFileSync } from 'node:fs';
 import { expect } from 'chai';
 import * as api from '../../src/index.js';
 import { redisFailure } from '../../src/redis.js';
 
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const REFERENCE = readFileSync(new URL('../../docs/reference.md', import.meta.url), 'utf8');
 
 /** The exported error classes: RWLockError and everything that extends it. */
 const errorClasses = Object.entries(api).filter(
@@ -47,10 +47,10 @@ describe('error codes', () => {
     expect(new Set(codes).size).to.equal(codes.length);
   });
 
-  it('the README errors table gives each subclass with its code', () => {
+  it('the errors table of docs/reference.md gives each subclass with its code', () => {
     for (const [name, Class] of errorClasses) {
       if (Class === api.RWLockError) continue;
-      expect(README, name).to.include(`| \`${name}\` | \`${instanceOf(name, Class).code}\` |`);
+      expect(REFERENCE, name).to.include(`| \`${name}\` | \`${instanceOf(name, Class).code}\` |`);
     }
   });
 });
