@@ -31,7 +31,9 @@
  * 7. The table of which integration suites run on which client library
  *    (after `<!-- docs-check: suites -->`) is the one the test files
  *    declare (`forEachTopology`'s `clients`, `selectedClients(...)`), and
- *    no doc counts those suites in words ("all but seven").
+ *    no doc counts those suites in words ("all but seven"). A count of
+ *    suites or client libraries in prose ("the 24 ioredis-only suites")
+ *    must be one the test files give.
  * 8. The constants the source's comments quote (`COMMENTS` below: those the
  *    API reference is built from) are the code's.
  * 9. docs/reference.md names every export of `redis-rwlock` (read with the
@@ -572,6 +574,42 @@ for (const file of docs) {
   }
 }
 if (suiteRows === 0) problems.push('no doc has the suites table (<!-- docs-check: suites -->) any more');
+
+// A count of suites or client libraries in prose ("the 24 ioredis-only suites", "four client
+// libraries") must be one the test files give: the whole of test/integration, a row of the suites
+// table (the one its words name, if they name one), or the client libraries the suites run on.
+const NUMBER_WORDS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
+NUMBER_WORDS.push('eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen', 'nineteen', 'twenty');
+const rowCount = (label: string) => [...suites.values()].filter((kinds) => SUITE_ROWS[label]!(kinds)).length;
+const clientKinds = new Set([...suites.values()].flatMap((kinds) => [...kinds])).size;
+const COUNT_PHRASE = new RegExp(
+  // Not a version: "node-redis 6 suites", "Redis 7.0 runs the suites".
+  `(?<!(?:node-redis|ioredis|GLIDE|Node|Node\\.js|Redis|Valkey|Bun|Deno|TypeScript)\\s+)(?<![\\d.,])\\b(\\d+|${NUMBER_WORDS.join('|')})\\s+((?:[\\w-]+\\s+){0,2}?)(suites|client libraries)\\b`,
+  'gi',
+);
+let counts = 0;
+for (const file of docs) {
+  const text = prose(file);
+  for (const m of text.matchAll(COUNT_PHRASE)) {
+    counts++;
+    const said = /^\d+$/.test(m[1]!) ? Number(m[1]) : NUMBER_WORDS.indexOf(m[1]!.toLowerCase());
+    const between = m[2]!.toLowerCase();
+    const row = /ioredis[- ]only/.test(between) ? 'ioredis only' : /glide/.test(between) ? 'GLIDE 2' : undefined;
+    const derived =
+      m[3]!.toLowerCase() === 'client libraries'
+        ? [clientKinds]
+        : row
+          ? [rowCount(row)]
+          : [suites.size, ...Object.keys(SUITE_ROWS).map(rowCount)];
+    if (!derived.includes(said)) {
+      const line = text.slice(0, m.index).split('\n').length;
+      problems.push(
+        `${file}:${line}: "${m[0].replace(/\s+/g, ' ')}" counts ${m[3]} that test/integration does not give (${derived.join(' or ')}): list them in the suites table, or say it without a number`,
+      );
+    }
+  }
+}
+console.log(`docs-check: ${counts} counts of suites or client libraries in prose compared with the test files`);
 console.log(`docs-check: ${suiteRows} rows of the suites table derived from ${suites.size} test files`);
 
 // 8. Constants quoted in the comments of the source the API reference is built from.
