@@ -19,7 +19,7 @@ export async function handOffWrite(locks: LockClient, other: LockClient, resourc
   const lease = await locks.lock(resource).acquireWrite();
   const waiter = other.lock(resource).acquireWrite({ waitMs: 10_000 });
   await eventually('the writer queued', async () => (await locks.inspect(resource)).queue.length > 0);
-  await eventually('renewals past the first lease', () => locks.stats().renewals >= 2, 5_000);
+  await eventually('renewals past the first lease', () => locks.stats().renewals >= 2, 20_000); // a state, not a time: 20 s only bounds a hang
   expect(lease.held).to.equal(true);
   await lease.extend(5_000);
   expect((await locks.inspect(resource)).writer?.owner).to.equal(lease.token);
