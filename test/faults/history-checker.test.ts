@@ -64,6 +64,36 @@ describe('history checker', () => {
     expect(result.committedWrites).to.equal(3);
   });
 
+  // Seen once in the network row (node-redis 6, Cluster): "x read counter 167, expected 169". A
+  // writer sent its counter SET under its lease; the SET ran, its reply was lost with a reset
+  // connection, and ioredis sent it again; before that came back the lease was reported lost, two
+  // writers came and went, and the resent SET landed after them. The data write is not fenced.
+  it('lists a read of a write that landed after its lease was lost apart, and not one sent after the loss', () => {
+    const late = (sentAt: number, lostAt: number, wroteAt: number): HistoryEvent[] => [
+      { t: 'grant', id: 'q:1', process: 'q', resource: 'r', mode: 'write', owner: 'q:1', fence: 10, requestedAt: 0, grantedAt: 1 },
+      { t: 'lost', id: 'q:1', at: lostAt, reason: 'its lease ran out without renewal' },
+      { t: 'data', id: 'q:1', seen: 0, wrote: true, writeSentAt: sentAt, wroteAt },
+      { t: 'release-sent', id: 'q:1', at: wroteAt + 1 },
+      { t: 'released', id: 'q:1', at: wroteAt + 2, outcome: 'LockNotHeldError' },
+      ...writes([
+        ['a:1', 11, 5, 8, 1],
+        ['b:1', 12, 9, 12, 2],
+        ['x:1', 13, 13, 16, 1], // read what q's resent SET left: 1, not 3
+      ]),
+    ];
+    const counters = new Map([['r', 2]]);
+    const landedLate = checkHistory(buildHistory(late(2, 3, 20)), { counters });
+    expect(landedLate.violations).to.deep.equal([]);
+    expect(landedLate.expiredHolder.map((f) => f.detail)).to.have.length(1);
+    expect(landedLate.expiredHolder[0]!.detail).to.match(/x:1 .*read counter 1, expected 3; q:1 .*landing late/);
+    // Its write sent once the loss was reported, even in that ms (a holder that ignores the signal): a violation.
+    expect(checkHistory(buildHistory(late(3, 3, 20)), { counters }).violations.map((v) => v.kind)).to.deep.equal(['lost-update']);
+    // Its write answered before the next writer's grant: it landed before, and the read is a violation.
+    expect(checkHistory(buildHistory(late(2, 3, 4)), { counters }).violations.map((v) => v.kind)).to.deep.equal(['lost-update']);
+    // Nor a read behind a writer granted once the write was answered (b:1, at 9).
+    expect(checkHistory(buildHistory(late(2, 3, 7)), { counters }).violations.map((v) => v.kind)).to.deep.equal(['lost-update']);
+  });
+
   it('finds a reader inside a write', () => {
     const events: HistoryEvent[] = [
       ...writes([['a:1', 10, 0, 10, 0]]),

@@ -1,3 +1,5 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { RedisClient } from '../../src/redis.js';
 import { type CheckOptions, type CheckResult, checkHistory, type History, report } from '../support/history.js';
 
@@ -16,6 +18,26 @@ export function checkAndReport(
   options: CheckOptions & { recoveryMs?: number; notes?: string; quiet?: boolean },
 ): CheckResult {
   const result = checkHistory(history, options);
+  // A run with violations keeps its whole history for whoever investigates (HISTORY_DUMP_DIR).
+  const dumpDir = process.env.HISTORY_DUMP_DIR;
+  if (dumpDir && (result.violations.length > 0 || process.env.HISTORY_DUMP_ALL)) {
+    const file = join(dumpDir, `history-${Date.now()}.json`);
+    writeFileSync(
+      file,
+      JSON.stringify({
+        fault,
+        history: {
+          ...history,
+          deaths: [...history.deaths],
+          shutdowns: [...history.shutdowns],
+          pauses: [...history.pauses],
+          done: [...history.done],
+        },
+        violations: result.violations,
+      }),
+    );
+    console.log(`        history written to ${file}`);
+  }
   const failures = Object.entries(result.failuresByName)
     .map(([name, n]) => `${name} ${n}`)
     .join(', ');

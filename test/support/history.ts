@@ -150,10 +150,20 @@ export type HistoryEvent =
       skippedWrite?: boolean;
       state?: string | null;
       dataError?: string;
+      /** A write: when its counter SET was sent, and when its reply came. */
+      writeSentAt?: number;
+      wroteAt?: number;
       /** Granted after its process began a graceful shutdown: did nothing. */
       shutdown?: boolean;
     }
-  | { t: 'lost'; id: string; at: number; reason: string }
+  | {
+      t: 'lost';
+      id: string;
+      at: number;
+      reason: string;
+      /** The lease's local deadline when it was reported lost (epoch ms): a stalled holder is told after it. */
+      deadline?: number;
+    }
   | { t: 'release-sent'; id: string; at: number }
   | { t: 'released'; id: string; at: number; outcome: string; message?: string }
   | {
@@ -191,6 +201,8 @@ export interface Hold {
   releaseMessage?: string;
   lostAt?: number;
   lostReason?: string;
+  /** The lease's local deadline when its loss was reported (epoch ms). */
+  lostDeadline?: number;
   /** Counter value read (writes and reads). */
   seen?: number;
   /** The counter write succeeded. */
@@ -200,6 +212,9 @@ export interface Hold {
   /** The state a reader saw. */
   state?: string | null;
   dataError?: string;
+  /** A write: when its counter SET was sent, and when its reply came. */
+  writeSentAt?: number;
+  wroteAt?: number;
   /** Granted after its process began a graceful shutdown: did nothing. */
   shutdown?: boolean;
 }
@@ -324,7 +339,7 @@ export function buildHistory(events: readonly HistoryEvent[], deaths: ReadonlyMa
       }
       case 'lost': {
         const hold = holds.get(e.id);
-        if (hold && hold.lostAt === undefined) Object.assign(hold, { lostAt: e.at, lostReason: e.reason });
+        if (hold && hold.lostAt === undefined) Object.assign(hold, { lostAt: e.at, lostReason: e.reason, lostDeadline: e.deadline });
         break;
       }
       case 'release-sent':
@@ -369,6 +384,48 @@ export function holdEnd(hold: Hold, history: History): number {
     hold.lostAt ?? Infinity,
     history.deaths.get(hold.process) ?? Infinity,
     history.shutdowns.get(hold.process)?.at ?? Infinity,
+  );
+}
+
+/**
+ * The writes (in fence order) whose counter SET may have landed after their
+ * lease was gone and a later writer held the lock: sent while the lease held
+ * (before its loss was reported: the worker reads the lease's signal, which
+ * notices a passed deadline, just before sending), answered only after the
+ * loss was reported and after the next writer's grant. The SET is not fenced:
+ * held up in the network, or sent again by the data client (ioredis resends a
+ * command whose connection closed, so a SET that ran may run again, late), it
+ * lands whenever it does, the documented limit of a lease (only fencing
+ * protects the data past it). A counter read of what such a write left, or
+ * from before it landed, is listed with the expired holders, not as a
+ * violation; a write sent after its loss was reported (a holder that ignores
+ * the signal) is not excused.
+ */
+function lateWrites(inFenceOrder: readonly Hold[]): Hold[] {
+  return inFenceOrder.filter((q, i) => {
+    if (q.seen === undefined || q.lostAt === undefined || q.writeSentAt === undefined || q.wroteAt === undefined) return false;
+    if (q.writeSentAt >= q.lostAt || q.wroteAt <= q.lostAt) return false; // sent in the ms of its loss: not excused
+    const next = inFenceOrder[i + 1];
+    return next !== undefined && next.grantedAt < q.wroteAt;
+  });
+}
+
+/**
+ * Whether write `h` read the counter of late write `q` as `q` left it before
+ * or after its SET landed: every write between them in fence order (and `h`
+ * itself, for a read from before) was granted while that SET was outstanding.
+ */
+function readWhileOutstanding(q: Hold, h: Hold, inFenceOrder: readonly Hold[]): boolean {
+  const between = inFenceOrder.filter((w) => w.fence > q.fence && w.fence < h.fence);
+  if (between.some((w) => w.grantedAt >= q.wroteAt!)) return false;
+  if (h.seen === q.seen! + 1) return true;
+  return h.seen === q.seen && h.grantedAt < q.wroteAt!;
+}
+
+function lateDetail(q: Hold): string {
+  return (
+    `${q.id} (fence ${q.fence}, read ${q.seen}) sent its counter write at ${q.writeSentAt} under its lease, ` +
+    `was told the lease was lost at ${q.lostAt}, and had the write's reply at ${q.wroteAt}, after a later writer's grant: an unfenced write landing late`
   );
 }
 
@@ -479,7 +536,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
     // No lost update: committed writes in fence order each read what the previous ones left.
     let expected: number | undefined = 0;
     let committed = 0;
-    for (const { h } of [...writes].sort((a, b) => a.h.fence - b.h.fence)) {
+    const inFenceOrder = [...writes].map((s) => s.h).sort((a, b) => a.fence - b.fence);
+    const late = lateWrites(inFenceOrder);
+    for (const h of inFenceOrder) {
       if (h.seen === undefined) {
         // The counter GET or SET may or may not have run.
         if (h.dataError || history.deaths.has(h.process)) expected = undefined;
@@ -494,7 +553,10 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
           resource,
           detail: `write ${h.id} (fence ${h.fence}) read counter ${h.seen}, expected ${expected}`,
         };
+        // A read of what a late write left, or from before it landed (see lateWrites).
+        const landed = late.find((q) => q.fence < h.fence && readWhileOutstanding(q, h, inFenceOrder));
         if (inFault(h.grantedAt, (f) => f.dataLoss === true)) dataLoss.push({ ...finding, kind: 'data-loss' });
+        else if (landed) expiredHolder.push({ ...finding, kind: 'expired-holder', detail: `${finding.detail}; ${lateDetail(landed)}` });
         else violations.push(finding);
       }
       if (h.wrote) {
@@ -513,7 +575,9 @@ export function checkHistory(history: History, options: CheckOptions = {}): Chec
         resource,
         detail: `counter is ${final}, the committed writes leave ${expected} (${committed} committed)`,
       };
+      const landed = late.find((q) => final === q.seen! + 1);
       if (faults.some((f) => f.dataLoss)) dataLoss.push({ ...finding, kind: 'data-loss' });
+      else if (landed) expiredHolder.push({ ...finding, kind: 'expired-holder', detail: `${finding.detail}; ${lateDetail(landed)}` });
       else violations.push(finding);
     }
   }

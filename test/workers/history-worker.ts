@@ -192,8 +192,20 @@ async function operation(index: number): Promise<void> {
   emit({ t: 'grant', id, process: name, resource, mode, owner: lease.token, fence: lease.fence, requestedAt, grantedAt: Date.now() });
   // A lease can be lost by the time it is granted (an acquire that waited out a failover in ioredis'
   // queue for longer than the lease): its signal is then already aborted and fires no event.
+  // The lease's local deadline (the library's internal holding, in performance.now() time), so that
+  // an overlap shows whether its holder was told after its own deadline (a stalled process).
+  const localDeadline = () => {
+    const h = (lease as unknown as { holding?: { expiresAt: number } }).holding;
+    return h ? Math.round(performance.timeOrigin + h.expiresAt) : undefined;
+  };
   const reportLost = () =>
-    emit({ t: 'lost', id, at: Date.now(), reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200) });
+    emit({
+      t: 'lost',
+      id,
+      at: Date.now(),
+      reason: String((lease.signal.reason as Error)?.message ?? '').slice(0, 200),
+      deadline: localDeadline(),
+    });
   if (lease.signal.aborted) reportLost();
   else lease.signal.addEventListener('abort', reportLost, { once: true });
 
@@ -236,9 +248,15 @@ async function criticalSection(id: string, mode: 'read' | 'write', data: string,
       if (lease.signal.aborted && !config.ignoreLoss) {
         emit({ t: 'data', id, seen, skippedWrite: true });
       } else {
+        const writeSentAt = Date.now();
         const wrote = await attempt(redis.set(`${data}:counter`, seen + 1));
+        const wroteAt = Date.now();
         if (!wrote.error) await attempt(redis.set(`${data}:state`, 'ready'));
-        emit(wrote.error ? { t: 'data', id, seen, dataError: wrote.error } : { t: 'data', id, seen, wrote: true });
+        emit(
+          wrote.error
+            ? { t: 'data', id, seen, dataError: wrote.error, writeSentAt, wroteAt }
+            : { t: 'data', id, seen, wrote: true, writeSentAt, wroteAt },
+        );
       }
     }
   } else {
