@@ -94,3 +94,75 @@ forEachTopology('a lost script cache', { clients: ONE_NODE_REDIS }, (ctx) => {
     }
   });
 });
+
+/**
+ * The same, harder: a burst from a LockClient made that instant (GLIDE's
+ * Cluster driver keys its scripts by a slot map it is still loading), and a
+ * second SCRIPT FLUSH while the first one's load and its waiters are in flight.
+ */
+const REFLUSH_CALLS = 5_000;
+
+forEachTopology('a lost script cache, flushed again mid-load', { clients: ONE_NODE_REDIS }, (ctx) => {
+  let nodes: Redis[];
+  beforeEach(async () => {
+    nodes = await masters(ctx.client());
+  });
+  const forgetScripts = () => Promise.all(nodes.map((node) => node.script('FLUSH')));
+  const resetStats = () => Promise.all(nodes.map((node) => node.config('RESETSTAT')));
+  const sendsPerNode = () => Promise.all(nodes.map(fullSends));
+
+  it(`a LockClient made that instant, ${REFLUSH_CALLS} acquires at once on servers without the scripts: one load per node`, async function () {
+    this.timeout(60_000);
+    const redis = await ctx.lockRedis();
+    await forgetScripts();
+    await resetStats();
+    const locks = new LockClient(redis, { leaseMs: 60_000, redisTimeoutMs: BOUND_MS });
+    try {
+      const acquires = Array.from({ length: REFLUSH_CALLS }, (_, i) => locks.lock(`fresh:${i}`).acquireWrite());
+      const failed = await failures(acquires);
+      const sends = await sendsPerNode();
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] fresh client burst: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`,
+      );
+      const leases = (await Promise.allSettled(acquires)).flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+      for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+      expect(failed, 'acquires that failed').to.deep.equal({});
+      for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(SENDS_PER_SCRIPT);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it(`SCRIPT FLUSH, ${REFLUSH_CALLS} releases, SCRIPT FLUSH again while they run: each in its bound, a load per node per flush`, async function () {
+    this.timeout(60_000);
+    const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 60_000, redisTimeoutMs: BOUND_MS });
+    try {
+      const leases: Lease[] = [];
+      for (let i = 0; i < REFLUSH_CALLS + 500; i += 500) {
+        leases.push(...(await Promise.all(Array.from({ length: 500 }, (_, j) => locks.lock(`twice:${i + j}`).acquireWrite()))));
+      }
+      await Promise.all(leases.splice(0, 500).map((lease) => lease.release()));
+      await forgetScripts();
+      await resetStats();
+      const releases = leases.map((lease) => lease.release());
+      // The second flush on its own connections, as soon as the first load reached a server.
+      const second = (async () => {
+        for (let i = 0; i < 500; i++) {
+          if ((await sendsPerNode()).some((n) => n > 0)) break;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+        await forgetScripts();
+      })();
+      const failed = await failures(releases);
+      await second;
+      const sends = await sendsPerNode();
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] flushed twice: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`,
+      );
+      expect(failed, 'releases that failed').to.deep.equal({});
+      for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(2 * SENDS_PER_SCRIPT);
+    } finally {
+      await locks.close();
+    }
+  });
+});
