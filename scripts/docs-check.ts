@@ -381,7 +381,7 @@ console.log(`docs-check: ${quoted} quotes of ${NUMBERS.length} constants compare
 const MAX_SENTENCE_WORDS = 60;
 /** README.md and the task pages, read in one sitting: shorter sentences, and no chains of semicolons. */
 const PLAIN = { average: 25, longest: 40, semicolons: 1 };
-const plain = (file: string) => file === 'README.md' || file.startsWith(join('docs', 'guide') + '/');
+const plain = (file: string) => file === 'README.md' || file.startsWith(`${join('docs', 'guide')}/`);
 let sentences = 0;
 for (const file of docs) {
   const found = sentencesOf(readFileSync(join(root, file), 'utf8'));
