@@ -1,0 +1,33 @@
+/**
+ * scripts/build-servers.sh on its failure paths (review 43), with a
+ * throw-away cache and a mirror nobody answers on: nothing is built and no
+ * network is reached.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+
+const SCRIPT = join(import.meta.dirname, '..', '..', 'scripts', 'build-servers.sh');
+const hasApt = spawnSync('sh', ['-c', 'command -v apt-get && command -v dpkg-source && command -v cc && command -v make']).status === 0;
+
+describe('scripts/build-servers.sh', () => {
+  it('with the mirror unreachable, says so, not that the version was replaced', function () {
+    if (!hasApt) this.skip();
+    this.timeout(120_000);
+    const cache = mkdtempSync(join(tmpdir(), 'rwlock-servers-'));
+    try {
+      const run = spawnSync('bash', [SCRIPT, 'redis8'], {
+        env: { ...process.env, REDIS_RWLOCK_SERVERS: cache, DEBIAN_MIRROR: 'http://127.0.0.1:9/debian' },
+        encoding: 'utf8',
+        timeout: 110_000,
+      });
+      expect(run.status, run.stderr).to.equal(1);
+      expect(run.stderr).to.not.contain('a newer upload may have replaced it');
+      expect(run.stderr).to.match(/could not fetch the trixie and sid source indexes from http:\/\/127\.0\.0\.1:9\/debian/);
+    } finally {
+      rmSync(cache, { recursive: true, force: true });
+    }
+  });
+});
