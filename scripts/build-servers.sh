@@ -63,6 +63,12 @@ prepare_apt() {
     "$m" >"$root/apt/sources/debian-src.sources"
   say "fetching the trixie and sid source indexes from $m (deb-src only, private to $root/apt)..."
   apt_private apt-get update >"$root/apt/update.log" 2>&1 || { cat "$root/apt/update.log" >&2; die "apt-get update of the deb-src indexes failed"; }
+  # apt-get update exits 0 when an index cannot be fetched (a warning, the old
+  # lists kept): without this, the next step's failure blamed a replaced version.
+  if grep -qE '^[WE]: (Failed to fetch|Some index files failed to download)' "$root/apt/update.log"; then
+    cat "$root/apt/update.log" >&2
+    die "could not fetch the trixie and sid source indexes from $m (no network, or the mirror is unreachable: log above); set DEBIAN_MIRROR to one that answers"
+  fi
   apt_ready=1
 }
 
