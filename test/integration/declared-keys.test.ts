@@ -21,7 +21,7 @@ import { ScriptedBackend } from '../../src/backends/scripted.js';
 import type { ScriptName } from '../../src/backends/scripts.js';
 import type { Driver } from '../../src/clients/driver.js';
 import { driverFor } from '../../src/clients/index.js';
-import { LockClient, lockKeys } from '../../src/index.js';
+import { CrossSlotError, LockClient, lockKeys } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { commandsOf, guardedSource, KEY_POSITIONS, UNDECLARED } from '../support/declared-keys.js';
@@ -53,6 +53,30 @@ forEachTopology('declared keys', (ctx) => {
     expect(error?.message).to.contain(`${UNDECLARED} dk:b (DEL) is not in KEYS`);
     // Nothing ran past the refused command: the key it did declare stays.
     expect(await redis.exists('dk:a')).to.equal(1);
+  });
+
+  it('an acquire refused for keys of several slots (legacy keys without a hash tag, behind a key-routing proxy) fails typed, saying what to do', async function () {
+    if (ctx.kind !== 'standalone') this.skip(); // a Cluster client refuses such legacy keys before any call
+    const redis = ctx.client();
+    const driver = driverFor(redis);
+    const base: Driver = Object.create(driver);
+    base.script = driver.script.bind(driver);
+    driver.script = refusingSeveralSlots(base, false).driver.script;
+    const locks = new LockClient(redis, { mode: 'legacy' });
+    try {
+      const error = await locks
+        .lock('declared:legacy')
+        .acquireWrite({ waitMs: 0 })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error, String(error)).to.be.instanceOf(CrossSlotError);
+      expect((error as Error).message).to.match(/legacyKeys/);
+      expect((error as Error).message).to.not.match(/may be retried/);
+    } finally {
+      await locks.close();
+    }
   });
 
   it('renews every lease where the server refuses keys of several slots in one script, then one slot per call', async function () {
