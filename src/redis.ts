@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
+import { refusesSeveralSlots } from './backends/scripted.js';
 import {
   ClientClosedError,
+  CrossSlotError,
   NoPermissionError,
   PLAIN_CLUSTER_NODE,
   RedisUnavailableError,
@@ -117,6 +119,17 @@ export function redisFailure(what: string, cause: unknown, context: RWLockErrorC
       ...context,
       cause,
     });
+  }
+  // A script refused for its keys: of several slots (CROSSSLOT, from a proxy or service that routes by
+  // key), or not declared (Dragonfly). Renewal falls back to one slot per call; anything else that
+  // gets this (legacy keys of several slots, on one server behind such a proxy) fails again if retried.
+  if (refusesSeveralSlots(message)) {
+    return new CrossSlotError(
+      `${what} was refused: the server, or a proxy in front of it, takes no script whose keys lie in several slots (${message}); ` +
+        "give every key of the lock one hash tag (in legacy and bridge mode, a legacyKeys function that returns e.g. '{<resource>}:read' and '{<resource>}:write'), " +
+        'or connect with a Cluster client; retrying will not help',
+      { ...context, cause },
+    );
   }
   // A Cluster client follows MOVED and ASK (ioredis wraps the last one when it gives up: "Too many Cluster
   // redirections"); a bare one reached the caller through a plain connection to a Cluster node.
