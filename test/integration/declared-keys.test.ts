@@ -100,6 +100,48 @@ forEachTopology('declared keys', (ctx) => {
     }
   });
 
+  it("renews every lease where the server refuses the across-slots script's flag (Dragonfly as a Cluster), then one slot per call", async function () {
+    if (ctx.kind !== 'cluster') this.skip(); // only a Cluster client sends lua/extend-across-slots.lua
+    this.timeout(60_000);
+    const redis = ctx.client();
+    const locks = new LockClient(redis);
+    try {
+      const leases = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => locks.lock(`declared:flag:${i}`).acquireWrite({ leaseMs: 60_000 })),
+      );
+      const requests = leases.map((lease) => ({
+        keys: lockKeys('rwlock', lease.resource),
+        owner: lease.token,
+        leaseMs: 30_000,
+        holdIds: [],
+      }));
+      const driver = driverFor(redis);
+      const dragonfly: Driver = Object.create(driver);
+      let refused = 0;
+      dragonfly.script = async (name: ScriptName, args: readonly (string | number)[], lock?) => {
+        if (name === 'extendAcrossSlots') {
+          refused++;
+          // Dragonfly's answer to a script flag it does not know (src/server/script_mgr.cc, ScriptParams::ApplyFlags).
+          throw new Error('ERR Invalid flag: allow-cross-slot-keys');
+        }
+        return driver.script(name, args, lock);
+      };
+      const backend = new ScriptedBackend(dragonfly, hashLayout('rwlock'));
+      const first = await backend.extend(requests, { calls: 0 });
+      expect(refused, 'the across-slots script was sent, and refused').to.be.above(0);
+      expect(
+        first.filter((left) => !(left > 29_000)),
+        'no lease lost or left unrenewed in the refused round',
+      ).to.deep.equal([]);
+      refused = 0;
+      const second = await backend.extend(requests);
+      expect(second.every((left) => left > 29_000)).to.equal(true);
+      expect(refused, 'the next round: one slot per call from the start').to.equal(0);
+    } finally {
+      await locks.close();
+    }
+  });
+
   it('renews every lease where the server refuses keys of several slots in one script, then one slot per call', async function () {
     this.timeout(60_000);
     const redis = ctx.client();
