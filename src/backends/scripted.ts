@@ -152,7 +152,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
         try {
           await group(indexes, results);
         } catch (error) {
-          const severalSlots = refusesSeveralSlots(error);
+          const severalSlots = refusesSeveralSlots(error) || refusesAcrossSlotsFlag(error);
           if (!severalSlots && !refusals.test(String(error))) throw error;
           if (severalSlots) this.#oneSlotPerCall = true;
           const left = indexes.filter((i) => Number.isNaN(results[i]));
@@ -222,6 +222,16 @@ const MOVED_UNDER_US = /non local key|MOVED|ASK|CROSSSLOT|TRYAGAIN|Too many Clus
  */
 export function refusesSeveralSlots(error: unknown): boolean {
   return /CROSSSLOT|same slot|undeclared|not declared/i.test(error instanceof Error ? error.message : String(error));
+}
+
+/**
+ * The across-slots renewal script refused for its `allow-cross-slot-keys`
+ * flag, which the server does not know (Dragonfly as a Cluster: "Invalid
+ * flag: allow-cross-slot-keys"; others: "Unexpected flag in script
+ * shebang"): it never runs there, so renewal goes one slot per call.
+ */
+export function refusesAcrossSlotsFlag(error: unknown): boolean {
+  return /flag\b.*allow-cross-slot-keys/i.test(error instanceof Error ? error.message : String(error));
 }
 
 /** The request indexes among `indexes`, grouped by their lock's Cluster slot. */
