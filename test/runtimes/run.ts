@@ -178,6 +178,9 @@ const CHECKS: Record<string, Check> = {
 
 const wanted = (name: string, list: string[]) => {
   const only = process.env[name]?.split(',').filter(Boolean);
+  // An unknown name would leave its checks out, and a run of no check would pass.
+  const unknown = only?.filter((x) => !list.includes(x)) ?? [];
+  if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(', ')}; use ${list.join(', ')}`);
   return only?.length ? list.filter((x) => only.includes(x)) : list;
 };
 const clients = wanted('RUNTIME_CLIENTS', Object.keys(CLIENTS));
@@ -223,6 +226,7 @@ try {
       }
     }
   }
+  if (passed + failed === 0) throw new Error('no client check ran: a run that checked nothing does not pass');
   if (runtime.startsWith('bun')) await bunRedisClientRefused();
 } finally {
   await stopAllServers();
