@@ -3,8 +3,8 @@
  * throw-away cache and a mirror nobody answers on: nothing is built and no
  * network is reached.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -26,6 +26,34 @@ describe('scripts/build-servers.sh', () => {
       expect(run.status, run.stderr).to.equal(1);
       expect(run.stderr).to.not.contain('a newer upload may have replaced it');
       expect(run.stderr).to.match(/could not fetch the trixie and sid source indexes from http:\/\/127\.0\.0\.1:9\/debian/);
+    } finally {
+      rmSync(cache, { recursive: true, force: true });
+    }
+  });
+
+  it('two runs over a broken cached binary build one at a time (the second waits for the lock)', async function () {
+    if (!hasApt) this.skip();
+    this.timeout(120_000);
+    const cache = mkdtempSync(join(tmpdir(), 'rwlock-servers-'));
+    try {
+      // Executable, but no server: an interrupted copy, or a build for another machine.
+      mkdirSync(join(cache, 'redis8-8.0.6-3', 'bin'), { recursive: true });
+      writeFileSync(join(cache, 'redis8-8.0.6-3', 'bin', 'redis-server'), 'not a server');
+      chmodSync(join(cache, 'redis8-8.0.6-3', 'bin', 'redis-server'), 0o755);
+      const env = { ...process.env, REDIS_RWLOCK_SERVERS: cache, DEBIAN_MIRROR: 'http://127.0.0.1:9/debian' };
+      const run = () =>
+        new Promise<string>((resolve) => {
+          const child = spawn('bash', [SCRIPT, 'redis8'], { env });
+          let stderr = '';
+          child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+          child.on('close', () => resolve(stderr));
+        });
+      const first = run();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const second = await run();
+      await first;
+      // Not the other run's apt lock or build directory in its way: its own fetch, failing on the mirror.
+      expect(second).to.match(/could not fetch the trixie and sid source indexes/);
     } finally {
       rmSync(cache, { recursive: true, force: true });
     }
