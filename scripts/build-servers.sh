@@ -89,12 +89,15 @@ need_tools() {
   fi
 }
 
+# usable DEST PREFIX: a server built there runs (its build is not needed again).
+usable() { [ -x "$1/bin/$2-server" ] && "$1/bin/$2-server" --version >/dev/null 2>&1; }
+
 # build NAME SOURCE-PACKAGE DEBIAN-VERSION BINARY-PREFIX
 build() {
   local name=$1 pkg=$2 version=$3 prefix=$4
   local upstream=${version#*:}
   local dest="$root/$name-$upstream"
-  if [ -x "$dest/bin/$prefix-server" ] && "$dest/bin/$prefix-server" --version >/dev/null 2>&1; then
+  if usable "$dest" "$prefix"; then
     ln -sfn "$name-$upstream" "$root/$name"
     say "$name: cached, $("$dest/bin/$prefix-server" --version | sed -E 's/.* v=([^ ]+).*/\1/') in $dest"
     return
@@ -135,8 +138,9 @@ for name in "${names[@]}"; do
     *) die "unknown server '$name': this script builds redis8 and valkey9" ;;
   esac
   # One build at a time on this machine (CI starts this in the background and
-  # calls it again to wait): a server already built needs no lock.
-  if [ -z "$locked" ] && ! [ -x "$root/${args[0]}-${args[2]#*:}/bin/${args[3]}-server" ]; then
+  # calls it again to wait): a server already built needs no lock; one that does not run is built
+  # again, so under the lock (the same check as build's).
+  if [ -z "$locked" ] && ! usable "$root/${args[0]}-${args[2]#*:}" "${args[3]}"; then
     exec 9>"$root/.lock"
     command -v flock >/dev/null 2>&1 && flock 9
     locked=1
