@@ -10,6 +10,12 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 
 const SCRIPT = join(import.meta.dirname, '..', '..', 'scripts', 'build-servers.sh');
+/** apt tries a mirror that does not answer again, for seconds: once is enough here (APT_CONFIG is apt's own). */
+function deadMirror(cache: string): NodeJS.ProcessEnv {
+  const config = join(cache, 'apt.conf');
+  writeFileSync(config, 'Acquire::Retries "0";\n');
+  return { ...process.env, REDIS_RWLOCK_SERVERS: cache, DEBIAN_MIRROR: 'http://127.0.0.1:9/debian', APT_CONFIG: config };
+}
 const hasApt = spawnSync('sh', ['-c', 'command -v apt-get && command -v dpkg-source && command -v cc && command -v make']).status === 0;
 
 describe('scripts/build-servers.sh', () => {
@@ -19,7 +25,7 @@ describe('scripts/build-servers.sh', () => {
     const cache = mkdtempSync(join(tmpdir(), 'rwlock-servers-'));
     try {
       const run = spawnSync('bash', [SCRIPT, 'redis8'], {
-        env: { ...process.env, REDIS_RWLOCK_SERVERS: cache, DEBIAN_MIRROR: 'http://127.0.0.1:9/debian' },
+        env: deadMirror(cache),
         encoding: 'utf8',
         timeout: 110_000,
       });
@@ -40,7 +46,7 @@ describe('scripts/build-servers.sh', () => {
       mkdirSync(join(cache, 'redis8-8.0.6-3', 'bin'), { recursive: true });
       writeFileSync(join(cache, 'redis8-8.0.6-3', 'bin', 'redis-server'), 'not a server');
       chmodSync(join(cache, 'redis8-8.0.6-3', 'bin', 'redis-server'), 0o755);
-      const env = { ...process.env, REDIS_RWLOCK_SERVERS: cache, DEBIAN_MIRROR: 'http://127.0.0.1:9/debian' };
+      const env = deadMirror(cache);
       const run = () =>
         new Promise<string>((resolve) => {
           const child = spawn('bash', [SCRIPT, 'redis8'], { env });
