@@ -23,6 +23,7 @@
  * rwlock-write,floor-spin,floor-immediate; rwlock-base with --baseline
  * <checkout>), --waiters N (default 8).
  */
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Cluster, Redis } from 'ioredis';
@@ -113,6 +114,35 @@ const newStages = (): Stages => ({
   hold: [],
 });
 
+/** A thread's scheduler counters (/proc/<pid>/task/<tid>/schedstat): ns on a CPU, ns waiting for one, times scheduled in. */
+function schedstat(pid: number, tid = pid): [number, number, number] {
+  try {
+    const [run, wait, slices] = readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').trim().split(/\s+/).map(Number);
+    return [run!, wait!, slices!];
+  } catch {
+    return [Number.NaN, Number.NaN, Number.NaN];
+  }
+}
+
+/** How long the servers' main threads and this process's waited for a CPU, summed over `pids`, between two readings. */
+class SchedWatch {
+  private readonly start: [number, number, number][];
+  constructor(private readonly pids: readonly number[]) {
+    this.start = pids.map((p) => schedstat(p));
+  }
+  /** [ns waiting for a CPU, times scheduled in], since construction. */
+  stop(): [number, number] {
+    const end = this.pids.map((p) => schedstat(p));
+    let wait = 0;
+    let slices = 0;
+    end.forEach((e, i) => {
+      wait += e[1] - this.start[i]![1];
+      slices += e[2] - this.start[i]![2];
+    });
+    return [wait, slices];
+  }
+}
+
 /** This process's clock (performance.now) minus the server's (TIME, in ms), from the sample with the shortest round trip. */
 async function serverClockOffset(redis: RedisClient): Promise<number> {
   let best = { rtt: Infinity, offset: 0 };
@@ -134,11 +164,13 @@ async function slice(
   seconds: number,
   tag: string,
   stages: Stages,
-): Promise<{ grants: number; seconds: number }> {
+  serverPids: readonly number[],
+): Promise<{ grants: number; seconds: number; server: [number, number]; client: [number, number] }> {
   const clients = Array.from({ length: waiters }, () => topology.client());
   await Promise.all(clients.map(ready));
   const offset = await serverClockOffset(clients[0]!);
-  const rw = lib.startsWith('rwlock');
+  // The rwlock libraries on ioredis are taken apart stage by stage; others (node-redis too) through their adapter.
+  const rw = lib === 'rwlock-write' || lib === 'rwlock-base';
   const watched = clients.map((c) => new Waiter(c));
   const locks: LockClient[] = [];
   const adapters = clients.map((c, i) => {
@@ -190,7 +222,15 @@ async function slice(
   const started = performance.now();
   const warmup = started + 300;
   const end = warmup + seconds * 1000;
+  let server: SchedWatch | undefined;
+  let client: SchedWatch | undefined;
+  let sched: { server: [number, number]; client: [number, number] } = { server: [0, 0], client: [0, 0] };
   setTimeout(() => {
+    server = new SchedWatch(serverPids);
+    client = new SchedWatch([process.pid]);
+  }, warmup - started);
+  setTimeout(() => {
+    sched = { server: server!.stop(), client: client!.stop() };
     stopped = true;
     for (const r of grantWaiters) r();
   }, end - started);
@@ -221,7 +261,7 @@ async function slice(
     if (resolved !== undefined) stages.resolvedToCode.push(g.code - resolved);
   }
   void kind;
-  return { grants: n, seconds };
+  return { grants: n, seconds, ...sched };
 }
 
 let LockClientCtor: typeof LockClient | undefined;
@@ -248,13 +288,18 @@ const topology = await startTopology(kind);
 const mean = (v: number[]) => (v.length === 0 ? null : v.reduce((a, b) => a + b, 0) / v.length);
 const fmt = (ms: number | null) => (ms === null ? '–' : `${(ms * 1000).toFixed(0)} µs`);
 try {
-  const all = new Map(libs.map((l) => [l, { stages: newStages(), rates: [] as number[] }]));
+  const all = new Map(libs.map((l) => [l, { stages: newStages(), rates: [] as number[], server: [0, 0, 0], client: [0, 0, 0] }]));
+  const serverPids = await Promise.all(
+    (await topology.masters()).map(async (m) => Number(/process_id:(\d+)/.exec(await m.info('server'))?.[1])),
+  );
   for (let round = 0; round < rounds; round++) {
     const order = [...libs.slice(round % libs.length), ...libs.slice(0, round % libs.length)];
     for (const lib of order) {
       const s = all.get(lib)!;
-      const r = await slice(kind, topology, lib, waiters, seconds, `${Date.now().toString(36)}${round}`, s.stages);
+      const r = await slice(kind, topology, lib, waiters, seconds, `${Date.now().toString(36)}${round}`, s.stages, serverPids);
       s.rates.push(r.grants / r.seconds);
+      s.server = [s.server[0]! + r.server[0], s.server[1]! + r.server[1], s.server[2]! + r.grants];
+      s.client = [s.client[0]! + r.client[0], s.client[1]! + r.client[1], s.client[2]! + r.grants];
       process.stderr.write(`round ${round + 1} ${lib}: ${(r.grants / r.seconds).toFixed(0)} handoffs/s\n`);
     }
   }
@@ -272,8 +317,15 @@ try {
       `${lib} | ${median(s.rates)?.toFixed(0)} | ${vs} | ${fmt(median(c))} (${fmt(percentile(c, 90))}; ${fmt(mean(c))}) | ${fmt(median(s.stages.callToReply))} | ${fmt(mean(s.stages.hold))} | ${fmt(mean(s.stages.cycle))}`,
     );
   }
+  console.log(
+    "waiting for a CPU (schedstat), per hand-over: the server's main thread(s) | this process's main thread (times scheduled in, µs waited in all)",
+  );
   for (const [lib, s] of all) {
-    if (!lib.startsWith('rwlock')) continue;
+    const per = ([wait, slices, grants]: number[]) => `${(slices! / grants!).toFixed(1)} times, ${(wait! / grants! / 1000).toFixed(0)} µs`;
+    console.log(`${lib} | ${per(s.server)} | ${per(s.client)}`);
+  }
+  for (const [lib, s] of all) {
+    if (!lib.startsWith('rwlock') || s.stages.callToWire.length === 0) continue;
     console.log(`${lib}, stage by stage (median, p90):`);
     for (const [name, label] of [
       ['callToWire', 'release called → on the wire'],

@@ -74,6 +74,9 @@ const BLOCKED_BY: Record<BlockReason, string> = {
  */
 const HANDED_GRACE_MS = 20;
 
+/** What a release handed a waiting writer: its fence, and how long its hold lasts from now. */
+type Handed = { fence: number; leaseRemainingMs: number };
+
 /** A writer's latest try that queued: when it was sent, and the heartbeat deadline it set on each node. */
 interface Queued {
   readonly sentAt: number;
@@ -272,8 +275,10 @@ export class RWLock {
         // id and heartbeat): it holds without another call. With replicaAck the next try waits
         // for the replicas instead; an acquire aborted meanwhile takes nothing (the loop's top
         // throws, and the hold is given back).
-        const handed =
-          queued && replicaAck === undefined && watch.handed.length > 0 ? await this.takeHanded(request, queued, watch, signal) : undefined;
+        // Taken in this turn when every node's message is in (one server or Cluster: always).
+        let handed =
+          queued && replicaAck === undefined && watch.handed.length > 0 ? this.takeHanded(request, queued, watch, signal) : undefined;
+        if (handed instanceof Promise) handed = await handed;
         if (queued && handed) {
           const lease = ctx.holdings.add(request, { granted: true, ...handed }, autoRenew, queued.sentAt);
           ctx.telemetry.granted(lease, performance.now() - started);
@@ -307,24 +312,45 @@ export class RWLock {
   }
 
   /**
-   * The grant releases handed this writer, once enough nodes did: in `redlock`
-   * mode the other nodes' messages may follow the first by a little, and are
-   * waited for up to {@link HANDED_GRACE_MS}.
+   * The grant releases handed this writer, once enough nodes did: at once
+   * (no promise, no turn of the microtask queue) when the messages in say so,
+   * as on one server or a Cluster; in `redlock` mode the other nodes'
+   * messages may follow the first by a little, and are waited for up to
+   * {@link HANDED_GRACE_MS}.
    */
-  private async takeHanded(
+  private takeHanded(
     request: AcquireRequest,
     queued: Queued,
     watch: Watch,
     signal: AbortSignal | undefined,
-  ): Promise<{ fence: number; leaseRemainingMs: number } | undefined> {
-    const take = () =>
-      signal?.aborted ? undefined : this.ctx.backend.takeHanded(request, queued.until, watch.handed, performance.now() - queued.sentAt);
+  ): Handed | undefined | Promise<Handed | undefined> {
+    const taken = this.takeHandedNow(request, queued, watch, signal);
+    return taken === 'wait' ? this.waitForHanded(request, queued, watch, signal) : taken;
+  }
+
+  private takeHandedNow(
+    request: AcquireRequest,
+    queued: Queued,
+    watch: Watch,
+    signal: AbortSignal | undefined,
+  ): Handed | undefined | 'wait' {
+    return signal?.aborted
+      ? undefined
+      : this.ctx.backend.takeHanded(request, queued.until, watch.handed, performance.now() - queued.sentAt);
+  }
+
+  private async waitForHanded(
+    request: AcquireRequest,
+    queued: Queued,
+    watch: Watch,
+    signal: AbortSignal | undefined,
+  ): Promise<Handed | undefined> {
     const graceEnds = performance.now() + HANDED_GRACE_MS;
-    let taken = take();
+    let taken: Handed | undefined | 'wait' = 'wait';
     while (taken === 'wait' && performance.now() < graceEnds) {
       watch.woken = false;
       await watch.sleep(graceEnds - performance.now(), signal);
-      taken = take();
+      taken = this.takeHandedNow(request, queued, watch, signal);
     }
     return taken === 'wait' ? undefined : taken;
   }
