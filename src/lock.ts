@@ -239,7 +239,14 @@ export class RWLock {
         }
         attempts++;
         const sentAt = performance.now();
-        const outcome = await this.attempt(request, context, bound);
+        // One try, in this function: an async helper would add a promise and a microtask hop to every call.
+        const sent = ctx.backend.acquire(request);
+        let outcome: AcquireOutcome;
+        try {
+          outcome = await bound.race(sent);
+        } catch (error) {
+          throw this.tryFailed(request, context, bound, sent, error);
+        }
         if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs)) {
           // Its reply was held up past the lease: another owner may hold the lock by now. Try
           // again at once: Redis grants afresh, refuses, or (the hold still there) tells how long
@@ -356,20 +363,21 @@ export class RWLock {
   }
 
   /**
-   * One try. When its outcome is unknown (the call failed after it may have
-   * run, or is still unanswered at the bound), whatever it took is given back
-   * once Redis answers: this acquire's hold only, named by its id, so a
-   * reentrant owner keeps the holds it had.
+   * A try failed. When its outcome is unknown (the call failed after it may
+   * have run, or is still unanswered at the bound), whatever it took is given
+   * back once Redis answers: this acquire's hold only, named by its id, so a
+   * reentrant owner keeps the holds it had. Returns the error to throw.
    */
-  private async attempt(request: AcquireRequest, context: RWLockErrorContext, bound: AcquireBound): Promise<AcquireOutcome> {
-    const sent = this.ctx.backend.acquire(request);
-    try {
-      return await bound.race(sent);
-    } catch (error) {
-      // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
-      if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
-      throw redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
-    }
+  private tryFailed(
+    request: AcquireRequest,
+    context: RWLockErrorContext,
+    bound: AcquireBound,
+    sent: Promise<AcquireOutcome>,
+    error: unknown,
+  ): Error {
+    // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
+    if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
+    return redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
   }
 }
 
