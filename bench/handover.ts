@@ -70,7 +70,9 @@ class Waiter {
   constructor(readonly redis: RedisClient) {
     const nodes: Redis[] = isCluster(redis) ? (redis as Cluster).nodes('master') : [redis as Redis];
     for (const node of nodes) {
-      this.out.push(new SocketClock(streamOf(node)));
+      // A Cluster's node connections may still be connecting (their socket not made yet).
+      if (streamOf(node)) this.out.push(new SocketClock(streamOf(node)));
+      else node.once('connect', () => this.out.push(new SocketClock(streamOf(node))));
       const duplicate = node.duplicate.bind(node);
       node.duplicate = (...args: Parameters<Redis['duplicate']>) => {
         const sub = duplicate(...args);
@@ -80,7 +82,7 @@ class Waiter {
     }
   }
   lastOut(): number {
-    return Math.max(...this.out.map((c) => c.lastOut));
+    return Math.max(0, ...this.out.map((c) => c.lastOut));
   }
   /** The last time a subscriber socket read something. */
   subIn(): number {
@@ -179,7 +181,8 @@ async function slice(
     locks[i] = new Ctor(c);
     return undefined;
   });
-  const resource = `handover:${tag}:${lib}`;
+  // Every library of a round on one slot (a Cluster's masters do not share the machine alike).
+  const resource = `{handover:${tag}}:${lib}`;
   const resolvedAt = new Array<number>(waiters).fill(0);
   locks.forEach((l, i) => l.on('acquired', () => void (resolvedAt[i] = performance.now())));
 
@@ -294,9 +297,10 @@ try {
   );
   for (let round = 0; round < rounds; round++) {
     const order = [...libs.slice(round % libs.length), ...libs.slice(0, round % libs.length)];
+    const tag = `${Date.now().toString(36)}${round}`;
     for (const lib of order) {
       const s = all.get(lib)!;
-      const r = await slice(kind, topology, lib, waiters, seconds, `${Date.now().toString(36)}${round}`, s.stages, serverPids);
+      const r = await slice(kind, topology, lib, waiters, seconds, tag, s.stages, serverPids);
       s.rates.push(r.grants / r.seconds);
       s.server = [s.server[0]! + r.server[0], s.server[1]! + r.server[1], s.server[2]! + r.grants];
       s.client = [s.client[0]! + r.client[0], s.client[1]! + r.client[1], s.client[2]! + r.grants];
@@ -316,6 +320,16 @@ try {
     console.log(
       `${lib} | ${median(s.rates)?.toFixed(0)} | ${vs} | ${fmt(median(c))} (${fmt(percentile(c, 90))}; ${fmt(mean(c))}) | ${fmt(median(s.stages.callToReply))} | ${fmt(mean(s.stages.hold))} | ${fmt(mean(s.stages.cycle))}`,
     );
+  }
+  // The hand-over target: against the faster of the two polling floors in each round.
+  const floors = ['floor-spin', 'floor-immediate'].filter((l) => all.has(l as LibName)) as LibName[];
+  if (floors.length > 0) {
+    console.log('÷ the faster polling floor, per round (median)');
+    for (const [lib, s] of all) {
+      if (floors.includes(lib)) continue;
+      const per = s.rates.map((r, i) => r / Math.max(...floors.map((f) => all.get(f)!.rates[i]!)));
+      console.log(`${lib} | ${per.map((v) => v.toFixed(2)).join(' ')} (${median(per)?.toFixed(2)})`);
+    }
   }
   console.log(
     "waiting for a CPU (schedstat), per hand-over: the server's main thread(s) | this process's main thread (times scheduled in, µs waited in all)",
