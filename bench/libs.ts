@@ -30,7 +30,7 @@
  *   on the standalone topology only (a Cluster is one server to redlock).
  * - rwlock-node-redis: rwlock-write on a node-redis 5 client (createClient,
  *   or createCluster on a Cluster) to the same servers, in the uncontended
- *   workload: the two client libraries side by side. (Its commands go
+ *   and contended workloads: the two client libraries side by side. (Its commands go
  *   through node-redis, so the run's sent-per-cycle count, which counts
  *   ioredis' writes, does not see them; the masters' script counts do.)
  * - floor-ap / semaphore-ap / rwlock-write-ap / rwlock-read-ap: floor,
@@ -117,6 +117,7 @@ export const EXCLUSIVE_LIBS: readonly LibName[] = [
   'rwlock-redlock',
   'rwlock-base',
   'rwlock-redlock-base',
+  'rwlock-node-redis',
 ];
 /** In uncontended cycles the retry settings never come into play, so only the defaults are run. */
 export const UNCONTENDED_LIBS: readonly LibName[] = [

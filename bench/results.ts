@@ -118,10 +118,9 @@ export function perRunRatios(run: {
     }
     // Against the faster of the two floors that poll with no sleep, in this run.
     const polling = ['floor-spin', 'floor-immediate'].map((lib) => get(lib, 'baton')?.handoffsPerSec).filter((v) => v !== undefined);
-    out['baton.rwlock-write/floor-polling'] = ratio(
-      get('rwlock-write', 'baton')?.handoffsPerSec,
-      polling.length > 0 ? Math.max(...polling) : undefined,
-    );
+    for (const lib of ['rwlock-write', 'rwlock-node-redis']) {
+      out[`baton.${lib}/floor-polling`] = ratio(get(lib, 'baton')?.handoffsPerSec, polling.length > 0 ? Math.max(...polling) : undefined);
+    }
     // redlock mode on three servers against the hash mode on one.
     out['baton.rwlock-redlock/rwlock-write'] = ratio(
       get('rwlock-redlock', 'baton')?.handoffsPerSec,

@@ -317,7 +317,7 @@ async function main(): Promise<number> {
     }
   }
   const targets = (Object.entries(results) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) =>
-    evaluateTargets(kind, r, config.contended.waiters),
+    evaluateTargets(kind, r, config.contended.waiters, machineInfo && `${machineInfo.cpu}, ${machineInfo.cores} cores`),
   );
   const bench: BenchResults = {
     date: new Date().toISOString(),
@@ -351,7 +351,7 @@ async function main(): Promise<number> {
 function render(file: string): number {
   const saved = JSON.parse(readFileSync(file, 'utf8')) as BenchResults;
   const targets = (Object.entries(saved.topologies) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) =>
-    evaluateTargets(kind, r, saved.config.contended.waiters),
+    evaluateTargets(kind, r, saved.config.contended.waiters, `${saved.machine.cpu}, ${saved.machine.cores} cores`),
   );
   const bench: BenchResults = { ...saved, targets };
   writeFileSync(file, `${JSON.stringify(bench, null, 2)}\n`);

@@ -89,7 +89,16 @@ function fencedNote(ratio: (key: string) => number | null, at: string, lib: stri
   );
 }
 
-export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters: number): Target[] {
+/**
+ * Issue 45: one call in flight against the bare lock (`SET NX PX`, the
+ * compare-and-delete release), write and read on ioredis, write on
+ * node-redis; and the baton hand-over against the faster polling floor on
+ * either client.
+ */
+export const ONE_IN_FLIGHT_VS_BARE_FLOOR = 0.9;
+export const HANDOVER_VS_POLLING = 0.9;
+
+export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters: number, cpu = 'an unnamed CPU'): Target[] {
   const out: Target[] = [];
   const add = (id: string, what: string, value: number | null, bound: string, pass: boolean | null, unit = 'x', note?: string) =>
     out.push({ id, topology: kind, what, value, bound, pass, unit, ...(note ? { note } : {}) });
@@ -156,6 +165,27 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
             atLeast(sem, semaphoreBound),
           );
         }
+      }
+    }
+    // Issue 45: one call in flight against the bare lock itself (the row above may be judged against the fenced floor).
+    const one = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === 1);
+    if (one('floor')) {
+      for (const [lib, label] of [
+        ['rwlock-write', 'write'],
+        ['rwlock-read', 'read'],
+        ['rwlock-node-redis', 'write on node-redis 5'],
+      ] as const) {
+        if (!one(lib)) continue;
+        const v = ratio(`uncontended.new.1.${lib}/floor`);
+        add(
+          `a-one-in-flight-${lib.replace('rwlock-', '')}`,
+          `uncontended ${label} cycles/s at 1 in flight, a new name per cycle, vs the bare floor (SET NX PX)`,
+          v,
+          `>= ${ONE_IN_FLIGHT_VS_BARE_FLOOR}`,
+          atLeast(v, ONE_IN_FLIGHT_VS_BARE_FLOOR),
+          'x',
+          `on ${cpu}; ${cpuNote(one('floor'), one(lib))}`,
+        );
       }
     }
     // Issue 27: the same bounds for an application client with enableAutoPipelining, against a floor and a Mutex on one too.
@@ -297,6 +327,8 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     // Issue 14: a handoff as fast as a client that polls with no sleep, without its commands; issue 27: the faster
     // of a tight loop and a loop on setImmediate, in each run.
     const polling = ratio('baton.rwlock-write/floor-polling');
+    const pollingNodeRedis = ratio('baton.rwlock-node-redis/floor-polling');
+    const batonNodeRedis = r.contended.median.find((m) => m.lib === 'rwlock-node-redis' && m.variant === 'baton');
     const { median, runs } = r.contended;
     const batonOf = (lib: string) => median.find((m) => m.lib === lib && m.variant === 'baton');
     const floors = (['floor-immediate', 'floor-spin'] as const).filter((lib) => batonOf(lib));
@@ -310,11 +342,11 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
       'b-baton-polling',
       'baton handoffs/s vs the faster floor polling with no sleep (tight loop, or on setImmediate)',
       polling,
-      '>= 0.9',
-      atLeast(polling, 0.9),
+      `>= ${HANDOVER_VS_POLLING}`,
+      atLeast(polling, HANDOVER_VS_POLLING),
       'x',
       floors.length > 0
-        ? `${floors
+        ? `on ${cpu}; ${floors
             .map(
               (lib) =>
                 `${lib} ${batonOf(lib)!.handoffsPerSec.toFixed(0)}/s at ${perGrant(batonOf(lib))} commands per grant, the faster in ${fasterIn(lib)} of ${runs.length} run(s)`,
@@ -322,6 +354,17 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
             .join('; ')}; redis-rwlock ${baton?.handoffsPerSec.toFixed(0) ?? '?'}/s at ${perGrant(baton)} commands per grant`
         : undefined,
     );
+    if (batonNodeRedis) {
+      add(
+        'b-baton-polling-node-redis',
+        'baton handoffs/s on node-redis 5 vs the faster floor polling with no sleep (on ioredis)',
+        pollingNodeRedis,
+        `>= ${HANDOVER_VS_POLLING}`,
+        atLeast(pollingNodeRedis, HANDOVER_VS_POLLING),
+        'x',
+        `on ${cpu}; redis-rwlock on node-redis ${batonNodeRedis.handoffsPerSec.toFixed(0)}/s (its commands are not counted: the count is ioredis')`,
+      );
+    }
     add(
       'b-baton-commands',
       'baton: commands sent per grant',

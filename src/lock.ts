@@ -74,6 +74,9 @@ const BLOCKED_BY: Record<BlockReason, string> = {
  */
 const HANDED_GRACE_MS = 20;
 
+/** What a release handed a waiting writer: its fence, and how long its hold lasts from now. */
+type Handed = { fence: number; leaseRemainingMs: number };
+
 /** A writer's latest try that queued: when it was sent, and the heartbeat deadline it set on each node. */
 interface Queued {
   readonly sentAt: number;
@@ -236,7 +239,14 @@ export class RWLock {
         }
         attempts++;
         const sentAt = performance.now();
-        const outcome = await this.attempt(request, context, bound);
+        // One try, in this function: an async helper would add a promise and a microtask hop to every call.
+        const sent = ctx.backend.acquire(request);
+        let outcome: AcquireOutcome;
+        try {
+          outcome = await bound.race(sent);
+        } catch (error) {
+          throw this.tryFailed(request, context, bound, sent, error);
+        }
         if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs)) {
           // Its reply was held up past the lease: another owner may hold the lock by now. Try
           // again at once: Redis grants afresh, refuses, or (the hold still there) tells how long
@@ -272,8 +282,10 @@ export class RWLock {
         // id and heartbeat): it holds without another call. With replicaAck the next try waits
         // for the replicas instead; an acquire aborted meanwhile takes nothing (the loop's top
         // throws, and the hold is given back).
-        const handed =
-          queued && replicaAck === undefined && watch.handed.length > 0 ? await this.takeHanded(request, queued, watch, signal) : undefined;
+        // Taken in this turn when every node's message is in (one server or Cluster: always).
+        let handed =
+          queued && replicaAck === undefined && watch.handed.length > 0 ? this.takeHanded(request, queued, watch, signal) : undefined;
+        if (handed instanceof Promise) handed = await handed;
         if (queued && handed) {
           const lease = ctx.holdings.add(request, { granted: true, ...handed }, autoRenew, queued.sentAt);
           ctx.telemetry.granted(lease, performance.now() - started);
@@ -307,43 +319,65 @@ export class RWLock {
   }
 
   /**
-   * The grant releases handed this writer, once enough nodes did: in `redlock`
-   * mode the other nodes' messages may follow the first by a little, and are
-   * waited for up to {@link HANDED_GRACE_MS}.
+   * The grant releases handed this writer, once enough nodes did: at once
+   * (no promise, no turn of the microtask queue) when the messages in say so,
+   * as on one server or a Cluster; in `redlock` mode the other nodes'
+   * messages may follow the first by a little, and are waited for up to
+   * {@link HANDED_GRACE_MS}.
    */
-  private async takeHanded(
+  private takeHanded(
     request: AcquireRequest,
     queued: Queued,
     watch: Watch,
     signal: AbortSignal | undefined,
-  ): Promise<{ fence: number; leaseRemainingMs: number } | undefined> {
-    const take = () =>
-      signal?.aborted ? undefined : this.ctx.backend.takeHanded(request, queued.until, watch.handed, performance.now() - queued.sentAt);
+  ): Handed | undefined | Promise<Handed | undefined> {
+    const taken = this.takeHandedNow(request, queued, watch, signal);
+    return taken === 'wait' ? this.waitForHanded(request, queued, watch, signal) : taken;
+  }
+
+  private takeHandedNow(
+    request: AcquireRequest,
+    queued: Queued,
+    watch: Watch,
+    signal: AbortSignal | undefined,
+  ): Handed | undefined | 'wait' {
+    return signal?.aborted
+      ? undefined
+      : this.ctx.backend.takeHanded(request, queued.until, watch.handed, performance.now() - queued.sentAt);
+  }
+
+  private async waitForHanded(
+    request: AcquireRequest,
+    queued: Queued,
+    watch: Watch,
+    signal: AbortSignal | undefined,
+  ): Promise<Handed | undefined> {
     const graceEnds = performance.now() + HANDED_GRACE_MS;
-    let taken = take();
+    let taken: Handed | undefined | 'wait' = 'wait';
     while (taken === 'wait' && performance.now() < graceEnds) {
       watch.woken = false;
       await watch.sleep(graceEnds - performance.now(), signal);
-      taken = take();
+      taken = this.takeHandedNow(request, queued, watch, signal);
     }
     return taken === 'wait' ? undefined : taken;
   }
 
   /**
-   * One try. When its outcome is unknown (the call failed after it may have
-   * run, or is still unanswered at the bound), whatever it took is given back
-   * once Redis answers: this acquire's hold only, named by its id, so a
-   * reentrant owner keeps the holds it had.
+   * A try failed. When its outcome is unknown (the call failed after it may
+   * have run, or is still unanswered at the bound), whatever it took is given
+   * back once Redis answers: this acquire's hold only, named by its id, so a
+   * reentrant owner keeps the holds it had. Returns the error to throw.
    */
-  private async attempt(request: AcquireRequest, context: RWLockErrorContext, bound: AcquireBound): Promise<AcquireOutcome> {
-    const sent = this.ctx.backend.acquire(request);
-    try {
-      return await bound.race(sent);
-    } catch (error) {
-      // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
-      if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
-      throw redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
-    }
+  private tryFailed(
+    request: AcquireRequest,
+    context: RWLockErrorContext,
+    bound: AcquireBound,
+    sent: Promise<AcquireOutcome>,
+    error: unknown,
+  ): Error {
+    // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
+    if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
+    return redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
   }
 }
 

@@ -254,7 +254,8 @@ export async function measureContended(
     machineStalls: machine.count,
     longestMachineStallMs: machine.longestMs,
     gaveUp,
-    commandsPerGrant: inWindow.length > 0 ? (sentAtEnd - sentAtStart) / inWindow.length : null,
+    // Counted at ioredis' sendCommand: a library on node-redis sends nothing there.
+    commandsPerGrant: inWindow.length > 0 && lib !== 'rwlock-node-redis' ? (sentAtEnd - sentAtStart) / inWindow.length : null,
     violations,
     drainMs,
     holdActualMs: percentile(holds, 50),
