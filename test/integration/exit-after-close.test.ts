@@ -4,11 +4,11 @@
 import { fork } from 'node:child_process';
 import { expect } from 'chai';
 import { startRedisServer } from '../../src/testing/index.js';
-import { ONE_NODE_REDIS, selectedClients, selectedTopologies } from '../setup/topologies.js';
+import { NODE_REDIS_IN_CI, selectedClients, selectedTopologies } from '../setup/topologies.js';
 
 if (selectedTopologies().includes('standalone')) {
   describe('the process exits after close() with the server stopped', () => {
-    for (const kind of selectedClients(ONE_NODE_REDIS)) {
+    for (const kind of selectedClients(NODE_REDIS_IN_CI)) {
       it(`${kind}: exits within 5 s of closing everything`, async function () {
         this.timeout(60_000);
         const redis = await startRedisServer();
