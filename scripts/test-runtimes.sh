@@ -15,6 +15,11 @@ cd "$(dirname "$0")/.."
 if [ ! -f dist/cjs/index.js ] || [ -n "$(find src lua -newer dist/cjs/index.js ! -name scripts.generated.ts -print -quit)" ]; then
   npm run build --silent
 fi
+# The runner's own failure path: a run that names no client it knows fails, not passes on no check.
+if RUNTIME_CLIENTS=node-redis RUNTIME_TOPOLOGIES=server node_modules/.bin/bun test/runtimes/run.ts >/dev/null 2>&1; then
+  echo "test:runtimes: the runner passed a run whose RUNTIME_CLIENTS named no client it knows" >&2
+  exit 1
+fi
 logs=node_modules/.cache/runtimes
 mkdir -p "$logs"
 runtimes=(${RUNTIMES:-bun deno})
