@@ -12,6 +12,8 @@ import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { masters } from '../support/redis-stats.js';
 
 const CALLS = 10_000;
+/** The burst of the harder cases below. */
+const REFLUSH_CALLS = 5_000;
 /** Leases released before the scripts are flushed. */
 const WARM = 500;
 /**
@@ -93,23 +95,10 @@ forEachTopology('a lost script cache', { clients: ONE_NODE_REDIS }, (ctx) => {
       await locks.close();
     }
   });
-});
 
-/**
- * The same, harder: a burst from a LockClient made that instant (GLIDE's
- * Cluster driver keys its scripts by a slot map it is still loading), and a
- * second SCRIPT FLUSH while the first one's load and its waiters are in flight.
- */
-const REFLUSH_CALLS = 5_000;
-
-forEachTopology('a lost script cache, flushed again mid-load', { clients: ONE_NODE_REDIS }, (ctx) => {
-  let nodes: Redis[];
-  beforeEach(async () => {
-    nodes = await masters(ctx.client());
-  });
-  const forgetScripts = () => Promise.all(nodes.map((node) => node.script('FLUSH')));
-  const resetStats = () => Promise.all(nodes.map((node) => node.config('RESETSTAT')));
-  const sendsPerNode = () => Promise.all(nodes.map(fullSends));
+  // The same, harder: a burst from a LockClient made that instant (GLIDE's Cluster driver keys its
+  // scripts by a slot map it is still loading), and a second SCRIPT FLUSH while the first one's load
+  // and its waiters are in flight.
 
   it(`a LockClient made that instant, ${REFLUSH_CALLS} acquires at once on servers without the scripts: one load per node`, async function () {
     this.timeout(60_000);
