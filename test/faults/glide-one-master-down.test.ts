@@ -73,14 +73,15 @@ forEachTopology('one master down', { clients: ['ioredis', 'glide'] }, (ctx) => {
       await new Promise((resolve) => setTimeout(resolve, 4_000)); // before the replica takes over (node timeout)
       stop = true;
       await Promise.all([victimLoop, healthyLoop]);
+      const slowest = latencies.reduce((a, b) => Math.max(a, b), 0); // not Math.max(...): 100,000s of calls overflow the stack
       const p = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.floor(q * (xs.length - 1))] ?? NaN;
       console.log(
-        `      [cluster, ${ctx.clientKind}] healthy masters while one is down: ${latencies.length} calls, p50 ${Math.round(p(latencies, 0.5))} ms, p99 ${Math.round(p(latencies, 0.99))} ms, max ${Math.round(Math.max(...latencies))} ms, failed ${healthyFailed}`,
+        `      [cluster, ${ctx.clientKind}] healthy masters while one is down: ${latencies.length} calls, p50 ${Math.round(p(latencies, 0.5))} ms, p99 ${Math.round(p(latencies, 0.99))} ms, max ${Math.round(slowest)} ms, failed ${healthyFailed}`,
       );
       expect(healthyFailed, 'healthy-master calls that failed').to.equal(0);
       expect(p(latencies, 0.5), 'median acquire+release on a healthy master (ms)').to.be.below(100);
       // ioredis: 36 ms at most. A call on a healthy master should not wait for a dead one's calls.
-      expect(Math.max(...latencies), 'slowest acquire+release on a healthy master (ms)').to.be.below(1_000);
+      expect(slowest, 'slowest acquire+release on a healthy master (ms)').to.be.below(1_000);
     } finally {
       stop = true;
       await locks.close();
