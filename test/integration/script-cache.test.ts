@@ -25,6 +25,12 @@ const BOUND_MS = 3_000;
 /** Full-script sends (EVAL, SCRIPT LOAD) a node may see per script in a burst: one load, and a spare for a race. */
 const SENDS_PER_SCRIPT = 2;
 
+/** Releases what `acquires` granted, 500 at a time. */
+async function releaseGranted(acquires: Promise<Lease>[]): Promise<void> {
+  const leases = (await Promise.allSettled(acquires)).flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+  for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+}
+
 /** EVAL and SCRIPT LOAD calls on `node` since its last CONFIG RESETSTAT. */
 async function fullSends(node: Redis): Promise<number> {
   const info = await node.info('commandstats');
@@ -87,8 +93,7 @@ forEachTopology('a lost script cache', { clients: ONE_NODE_REDIS }, (ctx) => {
       const acquires = Array.from({ length: CALLS }, (_, i) => locks.lock(`cache:${i}`).acquireWrite());
       const failed = await failures(acquires);
       const sends = await sendsPerNode();
-      const leases = (await Promise.allSettled(acquires)).flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-      for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+      await releaseGranted(acquires);
       expect(failed, 'acquires that failed').to.deep.equal({});
       for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(SENDS_PER_SCRIPT);
     } finally {
@@ -113,8 +118,7 @@ forEachTopology('a lost script cache', { clients: ONE_NODE_REDIS }, (ctx) => {
       console.log(
         `      [${ctx.kind}, ${ctx.clientKind}] fresh client burst: full sends per master ${sends.join(', ')}; failed ${JSON.stringify(failed)}`,
       );
-      const leases = (await Promise.allSettled(acquires)).flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-      for (let i = 0; i < leases.length; i += 500) await Promise.all(leases.slice(i, i + 500).map((l) => l.release()));
+      await releaseGranted(acquires);
       expect(failed, 'acquires that failed').to.deep.equal({});
       for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(SENDS_PER_SCRIPT);
     } finally {
