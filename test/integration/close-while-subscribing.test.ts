@@ -7,10 +7,12 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { driverFor } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
-import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
+import { WakeupHub } from '../../src/wakeups.js';
 import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** linkCheckMs's default: how often the hub checks its links. */
+const ECHO_CHECK_MS = 2_500;
 
 // Slow (echo periods): ioredis in npm test; node-redis 5 and GLIDE, where it found bugs, in npm run test:clients.
 forEachTopology('a hub closed while its first subscription is in flight', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {

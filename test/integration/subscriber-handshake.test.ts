@@ -12,12 +12,13 @@ import { createServer, type Server, type Socket, connect as tcpConnect } from 'n
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
-import { ECHO_CHECK_MS } from '../../src/wakeups.js';
 import { disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { connectLockClient } from '../support/targets.js';
 
 const RECHECK_MS = 60_000;
+/** linkCheckMs's default: how often the hub checks its links. */
+const ECHO_CHECK_MS = 2_500;
 const NOTICED_MS = 10_000;
 const MARGIN_MS = 3_000;
 

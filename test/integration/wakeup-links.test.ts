@@ -12,10 +12,10 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import type { Driver } from '../../src/clients/driver.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
-import { HANDSHAKE_TIMEOUT_MS, RespSubscriber } from '../../src/clients/resp-subscriber.js';
+import { RespSubscriber } from '../../src/clients/resp-subscriber.js';
 import { LockClient } from '../../src/index.js';
 import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
-import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
+import { WakeupHub } from '../../src/wakeups.js';
 import { ALL_CLIENTS, disconnect, forEachTopology, selectedClients, selectedTopologies } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { masters } from '../support/redis-stats.js';
@@ -23,6 +23,9 @@ import { connectLockClient, targetThrough } from '../support/targets.js';
 
 /** Never reached: a waiter that gets the lock before this was woken by the library, not by its re-check. */
 const RECHECK_MS = 60_000;
+/** linkCheckMs's default, and the subscriber handshake bound the hub derives from it (2×). */
+const ECHO_CHECK_MS = 2_500;
+const HANDSHAKE_TIMEOUT_MS = 2 * ECHO_CHECK_MS;
 /** The default bound on noticing a silent link (two echo checks), and a margin for a loaded machine. */
 const NOTICED_MS = 10_000;
 const MARGIN_MS = 3_000;
@@ -187,6 +190,7 @@ describe('wake-up subscriber handshake', () => {
       () => ({ addresses: [{ host: '127.0.0.1', port }], password: 'secret' }),
       { message: () => undefined, error: (e) => errors.push(e), lost: () => undefined },
       () => false,
+      HANDSHAKE_TIMEOUT_MS,
     );
     const started = performance.now();
     try {
@@ -218,6 +222,7 @@ describe('wake-up subscriber handshake', () => {
       }),
       { message: (_, m) => messages.push(m), error: () => undefined, lost: () => undefined },
       () => false,
+      HANDSHAKE_TIMEOUT_MS,
     );
     try {
       await sub.subscribe('{c}x');
@@ -245,6 +250,7 @@ describe('wake-up subscriber that cannot be made', () => {
           },
           { message: () => undefined, error: (e) => errors.push(e), lost: () => undefined },
           () => false,
+          HANDSHAKE_TIMEOUT_MS,
         ),
     } as unknown as Driver;
     const hub = new WakeupHub([driver], { message: () => undefined, unconfirmed: () => fallbacks++, error: (e) => errors.push(e) });
