@@ -55,7 +55,7 @@ import { INSPECT_BUDGET_US } from '../src/backends/scripted.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
 import { MAX_PREFIX_BYTES, MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
-import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS } from '../src/options.js';
+import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS, MIN_LINK_CHECK_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
 import { figures, sentencesOf } from './docs-check/sentences.js';
@@ -252,6 +252,7 @@ const DEFAULT_MS: Record<string, number> = {
   waitMs: CLIENT_DEFAULTS.waitMs,
   redisTimeoutMs: CLIENT_DEFAULTS.redisTimeoutMs,
   recheckMs: CLIENT_DEFAULTS.recheckMs,
+  linkCheckMs: CLIENT_DEFAULTS.linkCheckMs,
 };
 const heartbeat = {
   times: inSource('src/lock.ts', /waitBeatMs: waitMs > 0 \? (\d+) \* recheckMs \+ \d+/),
@@ -313,7 +314,7 @@ const NUMBERS: { what: string; pattern: RegExp; code: (match: RegExpExecArray) =
   { what: 'the longest resource name (MAX_RESOURCE_BYTES)', pattern: /at most ([\d,]+) UTF-8 bytes/g, code: () => [MAX_RESOURCE_BYTES] },
   {
     what: 'a default duration, in ms',
-    pattern: /`(leaseMs|waitMs|redisTimeoutMs|recheckMs)`,? \(?(\d+)(?: ms)?[,)]/g,
+    pattern: /`(leaseMs|waitMs|redisTimeoutMs|recheckMs|linkCheckMs)`,? \(?(\d+)(?: ms)?[,)]/g,
     code: (m) => [DEFAULT_MS[m[1]!]!],
   },
   {
@@ -747,6 +748,7 @@ const OPTION_TABLES: Record<string, Record<string, { default?: string; limits?: 
     writerPreference: { default: span(String(CLIENT_DEFAULTS.writerPreference)) },
     fair: { default: span(String(CLIENT_DEFAULTS.fair)) },
     recheckMs: { default: span(String(CLIENT_DEFAULTS.recheckMs)), limits: [durationLimit(minimumOf(optionsSource, 'recheckMs'))] },
+    linkCheckMs: { default: span(String(CLIENT_DEFAULTS.linkCheckMs)), limits: [durationLimit(MIN_LINK_CHECK_MS)] },
     mode: { default: span(`'${CLIENT_DEFAULTS.mode}'`), limits: CLIENT_MODES.map((m) => span(`'${m}'`)) },
     legacyKeys: {},
     redlock: {},

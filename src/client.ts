@@ -154,6 +154,7 @@ export class LockClient extends EventEmitter {
           error: (error) => telemetry.subscriberError(error),
         },
         backend.handsOver ? clientId : undefined,
+        this.options.linkCheckMs,
       ),
       deadlines,
       assertOpen: (context) => this.assertOpen(context),

@@ -6,6 +6,8 @@ import { defaultLegacyKeys, type LegacyKeyPair } from './keys/legacy.js';
 export const MAX_DURATION_MS = 2 ** 31 - 1;
 /** Shortest lease accepted, in ms. */
 export const MIN_LEASE_MS = 10;
+/** Shortest `linkCheckMs` accepted: below it, event-loop lag on a busy process would pass for a silent link. */
+export const MIN_LINK_CHECK_MS = 50;
 /** Longest owner token accepted, in characters. */
 export const MAX_OWNER_LENGTH = 256;
 
@@ -39,6 +41,20 @@ export interface LockClientOptions {
    * message, so a lost message costs at most this much. Default 500.
    */
   recheckMs?: number;
+  /**
+   * How often each wake-up subscriber link (one subscriber connection; on a
+   * Cluster one per master with waiters) is checked by an echo: one
+   * `SPUBLISH` per link and period, however many locks wait. A link that
+   * goes silent (an idle timeout in a NAT, firewall or load balancer that
+   * drops the connection and tells neither side, a host gone) is noticed
+   * within twice this, and made again; its waiters re-check at once. Lower
+   * it for faster detection, or below a NAT's idle timeout to keep the link
+   * busy; raise it for fewer echoes. It also bounds the library's own
+   * subscriber connections: their handshake (2×) and a subscription's
+   * confirmation (4×). Default 2 500 (a silent link noticed within 5 s);
+   * at least 50.
+   */
+  linkCheckMs?: number;
   /**
    * A release hands the lock to the longest-waiting writer either way. On,
    * a lock that frees without a release (a lease ran out) also goes only to
@@ -173,6 +189,8 @@ export interface ResolvedClientOptions {
   readonly writerPreference: boolean;
   /** See {@link LockClientOptions.recheckMs}. */
   readonly recheckMs: number;
+  /** See {@link LockClientOptions.linkCheckMs}. */
+  readonly linkCheckMs: number;
   /** See {@link LockClientOptions.fair}. */
   readonly fair: boolean;
   /** See {@link LockClientOptions.mode}. */
@@ -192,6 +210,7 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   redisTimeoutMs: 1_000,
   writerPreference: true,
   recheckMs: 500,
+  linkCheckMs: 2_500,
   fair: false,
   mode: 'hash',
   legacyKeys: defaultLegacyKeys,
@@ -295,6 +314,7 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
       'redisTimeoutMs',
       'writerPreference',
       'recheckMs',
+      'linkCheckMs',
       'fair',
       'mode',
       'legacyKeys',
@@ -311,6 +331,7 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
     redisTimeoutMs: o.redisTimeoutMs === undefined ? CLIENT_DEFAULTS.redisTimeoutMs : duration('redisTimeoutMs', o.redisTimeoutMs, 1),
     writerPreference: o.writerPreference === undefined ? CLIENT_DEFAULTS.writerPreference : flag('writerPreference', o.writerPreference),
     recheckMs: o.recheckMs === undefined ? CLIENT_DEFAULTS.recheckMs : duration('recheckMs', o.recheckMs, 1),
+    linkCheckMs: o.linkCheckMs === undefined ? CLIENT_DEFAULTS.linkCheckMs : duration('linkCheckMs', o.linkCheckMs, MIN_LINK_CHECK_MS),
     fair: o.fair === undefined ? CLIENT_DEFAULTS.fair : flag('fair', o.fair),
     mode,
     legacyKeys: o.legacyKeys === undefined ? CLIENT_DEFAULTS.legacyKeys : legacyKeysOption(o.legacyKeys, mode),

@@ -3,6 +3,7 @@ import calculateSlot from 'cluster-key-slot';
 import type { HandedGrant } from './backends/backend.js';
 import type { Driver, Subscriber, SubscriberEvents } from './clients/driver.js';
 import { handedChannel } from './keys/keys.js';
+import { CLIENT_DEFAULTS, MAX_DURATION_MS } from './options.js';
 
 /** How long a channel stays subscribed after its last waiter left, so that a busy lock is not resubscribed on every wait. */
 const LINGER_MS = 5_000;
@@ -12,18 +13,39 @@ const LINGER_MS = 5_000;
  */
 const RESUBSCRIBE_MS = [100, 250, 500, 1_000, 2_000, 5_000];
 /**
- * How often the hub checks each subscriber link (one per client on one
- * server; on a Cluster one per master with subscribed channels): it
- * publishes to a channel of its own in the slot of one of that link's
- * channels, and an echo that has not come back by the next check means the
- * link is lost (silent: an idle timeout in a NAT or load balancer, a host
- * gone), with every channel on it. One `SPUBLISH` per link, however many
- * channels it carries. A link that goes silent is noticed within two of
- * these.
+ * The bounds of a hub's subscriber links, all derived from its link check
+ * period (the LockClient's `linkCheckMs`, 2.5 s by default).
+ *
+ * - `checkMs`: how often the hub checks each subscriber link (one per client
+ *   on one server; on a Cluster one per master with subscribed channels): it
+ *   publishes to a channel of its own in the slot of one of that link's
+ *   channels, and an echo that has not come back by the next check means the
+ *   link is lost (silent: an idle timeout in a NAT or load balancer, a host
+ *   gone), with every channel on it. One `SPUBLISH` per link, however many
+ *   channels it carries. A link that goes silent is noticed within two of
+ *   these.
+ * - `echoSubscribeMs` (2×): how long the server may take to confirm an echo
+ *   channel's subscription; a link that does not is lost, as when an echo
+ *   does not come back.
+ * - `subscribeMs` (4×, 10 s by default): how long the server may take to
+ *   confirm a subscription (a connection, its handshake and `SSUBSCRIBE`).
+ * - `handshakeMs` (2×): how long a subscriber connection of the library's
+ *   own may take to connect and authenticate (`Driver.subscriber`).
+ *
+ * Each is at most the longest a Node timer waits.
  */
-export const ECHO_CHECK_MS = 2_500;
-/** How long the server may take to confirm a subscription (a connection, its handshake and `SSUBSCRIBE`). */
-export const SUBSCRIBE_TIMEOUT_MS = 10_000;
+export interface LinkBounds {
+  readonly checkMs: number;
+  readonly echoSubscribeMs: number;
+  readonly subscribeMs: number;
+  readonly handshakeMs: number;
+}
+
+/** The {@link LinkBounds} of link check period `checkMs` (a valid `linkCheckMs`). */
+export function linkBounds(checkMs: number): LinkBounds {
+  const times = (n: number) => Math.min(n * checkMs, MAX_DURATION_MS);
+  return { checkMs, echoSubscribeMs: times(2), subscribeMs: times(4), handshakeMs: times(2) };
+}
 
 /**
  * One waiter's view of a lock's wake-up channel. `woken` turns true on every
@@ -157,6 +179,7 @@ export class WakeupHub {
   /** Clients whose server refused the echo (said once): their links are not checked. */
   private readonly echoRefused = new Set<number>();
   private closed = false;
+  private readonly bounds: LinkBounds;
 
   constructor(
     clients: readonly Driver[],
@@ -168,7 +191,10 @@ export class WakeupHub {
      * writers watch too. Undefined: releases do not hand over.
      */
     private readonly handedTo?: string,
+    /** How often each subscriber link is checked by its echo (`linkCheckMs`): every bound of the links derives from it ({@link LinkBounds}). */
+    linkCheckMs: number = CLIENT_DEFAULTS.linkCheckMs,
   ) {
+    this.bounds = linkBounds(linkCheckMs);
     this.clients = [...clients];
     this.subscribers = this.clients.map(() => undefined);
   }
@@ -273,7 +299,7 @@ export class WakeupHub {
   }
 
   /**
-   * Subscribes `channel` on client `i`, within {@link SUBSCRIBE_TIMEOUT_MS}; a
+   * Subscribes `channel` on client `i`, within {@link LinkBounds.subscribeMs}; a
    * failure is reported, and tried again after a pause while the channel has
    * waiters. Once confirmed, its link is checked by that link's echo; a subscription
    * that was lost wakes its waiters to re-check once when it is back (a
@@ -283,10 +309,11 @@ export class WakeupHub {
     const list = this.subscribed.get(channel)!;
     const key = keyOf(i, channel);
     if (this.unusable.has(i)) return Promise.reject(new Error('no wake-up subscriber can be made on this client'));
-    const subscribing: Promise<void> = bounded(this.connection(i).subscribe(channel), SUBSCRIBE_TIMEOUT_MS, () => {
+    const { subscribeMs } = this.bounds;
+    const subscribing: Promise<void> = bounded(this.connection(i).subscribe(channel), subscribeMs, () => {
       this.subscribers[i]?.reconnect([channel]); // a connection that does not answer: made again on the next try
       return new Error(
-        `the server did not confirm the wake-up subscription to "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; waiters re-check until it does`,
+        `the server did not confirm the wake-up subscription to "${channel}" within ${subscribeMs} ms; waiters re-check until it does`,
       );
     })
       .then(() => {
@@ -416,11 +443,12 @@ export class WakeupHub {
     const slot = this.clients[i]!.cluster ? calculateSlot(channel) : 0;
     const echo: Echo = { node, channel, slot, on: false, seq: 0, sentAt: undefined, published: false };
     this.echoes.set(key, echo);
+    const { echoSubscribeMs, checkMs } = this.bounds;
     const timedOut = new Error(
-      `the server did not confirm the wake-up link check's subscription within ${2 * ECHO_CHECK_MS} ms: the connection ` +
+      `the server did not confirm the wake-up link check's subscription within ${echoSubscribeMs} ms: the connection ` +
         'is made again, and waiters re-check until it is back',
     );
-    bounded(this.connection(i).subscribe(echo.channel), 2 * ECHO_CHECK_MS, () => timedOut)
+    bounded(this.connection(i).subscribe(echo.channel), echoSubscribeMs, () => timedOut)
       .then(() => {
         echo.on = true;
       })
@@ -435,7 +463,7 @@ export class WakeupHub {
           this.stopEcho(key);
         } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
       });
-    this.echoTimer ??= setInterval(() => this.checkEchoes(), ECHO_CHECK_MS).unref();
+    this.echoTimer ??= setInterval(() => this.checkEchoes(), checkMs).unref();
   }
 
   private stopEcho(key: string): void {
@@ -472,7 +500,7 @@ export class WakeupHub {
   }
 
   /**
-   * Every {@link ECHO_CHECK_MS}: a link whose last echo has not come back is
+   * Every {@link LinkBounds.checkMs}: a link whose last echo has not come back is
    * lost, with every channel on it (its connection is made again); the
    * others are sent a new echo, one `SPUBLISH` per link.
    */
@@ -522,7 +550,7 @@ export class WakeupHub {
     for (const { i, channels, echo } of silent) {
       this.observer?.error(
         new Error(
-          `the wake-up subscriber connection stopped delivering (no echo within ${ECHO_CHECK_MS} ms on a link of ${channels.length} ` +
+          `the wake-up subscriber connection stopped delivering (no echo within ${this.bounds.checkMs} ms on a link of ${channels.length} ` +
             'channel(s)): it is made again, and waiters re-check until it is back',
         ),
       );
@@ -585,7 +613,7 @@ export class WakeupHub {
         error: (error) => this.observer?.error(error),
         lost: (channels) => this.lost(i, channels, false),
       };
-      sub = this.clients[i]!.subscriber(events);
+      sub = this.clients[i]!.subscriber(events, { handshakeMs: this.bounds.handshakeMs });
       this.subscribers[i] = sub;
     }
     return sub;

@@ -65,7 +65,7 @@ export interface Driver {
    * of its own (one per server; on a Cluster one per master with channels),
    * opened on the first subscription.
    */
-  subscriber(events: SubscriberEvents): Subscriber;
+  subscriber(events: SubscriberEvents, options: SubscriberOptions): Subscriber;
   /** The server answered `error` with an error reply (it was reached, and refused), not a failure to reach it. */
   isReplyError(error: unknown): boolean;
   /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
@@ -89,6 +89,18 @@ export interface SubscriberEvents {
    * re-check and subscribes them again.
    */
   lost(channels: readonly string[]): void;
+}
+
+/** How a {@link Subscriber}'s connections are bounded: from the LockClient's `linkCheckMs` (`linkBounds`, wakeups.ts). */
+export interface SubscriberOptions {
+  /**
+   * How long a connection of the library's own may take to connect and
+   * authenticate, per address, before it is dropped and the next one tried
+   * (GLIDE on one server: `RespSubscriber`). ioredis and node-redis make
+   * their subscriber connections themselves; there the hub's subscribe
+   * bound drops a connection stuck in its handshake.
+   */
+  readonly handshakeMs: number;
 }
 
 /** Where one client's wake-up subscriptions are made (`SSUBSCRIBE`). */

@@ -2,7 +2,15 @@ import calculateSlot from 'cluster-key-slot';
 import type { ScriptName } from '../backends/scripts.js';
 import { ClientClosedError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
-import { addressOf, type Driver, refusedWhileMigrating, type SlotOf, type Subscriber, type SubscriberEvents } from './driver.js';
+import {
+  addressOf,
+  type Driver,
+  refusedWhileMigrating,
+  type SlotOf,
+  type Subscriber,
+  type SubscriberEvents,
+  type SubscriberOptions,
+} from './driver.js';
 import { type RespEndpoint, RespSubscriber } from './resp-subscriber.js';
 import { NodeScripts, shaOf } from './script-shas.js';
 
@@ -198,13 +206,14 @@ export class GlideDriver implements Driver {
     return (this.client.config?.addresses ?? []).map((a) => addressOf(a.host, a.port));
   }
 
-  subscriber(events: SubscriberEvents): Subscriber {
+  subscriber(events: SubscriberEvents, options: SubscriberOptions): Subscriber {
     const client = this.client;
     if (this.cluster) return new ClusterSubscriber(client, events);
     return new RespSubscriber(
       () => endpointOf(client),
       events,
       () => client.isClosed,
+      options.handshakeMs,
     );
   }
 

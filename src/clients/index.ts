@@ -11,7 +11,7 @@ import {
   NodeRedisDriver,
 } from './node-redis.js';
 
-export type { Driver, Subscriber, SubscriberEvents } from './driver.js';
+export type { Driver, Subscriber, SubscriberEvents, SubscriberOptions } from './driver.js';
 export type { GlideCompatibleClient } from './glide.js';
 export type { NodeRedisCompatibleClient, NodeRedisCompatibleCluster } from './node-redis.js';
 

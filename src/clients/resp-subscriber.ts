@@ -18,8 +18,6 @@ export interface RespEndpoint {
 
 /** How often the subscriber looks whether its owner was closed. */
 const OWNER_CHECK_MS = 1_000;
-/** How long connecting, `AUTH` and `CLIENT SETNAME` may take, per address. */
-export const HANDSHAKE_TIMEOUT_MS = 5_000;
 /** TCP keepalive's first probe on an idle connection. */
 const KEEPALIVE_MS = 5_000;
 
@@ -60,6 +58,8 @@ export class RespSubscriber implements Subscriber {
     private readonly events: SubscriberEvents,
     /** Whether the client this subscriber serves was closed: it then closes too (that client emits no event). */
     private readonly ownerClosed: () => boolean,
+    /** How long connecting, `AUTH` and `CLIENT SETNAME` may take, per address (`SubscriberOptions.handshakeMs`). */
+    private readonly handshakeMs: number,
   ) {
     this.ownerCheck = setInterval(() => this.ownerClosed() && this.close(), OWNER_CHECK_MS).unref();
   }
@@ -141,7 +141,7 @@ export class RespSubscriber implements Subscriber {
     socket.once('close', () => this.lost(socket, host, port));
     let timer: NodeJS.Timeout | undefined;
     const handshake = new Promise<Socket>((resolve, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${HANDSHAKE_TIMEOUT_MS} ms`)), HANDSHAKE_TIMEOUT_MS);
+      timer = setTimeout(() => reject(new Error(`no answer within ${this.handshakeMs} ms`)), this.handshakeMs);
       socket.once('close', () => reject(new Error('the connection closed')));
       socket.once(tls ? 'secureConnect' : 'connect', () => {
         const { username, password, name } = endpoint;

@@ -213,6 +213,7 @@ forEachTopology('bad input', { clients: ALL_CLIENTS }, (ctx) => {
     ['leaseMs', 10],
     ['waitMs', 0],
     ['recheckMs', 1],
+    ['linkCheckMs', 50],
   ] as const) {
     for (const [what, value] of [...BAD_DURATIONS, [`below the minimum ${min}`, min - 1]] as [string, unknown][]) {
       add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));

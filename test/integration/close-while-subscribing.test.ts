@@ -2,15 +2,19 @@
 // is in flight (a shutdown while a writer waits). The subscription's
 // confirmation lands after close(): the hub must not then make a subscriber
 // again, subscribe its echo channel, or start its echo timer (which would
-// publish an echo every 2.5 s for ever through the user's open client).
+// publish an echo every linkCheckMs, 2.5 s by default, for ever through the
+// user's open client). The hubs here check every LINK_CHECK_MS: a timer
+// started after close() would publish within each of those.
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { driverFor } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
-import { ECHO_CHECK_MS, WakeupHub } from '../../src/wakeups.js';
+import { WakeupHub } from '../../src/wakeups.js';
 import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The hubs' `linkCheckMs` (a fifth of the default): no SPUBLISH over two of these after close() means no echo timer. */
+const LINK_CHECK_MS = 500;
 
 // Slow (echo periods): ioredis in npm test; node-redis 5 and GLIDE, where it found bugs, in npm run test:clients.
 forEachTopology('a hub closed while its first subscription is in flight', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
@@ -33,17 +37,22 @@ forEachTopology('a hub closed while its first subscription is in flight', { clie
     const conns = await masters();
     try {
       const driver = driverFor(await ctx.lockRedis())!;
-      const hub = new WakeupHub([driver], { message: () => undefined, unconfirmed: () => undefined, error: () => undefined });
+      const hub = new WakeupHub(
+        [driver],
+        { message: () => undefined, unconfirmed: () => undefined, error: () => undefined },
+        undefined,
+        LINK_CHECK_MS,
+      );
       const watching = hub.watch('rwlock:{close-race}:wake', 3_000);
       hub.close(); // the subscription is on the wire
       await watching.catch(() => undefined);
-      await sleep(ECHO_CHECK_MS);
+      await sleep(LINK_CHECK_MS); // a late confirmation's echo would be subscribed by now, and its first check due
       const before = await spublishes(conns);
-      await sleep(2 * ECHO_CHECK_MS);
+      await sleep(2 * LINK_CHECK_MS);
       const after = await spublishes(conns);
       const left = await shardChannels(conns);
       console.log(
-        `      [${ctx.kind}, ${ctx.clientKind}] after close: ${after - before} SPUBLISH in ${2 * ECHO_CHECK_MS} ms; subscribed: ${JSON.stringify(left)}`,
+        `      [${ctx.kind}, ${ctx.clientKind}] after close: ${after - before} SPUBLISH in ${2 * LINK_CHECK_MS} ms; subscribed: ${JSON.stringify(left)}`,
       );
       expect(after - before, 'echoes published after close()').to.equal(0);
       expect(
@@ -59,7 +68,7 @@ forEachTopology('a hub closed while its first subscription is in flight', { clie
     this.timeout(40_000);
     const conns = await masters();
     const holderLocks = new LockClient(await ctx.lockRedis());
-    const waiterLocks = new LockClient(await ctx.lockRedis(), { recheckMs: 60_000 });
+    const waiterLocks = new LockClient(await ctx.lockRedis(), { recheckMs: 60_000, linkCheckMs: LINK_CHECK_MS });
     try {
       const holder = await holderLocks.lock('close-race-2').acquireWrite();
       const subscribedBefore = (await shardChannels(conns)).length;
@@ -69,9 +78,9 @@ forEachTopology('a hub closed while its first subscription is in flight', { clie
       for (let i = 0; i < 2_000 && (await holderLocks.inspect('close-race-2')).queue.length === 0; i++) await sleep(1);
       await waiterLocks.close();
       await holder.release();
-      await sleep(ECHO_CHECK_MS);
+      await sleep(LINK_CHECK_MS); // a late confirmation's echo would be subscribed by now, and its first check due
       const before = await spublishes(conns);
-      await sleep(2 * ECHO_CHECK_MS);
+      await sleep(2 * LINK_CHECK_MS);
       const after = await spublishes(conns);
       const left = (await shardChannels(conns)).filter((c) => c.includes('close-race-2'));
       console.log(

@@ -7,19 +7,23 @@
 // so that a release afterwards wakes the waiter within the documented bound,
 // not after recheckMs. ioredis: `ServerSubscriber.reconnect()` does nothing
 // unless the connection is 'ready', and ioredis' connectTimeout ends at the
-// TCP connect: its ready check (INFO) waits for ever.
+// TCP connect: its ready check (INFO) waits for ever. Every bound here
+// derives from the waiter's linkCheckMs (LINK_CHECK_MS): noticed within two
+// periods, a handshake (GLIDE) dropped after two, a subscription after four.
 import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { LockClient } from '../../src/index.js';
-import { ECHO_CHECK_MS } from '../../src/wakeups.js';
 import { disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { connectLockClient } from '../support/targets.js';
 
 const RECHECK_MS = 60_000;
-const NOTICED_MS = 10_000;
-const MARGIN_MS = 3_000;
+/** The waiter's `linkCheckMs`: a fifth of the default, well above an echo's round trip on a loaded machine. */
+const LINK_CHECK_MS = 500;
+/** A release wakes the restored waiter within this (its subscription is back: at once, by the message). */
+const NOTICED_MS = 2 * LINK_CHECK_MS;
+const MARGIN_MS = 3 * LINK_CHECK_MS;
 
 /** A TCP proxy whose links can be silenced, each on its own, and which can make the next new link silent from the start. */
 class SilencingProxy {
@@ -27,6 +31,8 @@ class SilencingProxy {
   readonly links: { client: Socket; upstream: Socket; silent: boolean; subscriber: boolean }[] = [];
   silenceNext = 0;
   accepted = 0;
+  /** `SPUBLISH` commands sent through the proxy (the hub's echoes, on the client's own connection). */
+  spublishes = 0;
   port = 0;
   constructor(private readonly target: number) {}
   async start(): Promise<void> {
@@ -37,7 +43,9 @@ class SilencingProxy {
       if (this.silenceNext > 0) this.silenceNext--;
       this.links.push(link);
       client.on('data', (d: Buffer) => {
-        if (/ssubscribe/i.test(d.toString('latin1'))) link.subscriber = true;
+        const sent = d.toString('latin1');
+        if (/ssubscribe/i.test(sent)) link.subscriber = true;
+        this.spublishes += sent.match(/\$8\r\nspublish\r\n/gi)?.length ?? 0; // the command's name (a script's source may name it too)
         if (!link.silent) upstream.write(d);
       });
       upstream.on('data', (d: Buffer) => link.silent || client.write(d));
@@ -89,20 +97,21 @@ forEachTopology('a subscriber link silent during its handshake', { clients: NODE
     });
     clients.push(through);
     const holderLocks = new LockClient(await ctx.lockRedis(), { recheckMs: RECHECK_MS, leaseMs: 60_000 });
-    const waiterLocks = new LockClient(through, { recheckMs: RECHECK_MS, leaseMs: 60_000 });
+    const waiterLocks = new LockClient(through, { recheckMs: RECHECK_MS, leaseMs: 60_000, linkCheckMs: LINK_CHECK_MS });
     opened.push(holderLocks, waiterLocks);
     const holder = await holderLocks.lock('hs').acquireWrite();
     const waiting = waiterLocks.lock('hs').acquireWrite({ waitMs: 80_000 });
     waiting.catch(() => undefined);
     await eventually('the writer queued', async () => (await holderLocks.inspect('hs')).queue.length === 1, 10_000);
     await eventually('subscribed through the proxy', () => proxy!.links.some((l) => l.subscriber), 10_000);
-    await new Promise((resolve) => setTimeout(resolve, 2 * ECHO_CHECK_MS)); // the echo check running
+    // The echo check running: a second echo is sent only once the first came back (else the link is lost).
+    await eventually('two echoes sent', () => proxy!.spublishes >= 2, 10_000);
     // The next connection (the subscriber made again) is silent from its start; later ones are not.
     proxy.silenceNext = 1;
     const acceptedBefore = proxy.accepted;
     const linksBefore = proxy.links.length;
     expect(proxy.silenceSubscribers()).to.be.at.least(1);
-    // Noticed (within 5 s), made again into the silent connection, then made again past it.
+    // Noticed (within two periods), made again into the silent connection, then made again past it.
     await eventually('a new connection made', () => proxy!.accepted > acceptedBefore, 15_000);
     await eventually(
       'subscribed again past the silent handshake',

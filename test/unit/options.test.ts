@@ -20,6 +20,18 @@ describe('options', () => {
     expect(duration('waitMs', MAX_DURATION_MS, 0)).to.equal(MAX_DURATION_MS);
   });
 
+  it('takes linkCheckMs from 50 ms, and says what it must be otherwise', () => {
+    expect(CLIENT_DEFAULTS.linkCheckMs).to.equal(2_500);
+    expect(resolveClientOptions({ linkCheckMs: 50 }, validatePrefix).linkCheckMs).to.equal(50);
+    expect(resolveClientOptions({ linkCheckMs: 60_000 }, validatePrefix).linkCheckMs).to.equal(60_000);
+    for (const bad of [49, 0, -1, NaN, Infinity, 2.5e3 + 0.5, MAX_DURATION_MS + 1, '2500', null]) {
+      expect(() => resolveClientOptions({ linkCheckMs: bad }, validatePrefix), String(bad)).to.throw(
+        InvalidArgumentError,
+        /^linkCheckMs: must be a whole number of milliseconds from 50 to 2147483647, got /,
+      );
+    }
+  });
+
   it('refuses unknown option names, so a typo is not silently ignored', () => {
     expect(() => resolveClientOptions({ leasems: 5 }, validatePrefix)).to.throw(InvalidArgumentError, /unknown option "leasems"/);
   });

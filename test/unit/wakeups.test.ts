@@ -4,8 +4,12 @@ import sinon from 'sinon';
 import type { Driver, SubscriberEvents } from '../../src/clients/driver.js';
 import { driverFor } from '../../src/clients/index.js';
 import { handedChannel } from '../../src/keys/keys.js';
+import { MAX_DURATION_MS } from '../../src/options.js';
 import type { RedisClient } from '../../src/redis.js';
-import { ECHO_CHECK_MS, WakeupHub, Watch } from '../../src/wakeups.js';
+import { linkBounds, WakeupHub, Watch } from '../../src/wakeups.js';
+
+/** linkCheckMs's default, pinned: the hubs below are made without one. */
+const ECHO_CHECK_MS = 2_500;
 
 describe('Watch (waiter sleep)', () => {
   let clock: sinon.SinonFakeTimers;
@@ -307,5 +311,122 @@ describe('WakeupHub: one echo check per subscriber link', () => {
     await clock.tickAsync(5_000);
     expect([...fake.subscribed]).to.deep.equal([]);
     hub.close();
+  });
+});
+
+describe('WakeupHub: the link bounds follow linkCheckMs', () => {
+  let clock: sinon.SinonFakeTimers;
+  beforeEach(() => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval'] })));
+  afterEach(() => clock.restore());
+
+  /**
+   * One server's driver: a subscriber that confirms at once (or never, with
+   * `confirm` false), SPUBLISH that echoes on it unless `silent`, and what
+   * the hub asked of it.
+   */
+  function fakeServer(confirm = true) {
+    const published: number[] = [];
+    const reconnects: string[][] = [];
+    const options: unknown[] = [];
+    const state = { silent: false };
+    const subscribed = new Set<string>();
+    let events: SubscriberEvents | undefined;
+    const driver = {
+      cluster: false,
+      masterOf: () => '',
+      isReplyError: () => false,
+      publish: async (channel: string, message: string) => {
+        published.push(clock.now);
+        if (subscribed.has(channel) && !state.silent) queueMicrotask(() => events?.message(channel, message));
+        return 1;
+      },
+      subscriber: (e: SubscriberEvents, o: unknown) => {
+        events = e;
+        options.push(o);
+        return {
+          subscribe: (channel: string) => (confirm ? Promise.resolve(void subscribed.add(channel)) : new Promise<void>(() => undefined)),
+          unsubscribe: (channel: string) => void subscribed.delete(channel),
+          reconnect: (channels: readonly string[]) => void reconnects.push([...channels]),
+          close: () => undefined,
+        };
+      },
+    } as unknown as Driver;
+    return { driver, published, reconnects, options, state };
+  }
+
+  /** When a link that goes silent right after an echo came back is found lost, in ms after it went silent. */
+  async function noticedAfter(hub: WakeupHub, fake: ReturnType<typeof fakeServer>, checkMs: number): Promise<number> {
+    const watch = await hub.watch('{a}', 100);
+    await clock.tickAsync(checkMs + 1); // the first echo sent, and back
+    expect(fake.published).to.have.length(1);
+    fake.state.silent = true;
+    const silentAt = clock.now;
+    while (fake.reconnects.length === 0 && clock.now - silentAt < 10 * checkMs) await clock.tickAsync(10);
+    watch.close();
+    return clock.now - silentAt;
+  }
+
+  it('by default: an echo every 2.5 s, a silent link found within 5 s, a 5 s handshake and a 10 s subscribe bound', async () => {
+    const fake = fakeServer();
+    const hub = new WakeupHub([fake.driver]);
+    expect(fake.options).to.deep.equal([]);
+    const noticed = await noticedAfter(hub, fake, ECHO_CHECK_MS);
+    expect(fake.options).to.deep.equal([{ handshakeMs: 5_000 }]);
+    expect(fake.published[0]).to.equal(ECHO_CHECK_MS);
+    expect(noticed).to.be.within(ECHO_CHECK_MS, 2 * ECHO_CHECK_MS);
+    hub.close();
+
+    const never = fakeServer(false);
+    const errors: Error[] = [];
+    const stuck = new WakeupHub([never.driver], { message: () => undefined, unconfirmed: () => undefined, error: (e) => errors.push(e) });
+    const watching = stuck.watch('{b}', 100);
+    await clock.tickAsync(100);
+    (await watching).close();
+    await clock.tickAsync(9_899);
+    expect(errors).to.deep.equal([]);
+    await clock.tickAsync(1);
+    expect(errors.map((e) => e.message)).to.deep.equal([
+      'the server did not confirm the wake-up subscription to "{b}" within 10000 ms; waiters re-check until it does',
+    ]);
+    stuck.close();
+  });
+
+  it('linkCheckMs 400: an echo every 400 ms, a silent link found within 800 ms, an 800 ms handshake and a 1.6 s subscribe bound', async () => {
+    const fake = fakeServer();
+    const hub = new WakeupHub([fake.driver], undefined, undefined, 400);
+    const noticed = await noticedAfter(hub, fake, 400);
+    expect(fake.options).to.deep.equal([{ handshakeMs: 800 }]);
+    expect(fake.published[0]).to.equal(400);
+    expect(noticed).to.be.within(400, 800);
+    hub.close();
+
+    const never = fakeServer(false);
+    const errors: Error[] = [];
+    const stuck = new WakeupHub(
+      [never.driver],
+      { message: () => undefined, unconfirmed: () => undefined, error: (e) => errors.push(e) },
+      undefined,
+      400,
+    );
+    const watching = stuck.watch('{b}', 100);
+    await clock.tickAsync(100);
+    (await watching).close();
+    await clock.tickAsync(1_499);
+    expect(errors).to.deep.equal([]);
+    await clock.tickAsync(1);
+    expect(errors.map((e) => e.message)).to.deep.equal([
+      'the server did not confirm the wake-up subscription to "{b}" within 1600 ms; waiters re-check until it does',
+    ]);
+    stuck.close();
+  });
+
+  it('keeps the bounds of the longest linkCheckMs within what a Node timer can wait', () => {
+    expect(linkBounds(MAX_DURATION_MS)).to.deep.equal({
+      checkMs: MAX_DURATION_MS,
+      echoSubscribeMs: MAX_DURATION_MS,
+      subscribeMs: MAX_DURATION_MS,
+      handshakeMs: MAX_DURATION_MS,
+    });
+    expect(linkBounds(2_500)).to.deep.equal({ checkMs: 2_500, echoSubscribeMs: 5_000, subscribeMs: 10_000, handshakeMs: 5_000 });
   });
 });
