@@ -238,8 +238,9 @@ export class RWLock {
           watch.handed.length = 0; // this try finds a handed hold anyway (a repeated acquire)
         }
         attempts++;
-        // The first try goes out within this turn: the acquire's start stands for its send (earlier, so
-        // a lease counted from it never outlasts the server's), sparing a clock read per call.
+        // The acquire's start stands for its first try's send, sparing a clock read per call: it is
+        // earlier (that call may even wait for the server check), so a lease counted from it never
+        // outlasts the server's.
         const sentAt = attempts === 1 ? started : performance.now();
         // One try, in this function: an async helper would add a promise and a microtask hop to every call.
         const sent = ctx.backend.acquire(request);
@@ -272,7 +273,7 @@ export class RWLock {
             context,
           );
         }
-        const left = deadline - arrived;
+        const left = deadline - performance.now(); // after the contended event's listeners ran
         if (left <= 0) throw new AcquireTimeoutError(waitMs, BLOCKED_BY[outcome.reason], context);
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try
