@@ -28,6 +28,13 @@ export interface BenchConfig {
     /** Timed ms per library and concurrency, in `slices` slices taken round-robin over the libraries. */
     readonly durationMs: number;
     readonly slices: number;
+    /**
+     * At 1 in flight, the same duration in this many shorter slices: a cycle
+     * there is two round trips whose wake-ups any other process on the
+     * machine delays, so a slice of 250 ms caught a loaded spell of its own
+     * and per-run ratios moved by 0.7-1.1x (bench/README.md, round thirteen).
+     */
+    readonly slicesAtOne: number;
     /** Upper bound of cycles per measurement, whatever the duration. */
     readonly maxCycles: number;
   };
@@ -107,7 +114,15 @@ export const FULL: BenchConfig = {
   name: 'full',
   runs: 3,
   topologies: ['standalone', 'cluster'],
-  uncontended: { patterns: ['new', 'reused'], inFlight: [1, 16, 64], warmupMs: 250, durationMs: 1_500, slices: 6, maxCycles: 250_000 },
+  uncontended: {
+    patterns: ['new', 'reused'],
+    inFlight: [1, 16, 64],
+    warmupMs: 250,
+    durationMs: 1_500,
+    slices: 6,
+    slicesAtOne: 30,
+    maxCycles: 250_000,
+  },
   contended: { waiters: 8, holdMs: 1, warmupMs: 300, durationMs: 2_500, maxGrants: 100_000, drainMs: 15_000 },
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 300, durationMs: 2_500, maxCycles: 500_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 250, durationMs: 1_200, maxCycles: 200_000 },
@@ -123,7 +138,15 @@ export const SMOKE: BenchConfig = {
   name: 'smoke',
   runs: 1,
   topologies: ['standalone'],
-  uncontended: { patterns: ['new', 'reused'], inFlight: [1, 16, 64], warmupMs: 20, durationMs: 60, slices: 2, maxCycles: 2_000 },
+  uncontended: {
+    patterns: ['new', 'reused'],
+    inFlight: [1, 16, 64],
+    warmupMs: 20,
+    durationMs: 60,
+    slices: 2,
+    slicesAtOne: 3,
+    maxCycles: 2_000,
+  },
   contended: { waiters: 8, holdMs: 1, warmupMs: 20, durationMs: 150, maxGrants: 2_000, drainMs: 5_000 },
   readers: { readers: 64, readerConnections: 4, writerEveryMs: 50, writerHoldMs: 1, warmupMs: 20, durationMs: 200, maxCycles: 5_000 },
   scale: { liveReaders: [1, 100, 1_000], inFlight: 16, warmupMs: 20, durationMs: 60, maxCycles: 2_000 },

@@ -28,7 +28,7 @@
  *   in the contended workloads only. rwlock-redlock: the write lock in
  *   `redlock` mode on three independent servers, in the contended workloads
  *   on the standalone topology only (a Cluster is one server to redlock).
- * - rwlock-node-redis: rwlock-write on a node-redis 5 client (createClient,
+ * - rwlock-node-redis / rwlock-node-redis-read: rwlock-write and rwlock-read on a node-redis 5 client (createClient,
  *   or createCluster on a Cluster) to the same servers, in the uncontended
  *   and contended workloads: the two client libraries side by side. (Its commands go
  *   through node-redis, so the run's sent-per-cycle count, which counts
@@ -42,7 +42,9 @@
  * - rwlock-base: rwlock-write from another checkout of this library (`npm
  *   run bench -- --baseline <checkout>`), so one run compares a change with
  *   the code before it; left out without --baseline. rwlock-redlock-base:
- *   the same for rwlock-redlock, rwlock-base-ap for rwlock-write-ap.
+ *   the same for rwlock-redlock, rwlock-base-ap for rwlock-write-ap,
+ *   rwlock-base-read(-ap) for rwlock-read(-ap), rwlock-base-node-redis(-read)
+ *   for rwlock-node-redis(-read).
  * - ref-string / ref-hash / ref-hash-args: references for the uncontended
  *   cycle, no library code at all. Two bare scripts that run just the
  *   commands of redis-rwlock's fresh grant and release, on a string key set
@@ -92,6 +94,11 @@ export type LibName =
   | 'rwlock-base-ap'
   | 'rwlock-redlock-base'
   | 'rwlock-node-redis'
+  | 'rwlock-node-redis-read'
+  | 'rwlock-base-read'
+  | 'rwlock-base-read-ap'
+  | 'rwlock-base-node-redis'
+  | 'rwlock-base-node-redis-read'
   | 'floor-ap'
   | 'semaphore-ap'
   | 'rwlock-write-ap'
@@ -130,7 +137,11 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-traced',
   'rwlock-with',
   'rwlock-base',
+  'rwlock-base-read',
   'rwlock-node-redis',
+  'rwlock-node-redis-read',
+  'rwlock-base-node-redis',
+  'rwlock-base-node-redis-read',
   'ref-string',
   'ref-hash',
   'ref-hash-args',
@@ -143,6 +154,7 @@ export const UNCONTENDED_LIBS: readonly LibName[] = [
   'rwlock-write-ap',
   'rwlock-read-ap',
   'rwlock-base-ap',
+  'rwlock-base-read-ap',
 ];
 
 /** The libraries run on a client with `enableAutoPipelining: true`: the uncontended ones named `-ap`. */
@@ -177,6 +189,11 @@ export const LIB_LABEL: Record<LibName, string> = {
   'rwlock-base-ap': 'redis-rwlock write, the baseline checkout (--baseline), autopipelining',
   'rwlock-redlock-base': "redis-rwlock write, mode 'redlock', the baseline checkout",
   'rwlock-node-redis': 'redis-rwlock write, on node-redis 5',
+  'rwlock-node-redis-read': 'redis-rwlock read, on node-redis 5',
+  'rwlock-base-read': 'redis-rwlock read, the baseline checkout (--baseline)',
+  'rwlock-base-read-ap': 'redis-rwlock read, the baseline checkout (--baseline), autopipelining',
+  'rwlock-base-node-redis': 'redis-rwlock write on node-redis 5, the baseline checkout (--baseline)',
+  'rwlock-base-node-redis-read': 'redis-rwlock read on node-redis 5, the baseline checkout (--baseline)',
   'ref-string': 'reference: bare grant + release scripts, string key',
   'ref-hash': "reference: the same on a hash (redis-rwlock's commands)",
   'ref-hash-args': "reference: the same with redis-rwlock's keys and arguments",
@@ -280,7 +297,15 @@ export const hasBaseline = (): boolean => Baseline !== undefined;
 export const baselineLockClient = (): typeof LockClient | undefined => Baseline;
 
 /** The libraries of the baseline checkout, run only with --baseline. */
-export const BASELINE_LIBS: readonly LibName[] = ['rwlock-base', 'rwlock-base-ap', 'rwlock-redlock-base'];
+export const BASELINE_LIBS: readonly LibName[] = [
+  'rwlock-base',
+  'rwlock-base-ap',
+  'rwlock-base-read',
+  'rwlock-base-read-ap',
+  'rwlock-base-node-redis',
+  'rwlock-base-node-redis-read',
+  'rwlock-redlock-base',
+];
 
 /** The libraries that run in `redlock` mode, on one client per server. */
 export const REDLOCK_LIBS: readonly LibName[] = ['rwlock-redlock', 'rwlock-redlock-base'];
@@ -416,30 +441,31 @@ function singleClientAdapter(lib: LibName, redis: RedisClient, fastRetryMs: numb
       };
     }
     case 'rwlock-base':
-    case 'rwlock-base-ap': {
+    case 'rwlock-base-ap':
+    case 'rwlock-base-read':
+    case 'rwlock-base-read-ap': {
       if (!Baseline) throw new Error(`${lib} needs --baseline <checkout>`);
-      const locks = new Baseline(redis);
-      return {
-        async acquire(resource, { signal }) {
-          const lease = await locks.lock(resource).acquireWrite({ signal });
-          return { release: () => lease.release() };
-        },
-        close: () => locks.close(),
-      };
+      return rwlockAdapter(new Baseline(redis) as LockClient);
     }
     case 'rwlock-redlock':
     case 'rwlock-redlock-base':
       throw new Error(`${lib} runs on one client per server: pass them all`);
-    case 'rwlock-node-redis': {
+    case 'rwlock-node-redis':
+    case 'rwlock-node-redis-read':
+    case 'rwlock-base-node-redis':
+    case 'rwlock-base-node-redis-read': {
+      const Locks = lib.startsWith('rwlock-base') ? Baseline : LockClient;
+      if (!Locks) throw new Error(`${lib} needs --baseline <checkout>`);
       // A node-redis client to the same server or Cluster as `redis`, connected during the warm-up's first cycle.
       const client = isCluster(redis)
         ? createCluster({ rootNodes: redis.nodes('master').map((n) => ({ socket: { host: n.options.host, port: n.options.port } })) })
         : createClient({ socket: { host: redis.options.host, port: redis.options.port } });
       let locks: LockClient | undefined;
-      const connected = client.connect().then(() => (locks = new LockClient(client)));
+      const connected = client.connect().then(() => (locks = new Locks(client)));
       return {
-        async acquire(resource, { signal }) {
-          const lease = await (locks ?? (await connected)).lock(resource).acquireWrite({ signal });
+        async acquire(resource, { mode, signal }) {
+          const lock = (locks ?? (await connected)).lock(resource);
+          const lease = await (mode === 'read' ? lock.acquireRead({ signal }) : lock.acquireWrite({ signal }));
           return { release: () => lease.release() };
         },
         close: async () => {
@@ -520,7 +546,7 @@ function tracingSubscriber(): (on: boolean) => void {
 
 /** The mode a cycle of `lib` takes: the mix draws 10 % writes. */
 export function modeOf(lib: LibName): 'read' | 'write' {
-  if (lib === 'rwlock-read' || lib === 'rwlock-read-ap') return 'read';
+  if (lib.endsWith('-read') || lib.endsWith('-read-ap')) return 'read';
   if (lib === 'rwlock-mix') return Math.random() < 0.9 ? 'read' : 'write';
   return 'write';
 }

@@ -76,20 +76,19 @@ export function perRunRatios(run: {
   if (run.uncontended) {
     const find = (lib: string, pattern: string, n: number) =>
       run.uncontended!.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
-    const at = (lib: string, pattern: string, n: number) => find(lib, pattern, n)?.cyclesPerSec;
+    const at = (lib: string, pattern: string, n: number) => find(lib, pattern, n);
+    const rate = (a: CycleResult | undefined, b: CycleResult | undefined) => pairedRatio(a, b);
     for (const pattern of new Set(run.uncontended.map((m) => m.pattern))) {
       for (const n of new Set(run.uncontended.map((m) => m.inFlight))) {
-        out[`uncontended.${pattern}.${n}.rwlock-write/rwlock-base`] = ratio(at('rwlock-write', pattern, n), at('rwlock-base', pattern, n));
-        out[`uncontended.${pattern}.${n}.rwlock-write-ap/rwlock-base-ap`] = ratio(
-          at('rwlock-write-ap', pattern, n),
-          at('rwlock-base-ap', pattern, n),
-        );
+        // Each lock of this checkout against the same lock of the baseline checkout (--baseline).
+        for (const [lib, base] of BASELINE_PAIRS)
+          out[`uncontended.${pattern}.${n}.${lib}/${base}`] = rate(at(lib, pattern, n), at(base, pattern, n));
         // Every lock against each baseline lock of the same run; an autopipelining one against those that autopipeline too.
         const baselines: readonly LibName[] = ['floor', 'semaphore', 'redlock', 'floor-ap', 'semaphore-ap'];
         for (const lib of UNCONTENDED_LIBS.filter((l) => !baselines.includes(l))) {
           const floor = peerOf(lib, 'floor');
           for (const base of [floor, peerOf(lib, 'semaphore'), ...(AUTOPIPELINED_LIBS.includes(lib) ? [] : ['redlock'])]) {
-            out[`uncontended.${pattern}.${n}.${lib}/${base}`] = ratio(at(lib, pattern, n), at(base, pattern, n));
+            out[`uncontended.${pattern}.${n}.${lib}/${base}`] = rate(at(lib, pattern, n), at(base, pattern, n));
           }
           // Server µs per cycle against the floor's: how much more of a server's time a cycle takes.
           out[`uncontended.${pattern}.${n}.${lib}/${floor}.serverUsec`] = ratio(
@@ -99,7 +98,7 @@ export function perRunRatios(run: {
           // The same against the fenced floor, the cheapest lock with the library's guarantees.
           const fenced = fencedPeerOf(lib);
           if (fenced !== lib) {
-            out[`uncontended.${pattern}.${n}.${lib}/${fenced}`] = ratio(at(lib, pattern, n), at(fenced, pattern, n));
+            out[`uncontended.${pattern}.${n}.${lib}/${fenced}`] = rate(at(lib, pattern, n), at(fenced, pattern, n));
             out[`uncontended.${pattern}.${n}.${lib}/${fenced}.serverUsec`] = ratio(
               find(lib, pattern, n)?.serverUsecPerCycle,
               find(fenced, pattern, n)?.serverUsecPerCycle,
@@ -143,6 +142,30 @@ export function perRunRatios(run: {
     for (const m of run.scale) out[`scale.${m.liveReaders}/${base?.liveReaders}`] = ratio(m.cyclesPerSec, base?.cyclesPerSec);
   }
   return out;
+}
+
+/** Each lock of this checkout and the same lock of the baseline checkout, compared in (a). */
+const BASELINE_PAIRS: readonly (readonly [LibName, LibName])[] = [
+  ['rwlock-write', 'rwlock-base'],
+  ['rwlock-write-ap', 'rwlock-base-ap'],
+  ['rwlock-read', 'rwlock-base-read'],
+  ['rwlock-read-ap', 'rwlock-base-read-ap'],
+  ['rwlock-node-redis', 'rwlock-base-node-redis'],
+  ['rwlock-node-redis-read', 'rwlock-base-node-redis-read'],
+];
+
+/**
+ * Cycles/s of `a` against `b` in one run: the median of their per-slice
+ * ratios (slice k of each was taken in the same round of the round-robin,
+ * seconds apart at most), which a loaded spell in one slice moves little;
+ * the ratio of the totals when the slices do not pair up (a results file
+ * written before slices were kept).
+ */
+export function pairedRatio(a: CycleResult | undefined, b: CycleResult | undefined): number | null {
+  const x = a?.sliceRates;
+  const y = b?.sliceRates;
+  if (!x || !y || x.length === 0 || x.length !== y.length) return ratio(a?.cyclesPerSec, b?.cyclesPerSec);
+  return median(x.map((v, i) => v / y[i]!));
 }
 
 /** Median of each named ratio over the runs. */

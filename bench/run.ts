@@ -11,6 +11,7 @@
  *   --only w[,w]            uncontended, contended, readers, scale, renewal, neighbour, memory, anatomy
  *   --libs l[,l]            restrict the libraries (see bench/libs.ts)
  *   --runs N                runs per figure
+ *   --in-flight n[,n]       (a) uncontended at these concurrencies only (default 1,16,64)
  *   --leases N              leases held in (e) renewal and (g) neighbour
  *   --baseline <checkout>   also measure rwlock-write (and rwlock-redlock,
  *                           contended) from another checkout, side by side
@@ -252,6 +253,7 @@ async function main(): Promise<number> {
       out: { type: 'string' },
       render: { type: 'string' },
       baseline: { type: 'string' },
+      'in-flight': { type: 'string' },
     },
   });
   if (values.render !== undefined) return render(values.render);
@@ -262,6 +264,11 @@ async function main(): Promise<number> {
     ...base,
     topologies,
     runs: values.runs ? Math.max(1, Number(values.runs)) : base.runs,
+    uncontended: {
+      ...base.uncontended,
+      inFlight:
+        values['in-flight'] === undefined ? base.uncontended.inFlight : values['in-flight'].split(',').map((n) => Math.max(1, Number(n))),
+    },
     renewal: { ...base.renewal, leases: leases ?? base.renewal.leases },
     neighbour: { ...base.neighbour, leases: leases ?? base.neighbour.leases },
   };
@@ -276,6 +283,7 @@ async function main(): Promise<number> {
     values.only === undefined &&
     values.libs === undefined &&
     values.leases === undefined &&
+    values['in-flight'] === undefined &&
     config.name === 'full' &&
     topologies.length === 2 &&
     values.baseline === undefined;

@@ -174,6 +174,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         ['rwlock-write', 'write'],
         ['rwlock-read', 'read'],
         ['rwlock-node-redis', 'write on node-redis 5'],
+        ['rwlock-node-redis-read', 'read on node-redis 5'],
       ] as const) {
         if (!one(lib)) continue;
         const v = ratio(`uncontended.new.1.${lib}/floor`);

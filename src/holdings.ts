@@ -70,6 +70,15 @@ export class Holdings implements LeaseHost {
   private autoRenewed = 0;
   private renewTimer: NodeJS.Timeout | undefined;
   /**
+   * The renewal timer is kept, idle, once no lease is auto-renewed: a lease
+   * that comes before its next tick restarts it (`refresh()`: the same
+   * timer, its first tick a period from now, as a new one would be), and an
+   * idle tick clears it. One lease at a time (1 in flight) otherwise made and
+   * cleared an interval on every cycle: an allocation, and the timer list of
+   * its duration made and dropped each time.
+   */
+  private renewIdle = false;
+  /**
    * One timer for every deadline, set for the earliest (a timer per holding
    * would cost a setTimeout and a clearTimeout per acquire and release).
    * Grants and renewals only push deadlines later, so it rarely moves.
@@ -493,9 +502,27 @@ export class Holdings implements LeaseHost {
   }
 
   private startRenewing(): void {
-    if (this.renewTimer || this.closed) return;
-    this.renewTimer = setInterval(() => void this.renewNow(), Math.max(1, Math.floor(this.autoLeaseMs / 3)));
+    if (this.closed) return;
+    if (this.renewTimer) {
+      if (this.renewIdle) {
+        this.renewIdle = false;
+        this.renewTimer.refresh();
+      }
+      return;
+    }
+    this.renewTimer = setInterval(() => this.renewTick(), Math.max(1, Math.floor(this.autoLeaseMs / 3)));
     this.renewTimer.unref();
+  }
+
+  /** A period's tick: a round, or, with nothing auto-renewed since the last lease went, the timer's end. */
+  private renewTick(): void {
+    if (!this.renewIdle) {
+      void this.renewNow();
+      return;
+    }
+    clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+    this.renewIdle = false;
   }
 
   private setDeadline(holding: Holding, expiresAt: number): void {
@@ -585,8 +612,8 @@ export class Holdings implements LeaseHost {
     lease.renewalStopped = true;
     holding.autoRenewed--;
     if (--this.autoRenewed === 0) {
-      clearInterval(this.renewTimer);
-      this.renewTimer = undefined;
+      // Idle until the next tick, which clears it unless a lease came meanwhile (see renewIdle).
+      if (this.renewTimer) this.renewIdle = true;
       clearTimeout(this.retryTimer);
     }
   }
@@ -651,10 +678,11 @@ function localDeadline(sentAt: number, remainingMs: number): number {
  * True when a grant of `remainingMs` by a call sent at `sentAt` has already
  * run out on this client's clock as its reply arrives (the reply was held up
  * past the lease): Redis may have let another owner in since, so it is no
- * lease. Counted as the deadline timer counts (`checkDeadlines`).
+ * lease. Counted as the deadline timer counts (`checkDeadlines`); `now`: the
+ * reply's arrival, when the caller has read the clock already.
  */
-export function ranOutOnArrival(sentAt: number, remainingMs: number): boolean {
-  return localDeadline(sentAt, remainingMs) <= performance.now() + CLOCK_RESOLUTION_MS;
+export function ranOutOnArrival(sentAt: number, remainingMs: number, now = performance.now()): boolean {
+  return localDeadline(sentAt, remainingMs) <= now + CLOCK_RESOLUTION_MS;
 }
 
 /** The holds a renewal of `holding` covers, as it is sent (redlock mode gives back these alone if lost). */

@@ -238,7 +238,10 @@ export class RWLock {
           watch.handed.length = 0; // this try finds a handed hold anyway (a repeated acquire)
         }
         attempts++;
-        const sentAt = performance.now();
+        // The acquire's start stands for its first try's send, sparing a clock read per call: it is
+        // earlier (that call may even wait for the server check), so a lease counted from it never
+        // outlasts the server's.
+        const sentAt = attempts === 1 ? started : performance.now();
         // One try, in this function: an async helper would add a promise and a microtask hop to every call.
         const sent = ctx.backend.acquire(request);
         let outcome: AcquireOutcome;
@@ -247,7 +250,8 @@ export class RWLock {
         } catch (error) {
           throw this.tryFailed(request, context, bound, sent, error);
         }
-        if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs)) {
+        const arrived = performance.now();
+        if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs, arrived)) {
           // Its reply was held up past the lease: another owner may hold the lock by now. Try
           // again at once: Redis grants afresh, refuses, or (the hold still there) tells how long
           // it has left, counted from this new try.
@@ -256,7 +260,7 @@ export class RWLock {
         }
         if (outcome.granted) {
           const lease = ctx.holdings.add(request, outcome, autoRenew, sentAt);
-          ctx.telemetry.granted(lease, performance.now() - started);
+          ctx.telemetry.granted(lease, arrived - started);
           return lease;
         }
         if (attempts === 1) ctx.telemetry.contended(resource, mode, owner, outcome.reason, waitMs);
@@ -269,7 +273,7 @@ export class RWLock {
             context,
           );
         }
-        const left = deadline - performance.now();
+        const left = deadline - performance.now(); // after the contended event's listeners ran
         if (left <= 0) throw new AcquireTimeoutError(waitMs, BLOCKED_BY[outcome.reason], context);
         if (!watch) {
           // Subscribe, then try again at once: a release between the failed try

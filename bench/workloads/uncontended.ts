@@ -42,6 +42,13 @@ export interface CycleResult {
   readonly clientCpuUsPerCycle: number;
   /** CPU µs every Redis process (replicas included) used per cycle, user + sys. */
   readonly serverCpuUsPerCycle: number;
+  /**
+   * Cycles/s of each timed slice, in the order taken: slice k of every
+   * library of a run was taken in the same round of the round-robin, so
+   * two libraries are compared by the median of their per-slice ratios
+   * (`pairedRatio` in results.ts).
+   */
+  readonly sliceRates: readonly number[];
 }
 
 export interface CycleLoopResult {
@@ -106,6 +113,7 @@ interface Contestant {
   readonly commandNames: Set<string>;
   redirects: number;
   sentCount: number;
+  readonly sliceRates: number[];
 }
 
 async function enter(
@@ -143,18 +151,19 @@ async function enter(
     commandNames: new Set(),
     redirects: 0,
     sentCount: 0,
+    sliceRates: [],
   };
 }
 
 /** One timed slice of `c`'s cycles, added to its totals. */
-async function slice(topology: Topology, config: BenchConfig, c: Contestant): Promise<void> {
+async function slice(topology: Topology, config: BenchConfig, c: Contestant, slices: number): Promise<void> {
   const u = config.uncontended;
   const before = await snapshot(topology);
   const serverCpuBefore = await serverCpuSeconds(topology);
   c.sent.reset();
   const cpuBefore = process.cpuUsage();
   c.adapter.measuring?.(true);
-  const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / u.slices, Math.ceil(u.maxCycles / u.slices), true, c.pattern);
+  const run = await cycleLoop(c.adapter, c.lib, c.resources, u.durationMs / slices, Math.ceil(u.maxCycles / slices), true, c.pattern);
   c.adapter.measuring?.(false);
   const cpu = process.cpuUsage(cpuBefore);
   c.serverCpuS += (await serverCpuSeconds(topology)) - serverCpuBefore;
@@ -162,6 +171,7 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant): Pr
   const d = delta(before, await snapshot(topology));
   c.cycles += run.cycles;
   c.elapsedMs += run.elapsedMs;
+  c.sliceRates.push((run.cycles * 1000) / run.elapsedMs);
   for (const l of run.latencies) c.latencies.push(l);
   c.clientCpuUs += cpu.user + cpu.system;
   c.scriptCalls += d.scriptCalls;
@@ -194,6 +204,7 @@ function result(c: Contestant, inFlight: number): CycleResult {
     serverCommands: [...c.commandNames].sort(),
     clientCpuUsPerCycle: c.clientCpuUs / c.cycles,
     serverCpuUsPerCycle: (c.serverCpuS * 1e6) / c.cycles,
+    sliceRates: c.sliceRates,
   };
 }
 
@@ -202,7 +213,9 @@ function result(c: Contestant, inFlight: number): CycleResult {
  * concurrency is cut into slices taken round-robin over the libraries, so
  * every library is measured across the same stretch of wall time and a
  * shared machine's drift hits all alike (one window per library, one after
- * the other, gave per-run ratios that moved by ±30 %).
+ * the other, gave per-run ratios that moved by ±30 %); at 1 in flight into
+ * more, shorter ones (`slicesAtOne`). Each slice's rate is kept, for the
+ * median of per-slice ratios.
  */
 export async function uncontendedRun(
   topology: Topology,
@@ -219,7 +232,8 @@ export async function uncontendedRun(
           contestants.push(await enter(topology, config, lib, pattern, inFlight, tag));
       }
       // Both name patterns in the same round-robin, so their ratios span the same wall time too.
-      for (let k = 0; k < config.uncontended.slices; k++) for (const c of contestants) await slice(topology, config, c);
+      const slices = inFlight === 1 ? config.uncontended.slicesAtOne : config.uncontended.slices;
+      for (let k = 0; k < slices; k++) for (const c of contestants) await slice(topology, config, c, slices);
       out.push(...contestants.map((c) => result(c, inFlight)));
     } finally {
       for (const c of contestants) {

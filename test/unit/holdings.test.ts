@@ -329,6 +329,26 @@ describe('Holdings (renewal timing and loss)', () => {
     expect(clock.countTimers()).to.equal(0);
   });
 
+  it('renews a lease granted after the last one went a third of its lease after its grant, on the same timer', async () => {
+    // One lease at a time (1 in flight): the idle renewal timer is restarted, not made anew.
+    const first = grant('r', 'o1');
+    await clock.tickAsync(600);
+    await first.release();
+    await clock.tickAsync(300);
+    const second = grant('r', 'o2');
+    await clock.tickAsync(999);
+    expect(extendCalls, 'no round at the first lease period').to.have.length(0);
+    await clock.tickAsync(1);
+    expect(extendCalls).to.have.length(1);
+    expect(extendCalls[0]!.map((r) => r.owner)).to.deep.equal(['o2']);
+    expect(clock.countTimers(), 'the renewal and deadline timers').to.equal(2);
+    await second.release();
+    await clock.tickAsync(1000);
+    expect(extendCalls, 'no round once idle').to.have.length(1);
+    await clock.tickAsync(3000);
+    expect(clock.countTimers(), 'the idle renewal timer cleared at its next tick, the deadline timer at its deadline').to.equal(0);
+  });
+
   it('does not start a renewal round while the previous one is still running', async () => {
     grant('r', 'o');
     let finish!: () => void;
