@@ -31,6 +31,10 @@ const RESUBSCRIBE_MS = [100, 250, 500, 1_000, 2_000, 5_000];
  *   confirm a subscription (a connection, its handshake and `SSUBSCRIBE`).
  * - `handshakeMs` (2×): how long a subscriber connection of the library's
  *   own may take to connect and authenticate (`Driver.subscriber`).
+ * - `confirmMs` (3×): the longest a client library that bounds a
+ *   subscription's confirmation itself may be given (GLIDE Cluster, whose
+ *   own 2 s apply while shorter): under `subscribeMs`, so that its answer
+ *   comes first (`Driver.subscriber`).
  *
  * Each is at most the longest a Node timer waits.
  */
@@ -39,12 +43,13 @@ export interface LinkBounds {
   readonly echoSubscribeMs: number;
   readonly subscribeMs: number;
   readonly handshakeMs: number;
+  readonly confirmMs: number;
 }
 
 /** The {@link LinkBounds} of link check period `checkMs` (a valid `linkCheckMs`). */
 export function linkBounds(checkMs: number): LinkBounds {
   const times = (n: number) => Math.min(n * checkMs, MAX_DURATION_MS);
-  return { checkMs, echoSubscribeMs: times(2), subscribeMs: times(4), handshakeMs: times(2) };
+  return { checkMs, echoSubscribeMs: times(2), subscribeMs: times(4), handshakeMs: times(2), confirmMs: times(3) };
 }
 
 /**
@@ -613,7 +618,8 @@ export class WakeupHub {
         error: (error) => this.observer?.error(error),
         lost: (channels) => this.lost(i, channels, false),
       };
-      sub = this.clients[i]!.subscriber(events, { handshakeMs: this.bounds.handshakeMs });
+      const { handshakeMs, confirmMs } = this.bounds;
+      sub = this.clients[i]!.subscriber(events, { handshakeMs, confirmMs });
       this.subscribers[i] = sub;
     }
     return sub;

@@ -101,6 +101,14 @@ export interface SubscriberOptions {
    * bound drops a connection stuck in its handshake.
    */
   readonly handshakeMs: number;
+  /**
+   * The longest a client library that bounds a subscription's confirmation
+   * itself may be given for it (GLIDE Cluster's `ssubscribe`, else 2 s):
+   * under the hub's subscribe bound, so that the library's answer (with its
+   * likely cause) comes first, on the connection already made. Were the
+   * hub's bound first, it would make the whole connection again on each try.
+   */
+  readonly confirmMs: number;
 }
 
 /** Where one client's wake-up subscriptions are made (`SSUBSCRIBE`). */

@@ -122,7 +122,11 @@ function translated(error: unknown): unknown {
 
 /** How often a subscriber looks whether its user's client was closed (GLIDE emits no event then). */
 const CHECK_MS = 1_000;
-/** How long a Cluster subscription may wait for GLIDE to confirm it (it says no more when the server refuses). */
+/**
+ * How long a Cluster subscription may wait for GLIDE to confirm it (it says
+ * no more when the server refuses), at most: less when the hub's bound is
+ * shorter (`SubscriberOptions.confirmMs`, from `linkCheckMs`).
+ */
 const SUBSCRIBE_TIMEOUT_MS = 2_000;
 /** One master, for a command any node could answer (a replica may refuse): the master of a fixed key's slot. */
 const ANY_MASTER = { route: { type: 'primarySlotKey', key: 'rwlock' } };
@@ -208,7 +212,7 @@ export class GlideDriver implements Driver {
 
   subscriber(events: SubscriberEvents, options: SubscriberOptions): Subscriber {
     const client = this.client;
-    if (this.cluster) return new ClusterSubscriber(client, events);
+    if (this.cluster) return new ClusterSubscriber(client, events, Math.min(SUBSCRIBE_TIMEOUT_MS, options.confirmMs));
     return new RespSubscriber(
       () => endpointOf(client),
       events,
@@ -526,6 +530,8 @@ class ClusterSubscriber implements Subscriber {
   constructor(
     private readonly client: GlideApi,
     private readonly events: SubscriberEvents,
+    /** How long GLIDE may take to confirm a subscription: within the hub's bound, so that GLIDE's answer comes first. */
+    private readonly confirmMs: number,
   ) {
     this.timer = setInterval(() => this.client.isClosed && this.close(), CHECK_MS).unref();
   }
@@ -534,10 +540,10 @@ class ClusterSubscriber implements Subscriber {
     this.channels.add(channel);
     try {
       const connection = await this.open();
-      await connection.ssubscribe!(new Set([channel]), SUBSCRIBE_TIMEOUT_MS).catch((error: unknown) => {
+      await connection.ssubscribe!(new Set([channel]), this.confirmMs).catch((error: unknown) => {
         if ((error as { name?: unknown }).name !== 'TimeoutError') throw translated(error);
         throw new Error(
-          `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${SUBSCRIBE_TIMEOUT_MS} ms; the usual ` +
+          `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${this.confirmMs} ms; the usual ` +
             "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else an unreachable master",
           { cause: error },
         );

@@ -371,7 +371,7 @@ describe('WakeupHub: the link bounds follow linkCheckMs', () => {
     const hub = new WakeupHub([fake.driver]);
     expect(fake.options).to.deep.equal([]);
     const noticed = await noticedAfter(hub, fake, ECHO_CHECK_MS);
-    expect(fake.options).to.deep.equal([{ handshakeMs: 5_000 }]);
+    expect(fake.options).to.deep.equal([{ handshakeMs: 5_000, confirmMs: 7_500 }]);
     expect(fake.published[0]).to.equal(ECHO_CHECK_MS);
     expect(noticed).to.be.within(ECHO_CHECK_MS, 2 * ECHO_CHECK_MS);
     hub.close();
@@ -395,7 +395,7 @@ describe('WakeupHub: the link bounds follow linkCheckMs', () => {
     const fake = fakeServer();
     const hub = new WakeupHub([fake.driver], undefined, undefined, 400);
     const noticed = await noticedAfter(hub, fake, 400);
-    expect(fake.options).to.deep.equal([{ handshakeMs: 800 }]);
+    expect(fake.options).to.deep.equal([{ handshakeMs: 800, confirmMs: 1_200 }]);
     expect(fake.published[0]).to.equal(400);
     expect(noticed).to.be.within(400, 800);
     hub.close();
@@ -426,7 +426,14 @@ describe('WakeupHub: the link bounds follow linkCheckMs', () => {
       echoSubscribeMs: MAX_DURATION_MS,
       subscribeMs: MAX_DURATION_MS,
       handshakeMs: MAX_DURATION_MS,
+      confirmMs: MAX_DURATION_MS,
     });
-    expect(linkBounds(2_500)).to.deep.equal({ checkMs: 2_500, echoSubscribeMs: 5_000, subscribeMs: 10_000, handshakeMs: 5_000 });
+    expect(linkBounds(2_500)).to.deep.equal({
+      checkMs: 2_500,
+      echoSubscribeMs: 5_000,
+      subscribeMs: 10_000,
+      handshakeMs: 5_000,
+      confirmMs: 7_500,
+    });
   });
 });
