@@ -15,6 +15,13 @@ import { expect } from 'chai';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
+/** This process's environment without the switches of the test run it is in (TEST_SERVER=valkey would make both fake runs Valkey's). */
+function outsideEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of Object.keys(env)) if (name.startsWith('TEST_')) delete env[name];
+  return env;
+}
+
 /** .ci/run's lines from `source scripts/beside.sh` to `joined`, as a script of their own. */
 function sideBySideStep(): string {
   const lines = readFileSync(join(ROOT, '.ci', 'run'), 'utf8').split('\n');
@@ -100,7 +107,7 @@ describe(".ci/run's npm test beside npm test on Valkey 8 (scripts/beside.sh)", f
     const started = performance.now();
     const child = spawn('bash', ['-c', sideBySideStep()], {
       detached: true,
-      env: { ...process.env, PATH: `${dir}:${process.env.PATH}`, FAKE_REDIS: redis, FAKE_VALKEY: valkey, FAKE_PIDS: pidsFile },
+      env: { ...outsideEnv(), PATH: `${dir}:${process.env.PATH}`, FAKE_REDIS: redis, FAKE_VALKEY: valkey, FAKE_PIDS: pidsFile },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
