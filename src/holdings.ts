@@ -68,16 +68,15 @@ export class Holdings implements LeaseHost {
   private readonly byId = new Map<string, Holding>();
   /** Auto-renewed leases held; the renewal timer runs while there are any. */
   private autoRenewed = 0;
-  private renewTimer: NodeJS.Timeout | undefined;
   /**
-   * The renewal timer is kept, idle, once no lease is auto-renewed: a lease
-   * that comes before its next tick restarts it (`refresh()`: the same
-   * timer, its first tick a period from now, as a new one would be), and an
-   * idle tick clears it. One lease at a time (1 in flight) otherwise made and
-   * cleared an interval on every cycle: an allocation, and the timer list of
-   * its duration made and dropped each time.
+   * The renewal timer. It is kept, idle, once no lease is auto-renewed
+   * (`autoRenewed` 0): a lease that comes before its next tick restarts it
+   * (`refresh()`: the same timer, its first tick a period from now, as a new
+   * one would be), and an idle tick clears it. One lease at a time (1 in
+   * flight) otherwise made and cleared an interval on every cycle: an
+   * allocation, and the timer list of its duration made and dropped each time.
    */
-  private renewIdle = false;
+  private renewTimer: NodeJS.Timeout | undefined;
   /**
    * One timer for every deadline, set for the earliest (a timer per holding
    * would cost a setTimeout and a clearTimeout per acquire and release).
@@ -504,10 +503,8 @@ export class Holdings implements LeaseHost {
   private startRenewing(): void {
     if (this.closed) return;
     if (this.renewTimer) {
-      if (this.renewIdle) {
-        this.renewIdle = false;
-        this.renewTimer.refresh();
-      }
+      // The first auto-renewed lease since the timer went idle: restart its period.
+      if (this.autoRenewed === 1) this.renewTimer.refresh();
       return;
     }
     this.renewTimer = setInterval(() => this.renewTick(), Math.max(1, Math.floor(this.autoLeaseMs / 3)));
@@ -516,13 +513,12 @@ export class Holdings implements LeaseHost {
 
   /** A period's tick: a round, or, with nothing auto-renewed since the last lease went, the timer's end. */
   private renewTick(): void {
-    if (!this.renewIdle) {
+    if (this.autoRenewed > 0) {
       void this.renewNow();
       return;
     }
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
-    this.renewIdle = false;
   }
 
   private setDeadline(holding: Holding, expiresAt: number): void {
@@ -612,8 +608,7 @@ export class Holdings implements LeaseHost {
     lease.renewalStopped = true;
     holding.autoRenewed--;
     if (--this.autoRenewed === 0) {
-      // Idle until the next tick, which clears it unless a lease came meanwhile (see renewIdle).
-      if (this.renewTimer) this.renewIdle = true;
+      // The renewal timer is idle until its next tick, which clears it unless a lease came meanwhile.
       clearTimeout(this.retryTimer);
     }
   }
