@@ -11,6 +11,7 @@ import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { type Lease, type LockClient, type LockClientOptions, LockLostError } from '../../src/index.js';
 import { type ClientKind, NODE_REDIS_IN_CI_AND_GLIDE, selectedClients } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 import { proxiedMasters } from '../support/proxied-masters.js';
 
 const N = 3;
@@ -46,12 +47,18 @@ function suite(clientKind: ClientKind): void {
     it('a lease lost by renewal gives back its own holds on every server, and the lock is free at once', async () => {
       const locks = open(m.through);
       const others = open(m.admin);
-      const lease = await locks.lock('gone').acquireWrite({ leaseMs: 3_000 });
       const { state } = locks.lock('gone').keys;
-      // The grant resolved with a majority: the last server's may still be on the wire, and would
-      // land after the deletion below.
-      await m.behindEverySent();
-      expect(await m.nodesHolding(lease, state), 'servers holding the grant').to.equal(N);
+      // The grant resolves with a majority. A client's first script waits for its server check
+      // (COMMAND INFO), so the third server's acquire may not even be written yet: held back here
+      // at that check's reply, as a loaded machine sometimes did by itself. A command sent now
+      // would run before it, so the test waits for the grant on every server, not behind a command.
+      const checking = m.proxies[2]!.stallAtReply({ command: 'command' });
+      const acquiring = locks.lock('gone').acquireWrite({ leaseMs: 3_000 });
+      await checking;
+      const lease = await acquiring;
+      expect(m.proxies[2]!.stats.commands, "the third server's acquire, not sent yet").to.not.have.any.keys('eval', 'evalsha');
+      m.proxies[2]!.resume();
+      await eventually('the grant on every server', async () => (await m.nodesHolding(lease, state)) === N);
       // Gone on a majority (as after their data was lost), still held on the third server.
       await Promise.all(m.admin.slice(0, QUORUM).map((a) => a.del(state)));
       expect(await rejectionOf(lease.extend())).to.be.instanceOf(LockLostError);
