@@ -12,6 +12,6 @@ cd "$(dirname "$0")/.."
 heavy=$(grep -l "NODE_REDIS_IN_CI" test/integration/*.test.ts)
 light=$(grep -l "clients: ALL_CLIENTS\|selectedClients(ALL_CLIENTS)\|'node-redis6'\] }" test/integration/*.test.ts)
 glide=$(grep -l "clients: ALL_CLIENTS\|selectedClients(ALL_CLIENTS)\|'glide'\]\|clients: ONE_NODE_REDIS\|_AND_GLIDE" test/integration/*.test.ts)
-TEST_CLIENTS=node-redis TEST_NODE_REDIS_IN_CI_ONLY=1 npx mocha --config .mocharc.clients.json $heavy
-TEST_CLIENTS=node-redis6 npx mocha --config .mocharc.clients.json $light
-TEST_CLIENTS=glide npx mocha --config .mocharc.clients.json $glide
+TEST_CLIENTS=node-redis TEST_NODE_REDIS_IN_CI_ONLY=1 npx mocha $heavy
+TEST_CLIENTS=node-redis6 npx mocha $light
+TEST_CLIENTS=glide npx mocha $glide

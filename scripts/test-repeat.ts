@@ -46,8 +46,8 @@ let failedRuns = 0;
 try {
   for (let run = 1; run <= times; run++) {
     const output = join(dir, `run-${run}.json`);
-    // The spec-less config: these files alone, with the suite's hooks and options.
-    const args = ['mocha', '--config', '.mocharc.clients.json', '--reporter', 'json', '--reporter-option', `output=${output}`];
+    // .mocharc.json names no files: these alone run, with the suite's hooks and options.
+    const args = ['mocha', '--reporter', 'json', '--reporter-option', `output=${output}`];
     if (values.grep !== undefined) args.push('--grep', values.grep);
     const code = await new Promise<number>((resolve) => {
       spawn('npx', [...args, ...files], { stdio: ['ignore', 'ignore', 'inherit'] }).on('exit', (c) => resolve(c ?? 1));

@@ -19,7 +19,7 @@ for suite in scripts renewal-batches inspect-pages resharding server-check; do f
 for server in "${servers[@]}"; do
   bash scripts/build-servers.sh "$server"
   echo "redis-rwlock: TEST_SERVER=$server: the scripts, renewal, inspect, resharding and server-check suites" >&2
-  TEST_SERVER=$server npx mocha --config .mocharc.clients.json "${files[@]}"
+  TEST_SERVER=$server npx mocha "${files[@]}"
   rows='network faults between clients and Redis'
   [ "$server" = valkey9 ] && rows="$rows|atomic slot migration"
   echo "redis-rwlock: TEST_SERVER=$server: the fault rows /$rows/" >&2
