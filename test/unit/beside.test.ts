@@ -29,7 +29,9 @@ function sideBySideStep(): string {
   const to = lines.findIndex((l) => l.startsWith('joined '));
   expect(from, '.ci/run sources scripts/beside.sh').to.be.at.least(0);
   expect(to, '.ci/run joins the run beside').to.be.greaterThan(from);
-  return ['set -euo pipefail', `cd ${JSON.stringify(ROOT)}`, ...lines.slice(from, to + 1)].join('\n');
+  const step = lines.find((l) => l.startsWith('step() '));
+  expect(step, ".ci/run's step timer").to.not.equal(undefined);
+  return ['set -euo pipefail', `cd ${JSON.stringify(ROOT)}`, step!, ...lines.slice(from, to + 1)].join('\n');
 }
 
 /**
