@@ -1,8 +1,8 @@
 /**
  * Every count and duration of the benchmark, in one place. `full` is what
- * `npm run bench` runs (about 22 minutes on 2 cores, both topologies);
+ * `npm run bench` runs (about 30 minutes on 2 cores, both topologies);
  * `smoke` is what CI runs (`npm run bench:smoke`): the same code paths with
- * tiny counts, a few seconds in all.
+ * tiny counts, one server, under a minute.
  */
 /** How an uncontended loop names its resources; see {@link BenchConfig.uncontended}. */
 export type NamePattern = 'new' | 'reused';
@@ -31,8 +31,9 @@ export interface BenchConfig {
     /**
      * At 1 in flight, the same duration in this many shorter slices: a cycle
      * there is two round trips whose wake-ups any other process on the
-     * machine delays, so a slice of 250 ms caught a loaded spell of its own
-     * and per-run ratios moved by 0.7-1.1x (bench/README.md, round thirteen).
+     * machine delays, so a slice of 250 ms can catch a loaded spell of its
+     * own, and one run's ratio move by 0.7-1.1x; short slices paired with
+     * the other libraries' keep it steady.
      */
     readonly slicesAtOne: number;
     /** Upper bound of cycles per measurement, whatever the duration. */

@@ -297,3 +297,139 @@ function renderTopology(r: TopologyResults): string[] {
   }
   return out;
 }
+
+/** The locks of the summary's uncontended table, with their short labels. */
+const SUMMARY_LOCKS: readonly (readonly [LibName, string])[] = [
+  ['rwlock-write', 'write'],
+  ['rwlock-read', 'read'],
+  ['rwlock-node-redis', 'write, node-redis 5'],
+  ['rwlock-write-ap', 'write, autopipelining'],
+  ['rwlock-read-ap', 'read, autopipelining'],
+];
+
+/**
+ * The summary bench/README.md shows of a full run (between its
+ * `bench:latest` markers): the run and its machine, then one table per
+ * question a user asks (uncontended cycles against the anchors, the
+ * contended hand-over, renewal and memory). Every figure is one of the
+ * full report's; a column added here shows in the README at the next run.
+ */
+export function renderSummary(results: BenchResults): string {
+  const m = results.machine;
+  const met = results.targets.filter((t) => t.pass === true).length;
+  const judged = results.targets.filter((t) => t.pass !== null).length;
+  const out: string[] = [
+    `- run: ${results.date}, \`${results.command}\`, ${results.config.runs} run(s) per figure, ${fmt(results.seconds, 0)} s`,
+    `- machine: ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB, ${m.os}; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}`,
+    `- node ${m.node}, ${m.server ?? `Redis ${m.redis}`}, ioredis ${m.ioredis}; ${Object.entries(results.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+    `- targets met: ${met} of ${judged} ([each, with its figures](results/latest.md#targets))`,
+  ];
+  const topologies = Object.entries(results.topologies) as [string, TopologyResults][];
+
+  const cycles: string[][] = [];
+  for (const [kind, r] of topologies) {
+    for (const [lib, name] of SUMMARY_LOCKS) {
+      for (const c of r.uncontended?.median.filter((c) => c.lib === lib && c.pattern === 'new') ?? []) {
+        const vs = (base: LibName) => x(r.ratios[`uncontended.new.${c.inFlight}.${lib}/${base}`]);
+        cycles.push([
+          kind,
+          name,
+          String(c.inFlight),
+          fmt(c.cyclesPerSec),
+          vs(peerOf(lib, 'floor')),
+          vs(fencedPeerOf(lib)),
+          vs(peerOf(lib, 'semaphore')),
+        ]);
+      }
+    }
+  }
+  if (cycles.length > 0) {
+    out.push('', '### Uncontended cycles on a new name', '');
+    out.push(table(['topology', 'lock', 'in flight', 'cycles/s', 'vs bare floor', 'vs fenced floor', 'vs redis-semaphore'], cycles));
+  }
+
+  const handoffs: string[][] = [];
+  for (const [kind, r] of topologies) {
+    for (const variant of ['baton', 'race'] as const) {
+      const c = r.contended?.median.find((c) => c.lib === 'rwlock-write' && c.variant === variant);
+      if (!c) continue;
+      const vs = (base: string) => x(r.ratios[`${variant}.rwlock-write/${base}`]);
+      const polling =
+        variant === 'baton'
+          ? r.ratios['baton.rwlock-write/floor-polling']
+          : Math.min(...['floor-spin', 'floor-immediate'].map((f) => r.ratios[`race.rwlock-write/${f}`] ?? Number.POSITIVE_INFINITY));
+      handoffs.push([
+        kind,
+        variant,
+        fmt(c.grantsPerSec),
+        fmt(c.handoffP50Ms, 3),
+        fmt(c.handoffP99Ms, 3),
+        fmt(c.commandsPerGrant, 1),
+        vs('floor'),
+        x(Number.isFinite(polling) ? polling : null),
+        vs('semaphore'),
+        vs('redlock'),
+      ]);
+    }
+  }
+  if (handoffs.length > 0) {
+    const { waiters, holdMs } = results.config.contended;
+    out.push('', `### One write lock, ${waiters} waiters, ${holdMs} ms holds`, '');
+    out.push(
+      table(
+        [
+          'topology',
+          'case',
+          'grants/s',
+          'hand-over p50 ms',
+          'p99 ms',
+          'commands per grant',
+          'vs bare floor',
+          'vs polling with no sleep',
+          'vs redis-semaphore',
+          'vs redlock',
+        ],
+        handoffs,
+      ),
+    );
+  }
+
+  const held: string[][] = [];
+  for (const [kind, r] of topologies) {
+    const e = r.renewal?.rwlock;
+    const none = r.neighbour?.find((n) => n.holder === 'none');
+    const renewing = r.neighbour?.find((n) => n.holder === 'rwlock');
+    if (!e && !r.memory) continue;
+    held.push([
+      kind,
+      e ? fmt(e.leases, 0) : '–',
+      e && e.scriptCallsPerPeriod > 0 ? fmt(e.leases / e.scriptCallsPerPeriod, 0) : '–',
+      e ? (e.longestCommandUsec === null ? '< 1' : fmt(e.longestCommandUsec / 1000)) : '–',
+      e ? fmt(e.lost, 0) : '–',
+      none && renewing ? `${fmt(none.p99Ms)} → ${fmt(renewing.p99Ms)} (${fmt(renewing.leases, 0)} leases)` : '–',
+      r.memory ? fmt(r.memory.write.bytes, 0) : '–',
+      r.memory ? fmt(r.memory.bytesPerExtraReader, 0) : '–',
+    ]);
+  }
+  if (held.length > 0) {
+    out.push('', '### Renewal and memory', '');
+    out.push(
+      table(
+        [
+          'topology',
+          'leases renewed',
+          'leases per call',
+          'longest renewal call ms',
+          'lost',
+          "a neighbour's GET p99 ms, none held → renewing",
+          'bytes, write-held lock',
+          'bytes per further reader',
+        ],
+        held,
+      ),
+    );
+  }
+  return out.join('\n');
+}

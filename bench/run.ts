@@ -3,7 +3,7 @@
  * standalone server and a 6-node Cluster, loopback only), measures every
  * workload for every library side by side, and writes
  * bench/results/<name>.json and .md (and, after a full run of everything,
- * the table in bench/README.md).
+ * its summary in bench/README.md).
  *
  * Options:
  *   --smoke                 tiny counts (CI); writes bench/results/smoke.*
@@ -19,7 +19,7 @@
  *   --out path/prefix       where to write the .json and .md
  *   --render file.json      no measurement: re-evaluate the targets of a
  *                           results file and rewrite its .md (and the README
- *                           table, for latest.json)
+ *                           summary, for latest.json)
  *
  * `TEST_SERVER=valkey` runs it on valkey-server (test/setup/server.ts) and
  * writes bench/results/valkey-<name>.*, as `redis8` and `valkey9` do on the
@@ -34,7 +34,7 @@ import { stopAllServers } from '../src/testing/index.js';
 import { testServer } from '../test/setup/server.js';
 import { type BenchConfig, FULL, SMOKE } from './config.js';
 import { BASELINE_LIBS, EXCLUSIVE_LIBS, hasBaseline, type LibName, loadBaseline, REDLOCK_LIBS, UNCONTENDED_LIBS } from './libs.js';
-import { renderMarkdown } from './report.js';
+import { renderMarkdown, renderSummary } from './report.js';
 import { type BenchResults, type Machine, medianRatios, perRunRatios, type TopologyResults } from './results.js';
 import { medianRecord } from './stats.js';
 import { evaluateTargets } from './targets.js';
@@ -344,7 +344,7 @@ async function main(): Promise<number> {
   writeFileSync(`${outPrefix}.json`, `${JSON.stringify(bench, null, 2)}\n`);
   const markdown = renderMarkdown(bench);
   writeFileSync(`${outPrefix}.md`, markdown);
-  if (complete) updateReadme(markdown);
+  if (complete) updateReadme(bench);
   log('');
   log(markdown.slice(0, markdown.indexOf('\n## ', markdown.indexOf('## Targets') + 3)));
   log(`bench: wrote ${path.relative(root, outPrefix)}.json and .md in ${bench.seconds.toFixed(0)} s`);
@@ -355,7 +355,7 @@ async function main(): Promise<number> {
   return broken.length > 0 ? 1 : 0;
 }
 
-/** Re-evaluates the targets of a results file and rewrites its Markdown (and the README table for latest.json). */
+/** Re-evaluates the targets of a results file and rewrites its Markdown (and the README summary for latest.json). */
 function render(file: string): number {
   const saved = JSON.parse(readFileSync(file, 'utf8')) as BenchResults;
   const targets = (Object.entries(saved.topologies) as [TopologyKind, TopologyResults][]).flatMap(([kind, r]) =>
@@ -365,7 +365,7 @@ function render(file: string): number {
   writeFileSync(file, `${JSON.stringify(bench, null, 2)}\n`);
   const markdown = renderMarkdown(bench);
   writeFileSync(file.replace(/\.json$/, '.md'), markdown);
-  if (path.resolve(file) === path.join(benchDir, 'results', 'latest.json')) updateReadme(markdown);
+  if (path.resolve(file) === path.join(benchDir, 'results', 'latest.json')) updateReadme(bench);
   log(`bench: rewrote ${file.replace(/\.json$/, '.md')}`);
   return 0;
 }
@@ -373,17 +373,14 @@ function render(file: string): number {
 const README_START = '<!-- bench:latest:start -->';
 const README_END = '<!-- bench:latest:end -->';
 
-function updateReadme(markdown: string): void {
+/** Rewrites the summary of the latest run in bench/README.md, between its markers; the full tables are results/latest.md. */
+function updateReadme(bench: BenchResults): void {
   const file = path.join(benchDir, 'README.md');
   const text = readFileSync(file, 'utf8');
   const a = text.indexOf(README_START);
   const b = text.indexOf(README_END);
   if (a < 0 || b < a) return;
-  const body = markdown
-    .replace(/^# .*\n/, '')
-    .replace(/^## /gm, '### ')
-    .replace(/^### \(/gm, '#### (');
-  writeFileSync(file, `${text.slice(0, a + README_START.length)}\n${body}\n${text.slice(b)}`);
+  writeFileSync(file, `${text.slice(0, a + README_START.length)}\n${renderSummary(bench)}\n${text.slice(b)}`);
 }
 
 main().then(

@@ -42,6 +42,10 @@
  *    `<!-- docs-check: options T -->` exactly the options of T with the
  *    defaults and limits of src/options.ts and src/lock.ts, and
  *    `<!-- docs-check: errors -->` every error class with its `code`.
+ * 10. No shipped file (package.json "files", README.md, src/ with its
+ *    comments) names an internal issue number or a "round N" of past work;
+ *    an upstream project's issue may be cited by a link that names the
+ *    project (the rule: scripts/docs-check/history.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -58,6 +62,7 @@ import { ACQUIRE_SLACK_MS } from '../src/lock.js';
 import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS, MIN_LINK_CHECK_MS } from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
+import { historyProblems, shippedFiles } from './docs-check/history.js';
 import { figures, sentencesOf } from './docs-check/sentences.js';
 
 const root = join(fileURLToPath(import.meta.url), '..', '..');
@@ -854,6 +859,13 @@ else {
     problems.push(`scripts/docs-check.ts: read only ${errorCodes.size} error classes from src/errors.ts: update the pattern`);
 }
 console.log(`docs-check: ${exported.length} exports and ${apiRows} rows of reference tables compared with the code`);
+
+// 10. No tracker numbers or history in what ships.
+const shipped = shippedFiles(root);
+for (const file of shipped) {
+  for (const p of historyProblems(readFileSync(join(root, file), 'utf8'))) problems.push(`${file}:${p.line}: "${p.found}": ${p.instead}`);
+}
+console.log(`docs-check: ${shipped.length} shipped files read for internal issue numbers and "round N" history`);
 
 if (problems.length > 0) {
   console.error(`docs-check: ${problems.length} problem(s):\n${problems.map((p) => `  ${p}`).join('\n')}`);

@@ -21,12 +21,12 @@ const corked = new WeakMap<Writable, number>();
  * written to it) until the end of this tick, or until it holds a batch:
  * {@link COALESCE_BATCH} commands, or {@link FIRST_BATCH} for a tick's first
  * while fewer than {@link COALESCE_BATCH} are in flight. At many cycles in flight, a socket
- * write per command was most of a cycle's client CPU, and the server reads a
+ * write per command is most of a cycle's client CPU, and the server reads a
  * batch in one go too. But a tick's calls written all at once make client
- * and server take turns: at 16 in flight one batch was the whole tick, and
- * the library ran at 0.8x a bare lock while using less CPU per cycle. With
- * few commands left in flight, a small first batch keeps the server busy
- * while the client makes the rest (bench/README.md, round eight). The order
+ * and server take turns: at 16 in flight one batch is the whole tick, and
+ * the library would run at 0.8x a bare lock while using less CPU per cycle.
+ * With few commands left in flight, a small first batch keeps the server
+ * busy while the client makes the rest (the bench's 16 in flight). The order
  * of writes, the user's own commands on the connection among them, stays as
  * it was.
  *
