@@ -4,7 +4,7 @@
  * a second owner can then take the lock while the first still holds it. The
  * server check reads both from `INFO memory` on every master, and tells the
  * process (a warning with its code, once per master and policy), every
- * LockClient (an event, `stats()`, `inspect`); `onEvictionRisk`
+ * LockClient (an event, `stats()`, `inspect`) and the CLI; `onEvictionRisk`
  * turns it into a refusal or silences it. Against real servers whose policy
  * each test sets (`CONFIG SET`, restored after), on both topologies and every
  * client library; the danger itself on a server of its own.
@@ -13,11 +13,13 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { forgetEvictionWarnings } from '../../src/backends/eviction.js';
+import type { CliIO } from '../../src/cli/command.js';
+import { main } from '../../src/cli/main.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
-import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
+import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
@@ -219,7 +221,52 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     expect(locks.stats().evictionRisks.map((risk) => risk.policy)).to.include('allkeys-random');
     await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
   });
+
+  it('the CLI shows it: inspect, list and top, as text and as JSON', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lfu');
+    const ports = await masterPorts(redis);
+    const locks = clients.open({ onEvictionRisk: 'ignore' });
+    const lease = await locks.lock('evict:{cli}').acquireWrite();
+    try {
+      const target = cliTarget(ctx);
+      const inspect = await run(['inspect', 'evict:{cli}', ...target]);
+      expect(inspect.out).to.match(/^eviction +\S+ may evict lock keys: maxmemory 100mb, maxmemory-policy allkeys-lfu /m);
+      expect(JSON.parse((await run(['inspect', 'evict:{cli}', '--json', ...target])).out).evictionRisk).to.include({
+        policy: 'allkeys-lfu',
+        maxmemoryBytes: MB_100,
+      });
+      expect((await run(['list', ...target])).out.match(/may evict lock keys/g)).to.have.length(ports.length);
+      expect(portsOf(JSON.parse((await run(['list', '--json', ...target])).out).evictionRisks)).to.deep.equal(ports);
+      expect((await run(['top', '-n', '1', ...target])).out.match(/may evict lock keys: maxmemory 100mb/g)).to.have.length(ports.length);
+      expect(portsOf(JSON.parse((await run(['top', '-n', '1', '--json', ...target])).out).evictionRisks)).to.deep.equal(ports);
+      await settled();
+      expect(warnings, 'said in the output, not as a warning').to.have.length(0);
+
+      await configure(redis, '100mb', 'noeviction');
+      expect((await run(['inspect', 'evict:{cli}', ...target])).out).to.not.match(/eviction/);
+      expect((await run(['list', ...target])).out).to.not.match(/may evict/);
+    } finally {
+      await lease.release();
+    }
+  });
 });
+
+/** Runs the CLI in this process; its exit code must be 0. */
+async function run(args: string[]): Promise<{ out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIO = { interactive: false, out: (text) => void (out += text), err: (text) => void (err += text), ask: async () => '' };
+  const code = await main(args, io);
+  expect(code, `redis-rwlock ${args.join(' ')}: ${err}`).to.equal(0);
+  return { out, err };
+}
+
+function cliTarget(ctx: TopologyContext): string[] {
+  return ctx.kind === 'cluster'
+    ? ['--cluster', ctx.cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',')]
+    : ['--redis', `redis://${ctx.server.host}:${ctx.server.port}`];
+}
 
 describe('eviction risk: a user who may not run INFO', function () {
   this.timeout(30_000);
