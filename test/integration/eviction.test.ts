@@ -58,6 +58,21 @@ function heardBy(locks: LockClient): EvictionRisk[] {
   return heard;
 }
 
+/**
+ * `warns` and `refuses` (`onEvictionRisk: 'refuse'`) each take and release `resource`, and nothing is
+ * said: no warning, no event, no risk in `inspect()` or `stats()`.
+ */
+async function saysNothing(warnings: readonly Error[], warns: LockClient, refuses: LockClient, resource: string): Promise<void> {
+  const heard = [heardBy(warns), heardBy(refuses)];
+  await (await warns.lock(resource).acquireWrite()).release();
+  await (await refuses.lock(resource).acquireWrite()).release();
+  expect((await warns.inspect(resource)).evictionRisk).to.equal(undefined);
+  await settled();
+  expect(warnings).to.have.length(0);
+  expect(heard.flat()).to.have.length(0);
+  expect(warns.stats().evictionRisks).to.deep.equal([]);
+}
+
 /** The ports of the masters, as the risks name them (`host:port`). */
 async function masterPorts(redis: RedisClient): Promise<string[]> {
   return (await masters(redis)).map((node) => String(node.options.port)).sort();
@@ -162,16 +177,7 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     it(`says nothing with maxmemory ${maxmemory} and maxmemory-policy ${policy}, and 'refuse' acquires`, async () => {
       const { redis } = clients;
       await configure(redis, maxmemory, policy);
-      const locks = clients.open();
-      const refusing = clients.open({ onEvictionRisk: 'refuse' });
-      const heard = [...heardBy(locks), ...heardBy(refusing)];
-      await (await locks.lock('evict:{4}').acquireWrite()).release();
-      await (await refusing.lock('evict:{4}').acquireWrite()).release();
-      expect((await locks.inspect('evict:{4}')).evictionRisk).to.equal(undefined);
-      await settled();
-      expect(warnings).to.have.length(0);
-      expect(heard).to.have.length(0);
-      expect(locks.stats().evictionRisks).to.deep.equal([]);
+      await saysNothing(warnings, clients.open(), clients.open({ onEvictionRisk: 'refuse' }), 'evict:{4}');
     });
   }
 
@@ -290,14 +296,7 @@ describe('eviction risk: a user who may not run INFO', function () {
       const locks = new LockClient(client);
       const refusing = new LockClient(client, { onEvictionRisk: 'refuse' });
       try {
-        const heard = [...heardBy(locks), ...heardBy(refusing)];
-        await (await locks.lock('a').acquireWrite()).release();
-        await (await refusing.lock('a').acquireWrite()).release();
-        expect((await locks.inspect('a')).evictionRisk).to.equal(undefined);
-        await settled();
-        expect(warnings).to.have.length(0);
-        expect(heard).to.have.length(0);
-        expect(locks.stats().evictionRisks).to.deep.equal([]);
+        await saysNothing(warnings, locks, refusing, 'a');
       } finally {
         await Promise.all([locks.close(), refusing.close()]);
         if (kind === 'ioredis') (client as Redis).disconnect();
