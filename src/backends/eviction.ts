@@ -204,7 +204,10 @@ export function warnOfEviction(risk: EvictionRisk): void {
     type: 'RWLockEvictionWarning',
     code: EVICTION_WARNING_CODE,
     detail:
-      `To be safe, ${EVICTION_REMEDY} (docs/production.md, "Eviction"). Fenced writes (fencedSet) stay safe meanwhile. ` +
+      `To be safe, ${EVICTION_REMEDY} (docs/production.md, "Eviction"). ` +
+      (risk.policy.startsWith('volatile-')
+        ? 'Fenced writes (fencedSet) stay safe meanwhile: their fence keys carry no TTL. '
+        : 'Under this policy even the fence keys of fenced writes (fencedSet) may be evicted. ') +
       "The LockClient option onEvictionRisk: 'refuse' refuses to acquire there instead; 'ignore' silences this warning.",
   });
 }

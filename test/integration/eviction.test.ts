@@ -101,7 +101,9 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
       expect(warning.message)
         .to.match(/^redis-rwlock: the Redis master \S+ has maxmemory 100mb and maxmemory-policy allkeys-lru, /)
         .and.to.match(/another owner can then take the lock while its holder still holds it/);
-      expect((warning as Error & { detail?: string }).detail).to.match(/CONFIG SET maxmemory-policy noeviction/);
+      expect((warning as Error & { detail?: string }).detail)
+        .to.match(/CONFIG SET maxmemory-policy noeviction/)
+        .and.to.match(/even the fence keys of fenced writes \(fencedSet\) may be evicted/);
     }
     expect(locks.stats().evictionRisks.map((r) => [r.policy, r.maxmemoryBytes])).to.deep.equal(ports.map(() => ['allkeys-lru', MB_100]));
     const info = await locks.inspect('evict:{1}');
@@ -339,6 +341,7 @@ describe('eviction risk: the danger itself', function () {
     expect(holder.stats().evictionRisks.map((risk) => risk.policy)).to.deep.equal(['volatile-lru']);
     await eventually('the warning', () => warnings.length === 1);
     expect(warnings[0]!.message).to.match(/has maxmemory 4mb and maxmemory-policy volatile-lru/);
+    expect((warnings[0] as Error & { detail?: string }).detail).to.match(/fencedSet\) stay safe meanwhile: their fence keys carry no TTL/);
 
     // Fill the server with keys of no TTL until it evicts: the lock's are the only ones it may take.
     const state = holder.lock('rebuild').keys.state;
