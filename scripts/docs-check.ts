@@ -59,7 +59,15 @@ import { INSPECT_BUDGET_US } from '../src/backends/scripted.js';
 import { MIGRATION_RETRY_MS } from '../src/backends/scripts.js';
 import { MAX_PREFIX_BYTES, MAX_RESOURCE_BYTES } from '../src/keys/keys.js';
 import { ACQUIRE_SLACK_MS } from '../src/lock.js';
-import { CLIENT_DEFAULTS, CLIENT_MODES, MAX_DURATION_MS, MAX_OWNER_LENGTH, MIN_LEASE_MS, MIN_LINK_CHECK_MS } from '../src/options.js';
+import {
+  CLIENT_DEFAULTS,
+  CLIENT_MODES,
+  EVICTION_RISK_ACTIONS,
+  MAX_DURATION_MS,
+  MAX_OWNER_LENGTH,
+  MIN_LEASE_MS,
+  MIN_LINK_CHECK_MS,
+} from '../src/options.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../src/paced.js';
 import { ALL_CLIENTS, NODE_REDIS_IN_CI, NODE_REDIS_IN_CI_AND_GLIDE, ONE_NODE_REDIS } from '../test/setup/topologies.js';
 import { historyProblems, shippedFiles } from './docs-check/history.js';
@@ -758,6 +766,10 @@ const OPTION_TABLES: Record<string, Record<string, { default?: string; limits?: 
     legacyKeys: {},
     redlock: {},
     replicaAck: { default: 'off' },
+    onEvictionRisk: {
+      default: span(`'${CLIENT_DEFAULTS.onEvictionRisk}'`),
+      limits: EVICTION_RISK_ACTIONS.map((a) => span(`'${a}'`)),
+    },
   },
   RedlockOptions: {
     driftFactor: {

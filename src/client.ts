@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { LockBackend, LockInfo } from './backends/backend.js';
+import { evictionRisks, onEvictionRisk, warnOfEviction } from './backends/eviction.js';
 import { createBackend } from './backends/index.js';
 import { redlockClients } from './backends/redlock-nodes.js';
 import { Cleanups } from './cleanups.js';
@@ -9,6 +10,7 @@ import { Deadlines } from './deadlines.js';
 import {
   AcquireTimeoutError,
   ClientClosedError,
+  type EvictionRisk,
   InvalidArgumentError,
   type LockLostError,
   LockNotHeldError,
@@ -74,6 +76,16 @@ export interface LockClientEvents {
    * by itself (within the lease, or the queue's heartbeat).
    */
   backgroundError: [error: RWLockError];
+  /**
+   * A master of this client's Redis may evict lock keys: `maxmemory` is set
+   * and its `maxmemory-policy` is not `noeviction`. Found by the server check
+   * at the first use, and again after a reconnect, a failover or a new
+   * master; once per master and policy (again when its policy changes). A
+   * LockClient made after its Redis client was checked hears of the masters
+   * known just after it is made. With `onEvictionRisk: 'warn'` (the
+   * default) the process is also warned (`RWLOCK_EVICTION_RISK`).
+   */
+  evictionRisk: [risk: EvictionRisk];
 }
 
 /**
@@ -91,6 +103,8 @@ export class LockClient extends EventEmitter {
   private readonly clients: readonly Driver[];
   private isClosedFlag = false;
   private readonly telemetry: Telemetry;
+  /** Stops hearing of the masters that may evict lock keys. */
+  private readonly unwatchEviction: readonly (() => void)[];
 
   constructor(redis: LockRedisClient | readonly LockRedisClient[], options?: LockClientOptions) {
     super();
@@ -129,6 +143,13 @@ export class LockClient extends EventEmitter {
     });
     const cleanups = new Cleanups();
     const telemetry = (this.telemetry = new Telemetry(this));
+    const warns = this.options.onEvictionRisk === 'warn';
+    this.unwatchEviction = clients.map((client) =>
+      onEvictionRisk(client, (risk) => {
+        if (warns) warnOfEviction(risk);
+        telemetry.evictionRisk(risk);
+      }),
+    );
     const holdings = new Holdings(
       backend,
       this.options.leaseMs,
@@ -337,7 +358,7 @@ export class LockClient extends EventEmitter {
    * counters are kept on every path anyway); poll it for metrics.
    */
   stats(): LockStats {
-    return this.telemetry.snapshot(this.ctx.holdings.leases);
+    return this.telemetry.snapshot(this.ctx.holdings.leases, this.clients.flatMap(evictionRisks));
   }
 
   /**
@@ -389,6 +410,7 @@ export class LockClient extends EventEmitter {
     if (this.isClosedFlag) return;
     this.isClosedFlag = true;
     const { holdings, deadlines, cleanups, options, wakeups } = this.ctx;
+    for (const unwatch of this.unwatchEviction) unwatch();
     wakeups.close();
     deadlines.close();
     // The acquires just ended give back what they took meanwhile: wait for that too, up to redisTimeoutMs.

@@ -39,7 +39,8 @@ export type RWLockErrorCode =
   | 'RWLOCK_STALE_FENCE'
   | 'RWLOCK_UNSUPPORTED_SERVER'
   | 'RWLOCK_NO_PERMISSION'
-  | 'RWLOCK_LAYOUT_VERSION';
+  | 'RWLOCK_LAYOUT_VERSION'
+  | 'RWLOCK_EVICTION_RISK';
 
 /** Base class of every error thrown by redis-rwlock. */
 export class RWLockError extends Error {
@@ -300,5 +301,72 @@ export class StaleFenceError extends RWLockError {
     this.key = key;
     this.fence = fence;
     this.lastFence = lastFence;
+  }
+}
+
+/** A master whose memory policy may evict lock keys, as `INFO memory` said it; see {@link EvictionRiskError}. */
+export interface EvictionRisk {
+  /** The master's address, `host:port`, as the Redis client names it. */
+  readonly node: string;
+  /** Its `maxmemory-policy`: anything but `noeviction` (`allkeys-*` may evict any key; `volatile-*` keys with a TTL, as lock keys are). */
+  readonly policy: string;
+  /** Its `maxmemory`, in bytes: above 0 (0 is no limit, which evicts nothing). */
+  readonly maxmemoryBytes: number;
+}
+
+/** `maxmemory` as Redis' configuration writes it: `100mb`, `2gb`, else in bytes. @internal */
+export function memoryOf(bytes: number): string {
+  for (const [unit, size] of [
+    ['gb', 2 ** 30],
+    ['mb', 2 ** 20],
+    ['kb', 2 ** 10],
+  ] as const) {
+    if (bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return `${bytes} bytes`;
+}
+
+/**
+ * What a master that may evict lock keys risks, in words: the warning's and
+ * the refusal's. @internal
+ */
+export function evictionRiskText(risk: EvictionRisk): string {
+  return (
+    `the Redis master ${risk.node} has maxmemory ${memoryOf(risk.maxmemoryBytes)} and maxmemory-policy ${risk.policy}, ` +
+    "so under memory pressure it may evict a held lock's key, and another owner can then take the lock while its holder " +
+    'still holds it (the holder learns at its next renewal, up to a third of the lease later)'
+  );
+}
+
+/** What to do about a master that may evict lock keys. @internal */
+export const EVICTION_REMEDY =
+  'set maxmemory-policy noeviction on that master (CONFIG SET maxmemory-policy noeviction, or the parameter group of a managed service), ' +
+  'or keep the locks on a Redis of their own';
+
+/**
+ * The LockClient option `onEvictionRisk: 'refuse'`: the acquire was refused,
+ * before anything was written, because a master of the LockClient's Redis
+ * client may evict lock keys (`maxmemory` set, `maxmemory-policy` not
+ * `noeviction`). An evicted lock can be taken by a second owner while the
+ * first still holds it. Retrying helps once the policy is `noeviction`.
+ */
+export class EvictionRiskError extends RWLockError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_EVICTION_RISK';
+  /** The master's address. */
+  readonly node: string;
+  /** Its `maxmemory-policy`. */
+  readonly policy: string;
+  /** Its `maxmemory`, in bytes. */
+  readonly maxmemoryBytes: number;
+
+  constructor(risk: EvictionRisk, context: RWLockErrorContext) {
+    super(
+      `refused to acquire the ${context.mode} lock on "${context.resource}", and wrote nothing: ${evictionRiskText(risk)}; ` +
+        `${EVICTION_REMEDY}, or accept the risk with the LockClient option onEvictionRisk: 'warn' or 'ignore'`,
+      context,
+    );
+    this.node = risk.node;
+    this.policy = risk.policy;
+    this.maxmemoryBytes = risk.maxmemoryBytes;
   }
 }

@@ -38,6 +38,8 @@ export {
   AcquireTimeoutError,
   ClientClosedError,
   CrossSlotError,
+  type EvictionRisk,
+  EvictionRiskError,
   InvalidArgumentError,
   LayoutVersionError,
   LockLostError,
@@ -73,6 +75,7 @@ export {
 export { type ContentionInfo, type LockStats, WAIT_BUCKETS_MS, type WaitTimeHistogram } from './observability/telemetry.js';
 export type {
   AcquireOptions,
+  EvictionRiskAction,
   LockClientMode,
   LockClientOptions,
   RedlockOptions,

@@ -89,7 +89,23 @@ export interface LockClientOptions {
    * slot) must share one slot: give them a hash tag.
    */
   legacyKeys?: (resource: string) => LegacyKeyPair;
+  /**
+   * What to do about a master that may evict lock keys (`maxmemory` set,
+   * `maxmemory-policy` not `noeviction`), found by the server check at the
+   * first use and after a reconnect or failover: an evicted lock can be taken
+   * by a second owner while its holder still holds it (docs/production.md,
+   * "Eviction"). `warn` (default): a process warning (`RWLOCK_EVICTION_RISK`,
+   * once per master and policy), the `evictionRisk` event and
+   * `stats().evictionRisks`. `refuse`: every acquire rejects with
+   * `EvictionRiskError` instead, and writes nothing. `ignore`: no warning
+   * (the event and stats still say it).
+   */
+  onEvictionRisk?: EvictionRiskAction;
 }
+
+/** What a LockClient does about a master that may evict lock keys; see {@link LockClientOptions.onEvictionRisk}. */
+export type EvictionRiskAction = 'warn' | 'refuse' | 'ignore';
+export const EVICTION_RISK_ACTIONS: readonly EvictionRiskAction[] = ['warn', 'refuse', 'ignore'];
 
 /** The storage layouts a {@link LockClient} can run on. */
 export type LockClientMode = 'hash' | 'legacy' | 'bridge' | 'redlock';
@@ -201,6 +217,8 @@ export interface ResolvedClientOptions {
   readonly redlock: ResolvedRedlockOptions;
   /** See {@link LockClientOptions.replicaAck}; undefined: off. */
   readonly replicaAck: ResolvedReplicaAck | undefined;
+  /** See {@link LockClientOptions.onEvictionRisk}. */
+  readonly onEvictionRisk: EvictionRiskAction;
 }
 
 export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
@@ -216,6 +234,7 @@ export const CLIENT_DEFAULTS: ResolvedClientOptions = Object.freeze({
   legacyKeys: defaultLegacyKeys,
   redlock: Object.freeze({ driftFactor: 0.01, driftMs: 2, nodeTimeoutMs: 500 }),
   replicaAck: undefined,
+  onEvictionRisk: 'warn',
 });
 
 /** What `ownOptions` returns for no options: shared, since every acquire without options gets it. */
@@ -287,11 +306,12 @@ function flag(name: string, value: unknown): boolean {
   return value;
 }
 
-function clientMode(value: unknown): LockClientMode {
-  if (!(CLIENT_MODES as readonly unknown[]).includes(value)) {
-    throw new InvalidArgumentError('mode', `must be one of ${CLIENT_MODES.map((m) => `"${m}"`).join(', ')}, got ${describe(value)}`);
+/** `value`, one of the strings `allowed` for option `name`. */
+function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[]): T {
+  if (!(allowed as readonly unknown[]).includes(value)) {
+    throw new InvalidArgumentError(name, `must be one of ${allowed.map((a) => `"${a}"`).join(', ')}, got ${describe(value)}`);
   }
-  return value as LockClientMode;
+  return value as T;
 }
 
 function legacyKeysOption(value: unknown, mode: LockClientMode): (resource: string) => LegacyKeyPair {
@@ -320,10 +340,11 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
       'legacyKeys',
       'redlock',
       'replicaAck',
+      'onEvictionRisk',
     ],
     'options',
   );
-  const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : clientMode(o.mode);
+  const mode = o.mode === undefined ? CLIENT_DEFAULTS.mode : oneOf('mode', o.mode, CLIENT_MODES);
   return Object.freeze({
     prefix: o.prefix === undefined ? CLIENT_DEFAULTS.prefix : validatePrefix(o.prefix),
     leaseMs: o.leaseMs === undefined ? CLIENT_DEFAULTS.leaseMs : duration('leaseMs', o.leaseMs, MIN_LEASE_MS),
@@ -337,6 +358,8 @@ export function resolveClientOptions(options: unknown, validatePrefix: (p: unkno
     legacyKeys: o.legacyKeys === undefined ? CLIENT_DEFAULTS.legacyKeys : legacyKeysOption(o.legacyKeys, mode),
     redlock: o.redlock === undefined ? CLIENT_DEFAULTS.redlock : redlockOptions(o.redlock, mode),
     replicaAck: o.replicaAck === undefined ? undefined : resolveReplicaAck(o.replicaAck),
+    onEvictionRisk:
+      o.onEvictionRisk === undefined ? CLIENT_DEFAULTS.onEvictionRisk : oneOf('onEvictionRisk', o.onEvictionRisk, EVICTION_RISK_ACTIONS),
   });
 }
 

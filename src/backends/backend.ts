@@ -1,4 +1,4 @@
-import type { LockMode } from '../errors.js';
+import type { EvictionRisk, LockMode } from '../errors.js';
 import type { LockKeys } from '../keys/keys.js';
 import type { ResolvedReplicaAck } from '../options.js';
 import type { ExtendRound } from './extend-groups.js';
@@ -149,6 +149,13 @@ export interface LockInfo {
    * the holders that hold a majority, and the highest fence of any node.
    */
   readonly nodes?: readonly (LockInfo | null)[];
+  /**
+   * Present when the master that serves the lock may evict its keys
+   * (`maxmemory` set, `maxmemory-policy` not `noeviction`), as that master
+   * last said (docs/production.md, "Eviction"). In `redlock` mode, on each
+   * node's view.
+   */
+  readonly evictionRisk?: EvictionRisk;
 }
 
 /** One legacy key as `inspect` sees it. */

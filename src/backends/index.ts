@@ -10,20 +10,21 @@ import { ScriptedBackend } from './scripted.js';
  * lock, waiting and renewal logic is the same for every mode.
  */
 export function createBackend(redis: Driver | readonly Driver[], options: ResolvedClientOptions): LockBackend {
+  const refusesEviction = options.onEvictionRisk === 'refuse';
   if (Array.isArray(redis)) {
     // redlock: the hash layout on every node (checked by LockClient: several independent servers).
-    const nodes = redis.map((node: Driver) => new ScriptedBackend(node, hashLayout(options.prefix)));
+    const nodes = redis.map((node: Driver) => new ScriptedBackend(node, hashLayout(options.prefix), refusesEviction));
     return new RedlockBackend(redis, nodes, options.prefix, options.redlock);
   }
-  return singleNodeBackend(redis as Driver, options);
+  return singleNodeBackend(redis as Driver, options, refusesEviction);
 }
 
-function singleNodeBackend(redis: Driver, options: ResolvedClientOptions): LockBackend {
+function singleNodeBackend(redis: Driver, options: ResolvedClientOptions, refusesEviction: boolean): LockBackend {
   switch (options.mode) {
     case 'legacy':
     case 'bridge':
-      return new ScriptedBackend(redis, legacyLayout(options.prefix, options.legacyKeys, options.mode, redis.cluster));
+      return new ScriptedBackend(redis, legacyLayout(options.prefix, options.legacyKeys, options.mode, redis.cluster), refusesEviction);
     default:
-      return new ScriptedBackend(redis, hashLayout(options.prefix));
+      return new ScriptedBackend(redis, hashLayout(options.prefix), refusesEviction);
   }
 }

@@ -1,5 +1,5 @@
 import type { Driver } from '../clients/driver.js';
-import { LayoutVersionError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
+import { EvictionRiskError, LayoutVersionError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
 import { type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
 import { PacedQueue, RELEASE_CALLS_IN_FLIGHT } from '../paced.js';
@@ -186,8 +186,8 @@ export class RedlockBackend implements LockBackend {
         if (outcome.value.granted) return node.release(r.keys, r.mode, r.owner, r.holdId, requeue);
         return fails && queues ? node.abandon(r.keys, r.owner, r.holdId) : undefined;
       }
-      // Unknown outcome: it may have been granted.
-      return node.abandon(r.keys, r.owner, r.holdId);
+      // Unknown outcome: it may have been granted. (A node refused for its eviction policy was sent nothing.)
+      return outcome.status === 'error' && outcome.error instanceof EvictionRiskError ? undefined : node.abandon(r.keys, r.owner, r.holdId);
     };
     // A late answer after a later try of this acquire was sent is that try's to clean up: it
     // reached the node after this one, so it found this hold, under the same id.
@@ -201,7 +201,7 @@ export class RedlockBackend implements LockBackend {
     );
     await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
 
-    if (unknown > n - q) throwLayoutRefusal(settled);
+    if (unknown > n - q) throwRefusal(settled);
     if (fails) {
       const took = Math.round(performance.now() - started);
       throw new QuorumError(
@@ -368,7 +368,7 @@ export class RedlockBackend implements LockBackend {
     const views = gathered.settled.map((s) => (s.status === 'ok' ? s.value : null));
     const answered = views.filter((v): v is LockInfo => v !== null);
     if (answered.length < this.quorum) {
-      throwLayoutRefusal(gathered.settled);
+      throwRefusal(gathered.settled);
       throw new QuorumError(
         `inspecting the lock on "${resource}"`,
         this.quorum,
@@ -469,11 +469,14 @@ export class RedlockBackend implements LockBackend {
 }
 
 /**
- * Throws a node's refusal of a lock of another layout version, if one
- * refused so: that, not the missing majority, is what to act on.
+ * Throws a node's refusal of a lock of another layout version, or of its
+ * eviction policy (`onEvictionRisk: 'refuse'`), if one refused so: that, not
+ * the missing majority, is what to act on.
  */
-function throwLayoutRefusal(settled: readonly Settled<unknown>[]): void {
-  for (const s of settled) if (s.status === 'error' && s.error instanceof LayoutVersionError) throw s.error;
+function throwRefusal(settled: readonly Settled<unknown>[]): void {
+  for (const s of settled) {
+    if (s.status === 'error' && (s.error instanceof LayoutVersionError || s.error instanceof EvictionRiskError)) throw s.error;
+  }
 }
 
 /** One view of a lock from the nodes that answered: holders that hold a majority, the highest fence. */

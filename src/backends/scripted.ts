@@ -15,11 +15,12 @@ import {
   type Requeue,
 } from './backend.js';
 import { CallSizer } from './call-sizer.js';
+import { evictionChecked, evictionRiskOf } from './eviction.js';
 import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
-import { type AcquireReply, type HashKeys, holderArg, runScript, type ScriptReply } from './scripts.js';
+import { type AcquireReply, type HashKeys, holderArg, refusedForEviction, runScript, type ScriptReply } from './scripts.js';
 
 /**
  * Server time one inspect call reads for at most, in µs, and one step of 32
@@ -47,9 +48,11 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   /** Set once one server refused a renewal call's keys of several slots: its renewal calls carry one slot each from then on. */
   #oneSlotPerCall = false;
 
+  /** `refusesEviction`: acquires are refused where a master may evict lock keys (`onEvictionRisk: 'refuse'`). */
   constructor(
     private readonly client: Driver,
     private readonly layout: Layout<K>,
+    private readonly refusesEviction = false,
   ) {}
 
   keysFor(resource: string): K {
@@ -65,6 +68,10 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
   async acquire(r: AcquireRequest<K>): Promise<AcquireOutcome> {
     const { scripts, names } = this.layout;
     const { keys } = r;
+    if (this.refusesEviction) {
+      const judging = refusedForEviction(this.client, { resource: r.resource, mode: r.mode, owner: r.owner });
+      if (judging) await judging;
+    }
     let reply: AcquireReply;
     try {
       reply = await (r.mode === 'read'
@@ -196,7 +203,10 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
       // Stopped by its clock: fewer steps than it could read, and more left to read.
       sizer.answered({ startUs, elapsedUs, units: steps, sent: maxSteps, stopped: cursor !== '0' && steps < maxSteps });
     } while (cursor !== '0');
-    return this.layout.describe(resource, keys, pages);
+    const info = this.layout.describe(resource, keys, pages);
+    await evictionChecked(this.client); // the first inspect of a client: its masters' first read, begun by the server check
+    const evictionRisk = evictionRiskOf(this.client, keys.slot);
+    return evictionRisk ? { ...info, evictionRisk } : info;
   }
 
   takeHanded(

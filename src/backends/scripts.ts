@@ -1,6 +1,7 @@
 import type { Driver, SlotOf } from '../clients/driver.js';
-import { type LockMode, PLAIN_CLUSTER_NODE, UnsupportedServerError } from '../errors.js';
+import { type LockMode, PLAIN_CLUSTER_NODE, type RWLockErrorContext, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
+import { checkMemory, refuseIfEvicting } from './eviction.js';
 
 export type ScriptName = keyof typeof LUA_SOURCES;
 
@@ -197,10 +198,15 @@ const NEEDED_COMMANDS = {
  * leaving the lock held for a lease, so nothing runs until this passes. A
  * server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
  * tell, and the scripts run: their own errors then say what failed.
+ * It also begins reading every master's memory policy (`eviction.ts`; on a
+ * Cluster once the client answered, and knows its masters), which no script
+ * waits for.
  */
 function checkServer(client: Driver): Promise<void> {
   const names = Object.keys(NEEDED_COMMANDS) as (keyof typeof NEEDED_COMMANDS)[];
-  const check = Promise.all([client.command(['COMMAND', 'INFO', ...names]), client.cluster ? null : clusterNode(client)]).then(
+  const commandInfo = client.command(['COMMAND', 'INFO', ...names]);
+  checkMemory(client, client.cluster ? commandInfo : Promise.resolve());
+  const check = Promise.all([commandInfo, client.cluster ? null : clusterNode(client)]).then(
     ([reply]) => {
       const missing = Array.isArray(reply) ? names.filter((_, i) => reply[i] == null) : [];
       if (missing.length > 0) {
@@ -222,6 +228,17 @@ function checkServer(client: Driver): Promise<void> {
   );
   serverChecks.set(client, check);
   return check;
+}
+
+/**
+ * `onEvictionRisk: 'refuse'`, before an acquire's script: throws
+ * `EvictionRiskError` when a master of `client` may evict lock keys (a
+ * promise of it while the server check's first read of them runs, which this
+ * begins if no call did yet); undefined when none may.
+ */
+export function refusedForEviction(client: Driver, context: RWLockErrorContext): Promise<void> | undefined {
+  if (!serverChecks.has(client)) checkServer(client).catch(() => undefined); // its failure is the script's to report
+  return refuseIfEvicting(client, context);
 }
 
 /**

@@ -1,4 +1,5 @@
 /** Plain-text tables and durations for the CLI's human-readable output. */
+import { type EvictionRisk, memoryOf } from '../errors.js';
 
 /** Pads columns to their widest cell; `header` first, then a rule-free body. */
 export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
@@ -41,4 +42,12 @@ export function fields(pairs: readonly (readonly [string, string])[]): string {
 /** Stable JSON for `--json`: two-space indent, one document, newline-terminated. */
 export function json(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+/** A master that may evict lock keys, in one line (docs/production.md, "Eviction", says what that risks). */
+export function evictionNote(risk: EvictionRisk): string {
+  return (
+    `${risk.node} may evict lock keys: maxmemory ${memoryOf(risk.maxmemoryBytes)}, maxmemory-policy ${risk.policy} ` +
+    '(an evicted lock can be taken twice; set noeviction: docs/production.md, "Eviction")'
+  );
 }

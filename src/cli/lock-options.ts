@@ -63,16 +63,22 @@ export function checkLockOptions(values: ParsedValues): void {
   }
 }
 
-/** A LockClient on `redis` as the services configure theirs (never kept past the command). */
+/**
+ * A LockClient on `redis` as the services configure theirs (never kept past
+ * the command). A master that may evict lock keys is the command's to show
+ * in its output, not a process warning's.
+ */
 export function lockClientFor(redis: LockRedisClient, values: ParsedValues): LockClient {
   checkLockOptions(values);
   const mode = modeOf(values);
   const prefix = values.prefix as string | undefined;
-  if (mode === 'hash') return new LockClient(redis, { ...(prefix === undefined ? {} : { prefix }) });
+  const onEvictionRisk = 'ignore';
+  if (mode === 'hash') return new LockClient(redis, { onEvictionRisk, ...(prefix === undefined ? {} : { prefix }) });
   const read = template(values, 'legacy-read');
   const write = template(values, 'legacy-write');
   return new LockClient(redis, {
     mode,
+    onEvictionRisk,
     ...(prefix === undefined ? {} : { prefix }),
     legacyKeys: (resource) => ({ read: read.replace('%s', () => resource), write: write.replace('%s', () => resource) }),
   });

@@ -33,6 +33,22 @@ export interface Driver {
   /** Any command, on any one node: the server check (`COMMAND INFO`). */
   command(args: readonly string[]): Promise<unknown>;
   /**
+   * A command on every master (one server: the server), each reply with the
+   * master's address: the server check's `INFO memory`. A master that failed
+   * gives its error; none is left out for it.
+   */
+  everyMaster(args: readonly string[]): Promise<MasterReply[]>;
+  /**
+   * Tells `changed` when a node may now be another server than the one
+   * {@link everyMaster} last asked, or a master it did not ask: with the
+   * address of a master the client sends its first script to, and without
+   * one after a reconnect the client library reports, or when a node lost
+   * the library's scripts (a restart, a failover, a promoted replica). Set
+   * once per driver, by the server check, which reads the masters' memory
+   * policy again then.
+   */
+  watchNodes(changed: NodeChanged): void;
+  /**
    * `SPUBLISH channel message` on the master of the channel's slot; resolves
    * with the number of subscribers the server delivered it to. The wake-up
    * hub's health check: it publishes to a channel of its own and waits for
@@ -71,6 +87,20 @@ export interface Driver {
   /** `error` proves the script did not run because its Cluster slot is migrating: it may be sent again. */
   notRunWhileMigrating(error: unknown): boolean;
 }
+
+/** One master's answer to {@link Driver.everyMaster}: its reply, or its error. */
+export type MasterReply = { readonly node: string; readonly reply: unknown } | { readonly node: string; readonly error: unknown };
+
+/** A command on one node, settled as {@link Driver.everyMaster} reports it: never rejects. */
+export function askNode(node: string, send: () => Promise<unknown>): Promise<MasterReply> {
+  return send().then(
+    (reply) => ({ node, reply }),
+    (error: unknown) => ({ node, error }),
+  );
+}
+
+/** See {@link Driver.watchNodes}: `node`, a master now in use; none, any node may have changed. */
+export type NodeChanged = (node?: string) => void;
 
 /** Whatever knows the Cluster slot of a script's keys (a lock's keys; the slot is hashed on first read). */
 export interface SlotOf {

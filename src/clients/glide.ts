@@ -4,7 +4,10 @@ import { ClientClosedError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import {
   addressOf,
+  askNode,
   type Driver,
+  type MasterReply,
+  type NodeChanged,
   refusedWhileMigrating,
   type SlotOf,
   type Subscriber,
@@ -152,6 +155,7 @@ export class GlideDriver implements Driver {
   private readonly gate: CallGate;
   private slotMap: { masters: (string | undefined)[]; at: number } | undefined;
   private loadingSlots = false;
+  private changed: NodeChanged = () => undefined;
 
   constructor(client: GlideCompatibleClient) {
     this.client = client as unknown as GlideApi;
@@ -178,7 +182,10 @@ export class GlideDriver implements Driver {
       master = (slot !== undefined && this.masterOf(slot)) || '';
     }
     let scripts = this.nodes.get(master);
-    if (scripts === undefined) this.nodes.set(master, (scripts = new NodeScripts()));
+    if (scripts === undefined) {
+      this.nodes.set(master, (scripts = new NodeScripts(() => this.changed())));
+      this.changed(this.cluster ? master || undefined : this.addresses()[0]);
+    }
     const send = (asEval: boolean) => {
       command[0] = asEval ? 'EVAL' : 'EVALSHA';
       command[1] = asEval ? LUA_SOURCES[name] : shaOf(name);
@@ -189,6 +196,22 @@ export class GlideDriver implements Driver {
 
   command(args: readonly string[]): Promise<unknown> {
     return (this.cluster ? this.client.customCommand(args, ANY_MASTER) : this.client.customCommand(args)).catch(rethrow);
+  }
+
+  /** One server: its reply. A Cluster: one command to every primary, whose reply names each (`{ key, value }` pairs, or a record). */
+  async everyMaster(args: readonly string[]): Promise<MasterReply[]> {
+    if (!this.cluster) return [await askNode(this.addresses()[0] ?? '', () => this.command(args))];
+    const replies = await this.client.customCommand(args, { route: 'allPrimaries' }).catch((error: unknown) => translated(error));
+    if (replies instanceof Error) return [...new Set(this.slotMap?.masters)].flatMap((node) => (node ? [{ node, error: replies }] : []));
+    const pairs = Array.isArray(replies)
+      ? (replies as { key: unknown; value: unknown }[]).map(({ key, value }) => [String(key), value] as const)
+      : Object.entries(replies as Record<string, unknown>);
+    return pairs.map(([node, reply]) => ({ node, reply }));
+  }
+
+  /** GLIDE reconnects without a word: a new master, or a node that lost its scripts, is all it shows. */
+  watchNodes(changed: NodeChanged): void {
+    this.changed = changed;
   }
 
   async waitForReplicas(slot: number, replicas: number, timeoutMs: number): Promise<number> {

@@ -7,8 +7,11 @@ import { connectionTrouble, isClosed, isCluster, type RedisClient } from '../red
 import { coalesceWrites } from './coalesce.js';
 import {
   addressOf,
+  askNode,
   closedWithClient,
   type Driver,
+  type MasterReply,
+  type NodeChanged,
   refusedWhileMigrating,
   type SlotOf,
   type Subscriber,
@@ -82,6 +85,7 @@ export class IoredisDriver implements Driver {
   readonly keyPrefix: string;
   /** The scripts of each connection's node: a Cluster's new master (a failover) comes with a new connection. */
   private readonly nodes = new WeakMap<Redis, NodeScripts>();
+  private changed: NodeChanged = () => undefined;
 
   /** ioredis' `Command`, once loaded, if `client` was made by that same copy of ioredis (see `send`). */
   private Command: CommandClass | undefined;
@@ -135,7 +139,10 @@ export class IoredisDriver implements Driver {
   /** Script `name` on `connection`, its node's scripts loaded once ({@link NodeScripts}). */
   private run(connection: Redis, name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
     let scripts = this.nodes.get(connection);
-    if (scripts === undefined) this.nodes.set(connection, (scripts = new NodeScripts()));
+    if (scripts === undefined) {
+      this.nodes.set(connection, (scripts = new NodeScripts(() => this.changed())));
+      this.changed(this.cluster ? nodeKey(connection) : this.addresses()[0]);
+    }
     const running = scripts.run(name, (asEval) => this.send(connection, name, args, asEval), isIoredisReply);
     if (!this.cluster) return running;
     return running.catch((error: unknown) => {
@@ -186,6 +193,22 @@ export class IoredisDriver implements Driver {
 
   command(args: readonly string[]): Promise<unknown> {
     return this.client.call(args[0]!, ...args.slice(1)) as Promise<unknown>;
+  }
+
+  everyMaster(args: readonly string[]): Promise<MasterReply[]> {
+    const client = this.client;
+    const nodes: [string, Redis][] = isCluster(client)
+      ? client.nodes('master').map((n) => [nodeKey(n), n])
+      : [[this.addresses()[0]!, client]];
+    return Promise.all(nodes.map(([node, connection]) => askNode(node, () => connection.call(args[0]!, ...args.slice(1)))));
+  }
+
+  watchNodes(changed: NodeChanged): void {
+    this.changed = changed;
+    // One server: each reconnect (it may be another server behind the same name). A Cluster: a node's
+    // connection is made anew after it was lost, and for a new master (ioredis emits +node).
+    if (isCluster(this.client)) this.client.on('+node', (node: Redis) => node.options.readOnly || changed());
+    else this.client.on('ready', () => changed());
   }
 
   async publish(channel: string, message: string): Promise<number> {
@@ -265,7 +288,12 @@ function pooledConnection(cluster: Cluster, slot: number): Redis | undefined {
   const key = cluster.slots[slot]?.[0];
   if (key === undefined) return undefined;
   const pool = (cluster as unknown as { connectionPool?: { getInstanceByKey?(key: string): Redis | undefined } }).connectionPool;
-  return pool?.getInstanceByKey?.(key) ?? cluster.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === key);
+  return pool?.getInstanceByKey?.(key) ?? cluster.nodes('master').find((n) => nodeKey(n) === key);
+}
+
+/** A Cluster node connection's key, `host:port`, as the slot map names its master. */
+function nodeKey(connection: Redis): string {
+  return `${connection.options.host}:${connection.options.port}`;
 }
 
 /** TCP keepalive on the library's subscriber connections, where the user's client sets none. */

@@ -4,8 +4,11 @@ import { ClientClosedError, RedisUnavailableError } from '../errors.js';
 import { LUA_SOURCES } from '../lua/scripts.generated.js';
 import {
   addressOf,
+  askNode,
   closedWithClient,
   type Driver,
+  type MasterReply,
+  type NodeChanged,
   refusedWhileMigrating,
   type SlotOf,
   type Subscriber,
@@ -68,7 +71,7 @@ interface NodeRedisApi {
   connect(): Promise<unknown>;
   destroy(): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
-  on(event: 'reconnecting', listener: () => void): unknown;
+  on(event: 'reconnecting' | 'ready', listener: () => void): unknown;
   once(event: 'end', listener: () => void): unknown;
   off(event: 'end', listener: () => void): unknown;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
@@ -85,6 +88,7 @@ interface NodeRedisClusterApi {
   readonly isOpen: boolean;
   readonly _options: { readonly rootNodes: readonly ConnectOptions[] };
   readonly slots: readonly ({ readonly master: MasterNode } | undefined)[];
+  readonly masters: readonly MasterNode[];
   sendCommand(firstKey: string | undefined, isReadonly: boolean, args: readonly string[]): Promise<unknown>;
   nodeClient(node: MasterNode): Promise<NodeRedisApi>;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
@@ -212,7 +216,8 @@ export class NodeRedisDriver implements Driver {
   readonly cluster = false;
   readonly keyPrefix = '';
   private readonly client: NodeRedisApi;
-  private readonly scripts = new NodeScripts();
+  private changed: NodeChanged = () => undefined;
+  private readonly scripts = new NodeScripts(() => this.changed());
   private readonly send: (command: string[]) => Promise<unknown>;
 
   constructor(client: NodeRedisCompatibleClient) {
@@ -230,6 +235,15 @@ export class NodeRedisDriver implements Driver {
 
   command(args: readonly string[]): Promise<unknown> {
     return this.client.sendCommand(args);
+  }
+
+  async everyMaster(args: readonly string[]): Promise<MasterReply[]> {
+    return [await askNode(this.addresses()[0]!, () => this.client.sendCommand(args))];
+  }
+
+  watchNodes(changed: NodeChanged): void {
+    this.changed = changed;
+    this.client.on('ready', () => changed()); // each reconnect: it may be another server behind the same name
   }
 
   async publish(channel: string, message: string): Promise<number> {
@@ -268,6 +282,7 @@ export class NodeRedisClusterDriver implements Driver {
   private readonly client: NodeRedisClusterApi;
   /** The scripts of each master, by address: a new master (a failover) starts with none. */
   private readonly nodes = new Map<string, NodeScripts>();
+  private changed: NodeChanged = () => undefined;
 
   constructor(client: NodeRedisCompatibleCluster) {
     this.client = client as unknown as NodeRedisClusterApi;
@@ -283,12 +298,27 @@ export class NodeRedisClusterDriver implements Driver {
     const slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
     const master = slot === undefined ? undefined : this.client.slots[slot]?.master.address;
     let scripts = this.nodes.get(master ?? '');
-    if (scripts === undefined) this.nodes.set(master ?? '', (scripts = new NodeScripts()));
+    if (scripts === undefined) {
+      this.nodes.set(master ?? '', (scripts = new NodeScripts(() => this.changed())));
+      if (master !== undefined) this.changed(master);
+    }
     return scriptCall(scripts, name, command, (c) => this.client.sendCommand(key, false, c), this.client);
   }
 
   command(args: readonly string[]): Promise<unknown> {
     return this.client.sendCommand(undefined, false, args);
+  }
+
+  everyMaster(args: readonly string[]): Promise<MasterReply[]> {
+    return Promise.all(
+      this.client.masters.map((master) => askNode(master.address, async () => (await this.client.nodeClient(master)).sendCommand(args))),
+    );
+  }
+
+  watchNodes(changed: NodeChanged): void {
+    this.changed = changed;
+    // A node's client reconnecting (node-redis keeps it, and sends what waits once it is back).
+    this.client.on('node-reconnecting', () => changed());
   }
 
   async publish(channel: string, message: string): Promise<number> {

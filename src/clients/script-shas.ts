@@ -37,6 +37,9 @@ export class NodeScripts {
   /** The `EVAL` of each script in flight; settles once the server answered it (its reply ignored), rejects if it was not reached. */
   private readonly loads = new Map<ScriptName, Promise<void>>();
 
+  /** `lost`: called when the node answers NOSCRIPT to a script it had (it may be another server now: `Driver.watchNodes`). */
+  constructor(private readonly lost: () => void = () => undefined) {}
+
   /**
    * Runs script `name` by `send`; `answered(error)` tells the server's
    * error replies (a script's own error loaded it all the same) from a
@@ -61,7 +64,10 @@ export class NodeScripts {
   private reloaded(error: unknown, name: ScriptName, send: ScriptSend, answered: (error: unknown) => boolean, waits = 0): Promise<unknown> {
     if (!isNoScript(error)) throw error;
     const loading = this.loads.get(name);
-    if (loading === undefined) return this.load(name, send, answered);
+    if (loading === undefined) {
+      this.lost();
+      return this.load(name, send, answered);
+    }
     if (waits >= MAX_WAITS) return send(true);
     return loading.then(() => send(false).catch((again: unknown) => this.reloaded(again, name, send, answered, waits + 1)));
   }

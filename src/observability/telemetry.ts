@@ -4,7 +4,14 @@
  */
 import type { EventEmitter } from 'node:events';
 import type { BlockReason } from '../backends/backend.js';
-import { AcquireAbortedError, AcquireTimeoutError, type LockLostError, type LockMode, type RWLockError } from '../errors.js';
+import {
+  AcquireAbortedError,
+  AcquireTimeoutError,
+  type EvictionRisk,
+  type LockLostError,
+  type LockMode,
+  type RWLockError,
+} from '../errors.js';
 import type { Lease } from '../lease.js';
 
 /**
@@ -73,6 +80,12 @@ export interface LockStats {
   readonly pollingFallbacks: number;
   /** Errors of the subscriber connections (each was reported by a `subscriberError` event). */
   readonly subscriberErrors: number;
+  /**
+   * The masters that may evict lock keys now (`maxmemory` set,
+   * `maxmemory-policy` not `noeviction`), as each last said; empty when none
+   * may, or none said (docs/production.md, "Eviction").
+   */
+  readonly evictionRisks: readonly EvictionRisk[];
 }
 
 /** A {@link LockClient} `contended` event: an acquisition found its lock taken. */
@@ -175,12 +188,17 @@ export class Telemetry {
     this.pollingFallbacks++;
   }
 
+  /** A master that may evict lock keys (see `onEvictionRisk`). */
+  evictionRisk(risk: EvictionRisk): void {
+    if (this.emitter.listenerCount('evictionRisk') > 0) this.emitter.emit('evictionRisk', risk);
+  }
+
   subscriberError(error: Error): void {
     this.subscriberErrors++;
     if (this.emitter.listenerCount('subscriberError') > 0) this.emitter.emit('subscriberError', error);
   }
 
-  snapshot(heldLeases: number): LockStats {
+  snapshot(heldLeases: number, evictionRisks: readonly EvictionRisk[]): LockStats {
     return {
       acquires: this.acquires,
       waits: this.waits,
@@ -197,6 +215,7 @@ export class Telemetry {
       wakeups: this.wakeups,
       pollingFallbacks: this.pollingFallbacks,
       subscriberErrors: this.subscriberErrors,
+      evictionRisks,
     };
   }
 }

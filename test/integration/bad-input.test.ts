@@ -229,6 +229,17 @@ forEachTopology('bad input', { clients: ALL_CLIENTS }, (ctx) => {
       add('new LockClient', `${name}: ${what}`, () => new LockClient(redis, { [name]: value as Hostile }));
     }
   }
+  for (const [what, value] of [
+    ['"WARN"', 'WARN'],
+    ['"refuse " (a trailing space)', 'refuse '],
+    ['"silence"', 'silence'],
+    ['true', true],
+    ['null', null],
+    ['1', 1],
+    ['an object', {}],
+  ] as [string, unknown][]) {
+    add('new LockClient', `onEvictionRisk: ${what}`, () => new LockClient(redis, { onEvictionRisk: value as Hostile }));
+  }
 
   // locks.lock(resource)
   for (const [what, value] of [...NOT_STRINGS, ...BAD_NAMES]) add('lock()', `resource: ${what}`, () => locks.lock(value as Hostile));

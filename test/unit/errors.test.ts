@@ -30,6 +30,11 @@ function instanceOf(name: string, Class: typeof api.RWLockError): api.RWLockErro
       return new api.LayoutVersionError(2, 1, '"r"', { resource: 'r' });
     case 'StaleFenceError':
       return new api.StaleFenceError('k', 1, 2);
+    case 'EvictionRiskError':
+      return new api.EvictionRiskError(
+        { node: '127.0.0.1:6379', policy: 'allkeys-lru', maxmemoryBytes: 100 * 2 ** 20 },
+        { resource: 'r', mode: 'write' },
+      );
     default:
       return new Class('message');
   }

@@ -22,6 +22,8 @@ function stubDriver() {
     keyPrefix: '',
     command: (args: readonly string[]) =>
       args[0] === 'INFO' ? Promise.resolve('cluster_enabled:0\r\n') : new Promise((resolve, reject) => checks.push({ resolve, reject })),
+    everyMaster: () => Promise.resolve([]),
+    watchNodes: () => undefined,
     script: () => Promise.resolve(`ran ${++scripts}`),
     isReplyError: (error: unknown) => error instanceof Error && error.name === 'ReplyError',
     notRunWhileMigrating: () => false,

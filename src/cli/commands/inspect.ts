@@ -1,6 +1,6 @@
 import type { LockInfo } from '../../backends/backend.js';
 import { type CliCommand, EXIT } from '../command.js';
-import { duration, fields, json, shortToken, table } from '../format.js';
+import { duration, evictionNote, fields, json, shortToken, table } from '../format.js';
 import { checkLockOptions, LOCK_OPTIONS, LOCK_OPTIONS_HELP, lockClientFor, modeOf } from '../lock-options.js';
 
 export const inspect: CliCommand = {
@@ -13,7 +13,9 @@ of bounded server time): its
 mode (free, read or write), the writer and the readers with their hold counts
 and lease left, the writer new readers queue behind, the writers' queue, and
 the last fence handed out. In legacy and bridge mode it also shows the two
-legacy keys, and the old processes seen holding them.
+legacy keys, and the old processes seen holding them. When the lock's master
+may evict its keys (maxmemory set, maxmemory-policy not noeviction), it says
+so.
 
 Options:
 ${LOCK_OPTIONS_HELP}
@@ -50,6 +52,7 @@ export function describeLock(info: LockInfo, layout: string, slot: number): stri
         'waiting writer',
         info.waitingWriter ? `${shortToken(info.waitingWriter.owner)} (keeps waiting ${duration(info.waitingWriter.ttlMs)})` : '-',
       ],
+      ...(info.evictionRisk ? [['eviction', evictionNote(info.evictionRisk)] as const] : []),
     ]),
   ];
   const holders = [

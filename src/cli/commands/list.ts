@@ -1,5 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import type { LockInfo } from '../../backends/backend.js';
+import { evictionChecked } from '../../backends/eviction.js';
 import { hashLayout } from '../../backends/layouts.js';
 import { ScriptedBackend } from '../../backends/scripted.js';
 import { driverFor } from '../../clients/index.js';
@@ -8,7 +9,7 @@ import { legacyTwinNames } from '../../keys/legacy.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { CliRedis } from '../cli-redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
-import { duration, json, shortToken, table } from '../format.js';
+import { duration, evictionNote, json, shortToken, table } from '../format.js';
 import { globEscape, scanKeys } from '../scan.js';
 
 const DEFAULT_LIMIT = 1000;
@@ -32,6 +33,8 @@ hash and bridge mode are listed by resource; the state that legacy-mode
 clients keep beside the legacy keys is listed by the legacy read key. Locks
 without any state (free, nobody waiting) have no keys and are not listed.
 SCAN never blocks the server, but walks the whole keyspace of each master.
+A master that may evict lock keys (maxmemory set, maxmemory-policy not
+noeviction) is named after the table.
 
 Options:
   --prefix <p>          key prefix of the LockClients (default ${CLIENT_DEFAULTS.prefix})
@@ -44,7 +47,8 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     const prefix = prefixOf(ctx.values.prefix as string | undefined);
     const limit = limitOf(ctx.values.limit as string | undefined);
     const redis = await ctx.redis();
-    const backend = new ScriptedBackend(driverFor(redis.client)!, hashLayout(prefix));
+    const driver = driverFor(redis.client)!;
+    const backend = new ScriptedBackend(driver, hashLayout(prefix));
     const found = await findLocks(redis, prefix);
     const locks: ListedLock[] = [];
     for (const f of found.slice(0, limit)) {
@@ -55,12 +59,15 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
       });
     }
     const omitted = Math.max(0, found.length - limit);
+    const evictionRisks = await evictionChecked(driver);
     if (ctx.json) {
-      ctx.io.out(json({ prefix, locks: locks.map((l) => ({ layout: l.layout, ...l.info, resource: l.resource })), omitted }));
+      const listed = locks.map((l) => ({ layout: l.layout, ...l.info, resource: l.resource }));
+      ctx.io.out(json({ prefix, locks: listed, omitted, evictionRisks }));
       return EXIT.OK;
     }
+    const notes = evictionRisks.map((risk) => `${evictionNote(risk)}\n`).join('');
     if (locks.length === 0) {
-      ctx.io.out(`no locks with state under prefix "${prefix}"\n`);
+      ctx.io.out(`no locks with state under prefix "${prefix}"\n${notes}`);
       return EXIT.OK;
     }
     const rows = locks.map(({ layout, resource, info }) => [
@@ -74,6 +81,7 @@ Exit codes: 0 listed (also when there are none), 1 failed, 2 bad command line.`,
     ]);
     ctx.io.out(`${table(['RESOURCE', 'MODE', 'WRITER', 'READERS', 'LEASE LEFT', 'WAITING', 'FENCE'], rows)}\n`);
     if (omitted > 0) ctx.io.out(`... and ${omitted} more (raise --limit)\n`);
+    ctx.io.out(notes);
     return EXIT.OK;
   },
 };

@@ -1,12 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { LockInfo } from '../../backends/backend.js';
+import { evictionChecked } from '../../backends/eviction.js';
 import { hashLayout } from '../../backends/layouts.js';
 import { ScriptedBackend } from '../../backends/scripted.js';
 import { driverFor } from '../../clients/index.js';
+import type { EvictionRisk } from '../../errors.js';
 import { CLIENT_DEFAULTS } from '../../options.js';
 import type { CliRedis } from '../cli-redis.js';
 import { type CliCommand, EXIT, UsageError } from '../command.js';
-import { duration, shortToken, table } from '../format.js';
+import { duration, evictionNote, shortToken, table } from '../format.js';
 import { type FoundLock, findLocks, limitOf, longestLease, prefixOf } from './list.js';
 
 const DEFAULT_INTERVAL_MS = 1_000;
@@ -34,6 +36,8 @@ export interface TopSnapshot {
   readonly locks: readonly TopLock[];
   /** Locks found but not read (over --limit). */
   readonly omitted: number;
+  /** The masters that may evict lock keys (maxmemory set, maxmemory-policy not noeviction). */
+  readonly evictionRisks: readonly EvictionRisk[];
 }
 
 export const top: CliCommand = {
@@ -46,7 +50,8 @@ like top: each lock's mode, holders, the writer new readers queue behind (an
 upgrading reader, else the first queued writer), how many writers queue, the
 age of its last grant (its fence is the server's clock at the grant), and the
 longest lease left. Waiting readers do not show: they re-try and leave nothing
-in Redis; waiting writers queue, and do.
+in Redis; waiting writers queue, and do. A master that may evict lock keys
+(maxmemory set, maxmemory-policy not noeviction) is named under the summary.
 
 On a terminal it redraws the screen, and quits on q or Ctrl-C. Otherwise (a
 pipe, a file) it prints each refresh as a header line and a table, and quits
@@ -107,7 +112,8 @@ const CLEAR = '\x1b[H\x1b[J';
 
 /** Every lock under `prefix`, read, most contended first. */
 export async function look(redis: CliRedis, prefix: string, limit: number): Promise<TopSnapshot> {
-  const backend = new ScriptedBackend(driverFor(redis.client)!, hashLayout(prefix));
+  const driver = driverFor(redis.client)!;
+  const backend = new ScriptedBackend(driver, hashLayout(prefix));
   const found = await findLocks(redis, prefix);
   const read: TopLock[] = [];
   const chosen = found.slice(0, limit);
@@ -116,7 +122,8 @@ export async function look(redis: CliRedis, prefix: string, limit: number): Prom
     const infos = batch.map((f) => redis.bounded(backend.inspect(f.resource, f.keys), `inspect "${f.resource}"`));
     read.push(...(await Promise.all(infos)).map((info, j) => topLock(batch[j]!, info)));
   }
-  return { time: new Date().toISOString(), prefix, locks: read.sort(byContention), omitted: found.length - chosen.length };
+  const evictionRisks = await evictionChecked(driver);
+  return { time: new Date().toISOString(), prefix, locks: read.sort(byContention), omitted: found.length - chosen.length, evictionRisks };
 }
 
 function topLock(found: FoundLock, info: LockInfo): TopLock {
@@ -149,7 +156,7 @@ export function frame(snapshot: TopSnapshot, title: string, screen?: { columns: 
   const summary =
     `${snapshot.time}  ${locks.length} lock(s): ${count('write')} write, ${count('read')} read, ${count('free')} free; ` +
     `${contended.length} with writers waiting (${writers} writer(s))${omitted > 0 ? `; ${omitted} more not read (raise --limit)` : ''}`;
-  const lines = [title, summary, ''];
+  const lines = [title, summary, ...snapshot.evictionRisks.map(evictionNote), ''];
   if (locks.length === 0) {
     lines.push(`no locks with state under prefix "${snapshot.prefix}"`);
   } else {

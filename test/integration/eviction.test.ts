@@ -1,0 +1,379 @@
+/**
+ * The eviction risk, said at first use: a master with `maxmemory` set and a
+ * `maxmemory-policy` other than `noeviction` may evict a held lock's key, and
+ * a second owner can then take the lock while the first still holds it. The
+ * server check reads both from `INFO memory` on every master, and tells the
+ * process (a warning with its code, once per master and policy), every
+ * LockClient (an event, `stats()`, `inspect`) and the CLI; `onEvictionRisk`
+ * turns it into a refusal or silences it. Against real servers whose policy
+ * each test sets (`CONFIG SET`, restored after), on both topologies and every
+ * client library; the danger itself on a server of its own.
+ */
+import { expect } from 'chai';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
+import { forgetEvictionWarnings } from '../../src/backends/eviction.js';
+import type { CliIO } from '../../src/cli/command.js';
+import { main } from '../../src/cli/main.js';
+import type { LockRedisClient } from '../../src/clients/index.js';
+import { type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
+import type { RedisClient } from '../../src/redis.js';
+import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
+import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { suiteLockClients } from '../support/lock-clients.js';
+import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
+import { rejection } from '../support/rejection.js';
+
+const CODE = 'RWLOCK_EVICTION_RISK';
+const MB_100 = 100 * 2 ** 20;
+
+/** The process warnings of the library's code, from the test's start (the printing to stderr stays Node's). */
+function processWarnings(): Error[] {
+  const warnings: Error[] = [];
+  const listen = (warning: Error & { code?: string }) => void (warning.code === CODE && warnings.push(warning));
+  beforeEach(() => {
+    warnings.length = 0;
+    forgetEvictionWarnings(); // each test sees its own
+    process.on('warning', listen);
+  });
+  afterEach(() => {
+    process.off('warning', listen);
+  });
+  return warnings;
+}
+
+/** Lets warnings emitted by now reach their listeners (Node emits them on the next tick). */
+const settled = () => new Promise((resolve) => setImmediate(resolve));
+
+/** Sets `maxmemory` and `maxmemory-policy` on every master of `redis`. */
+async function configure(redis: RedisClient, maxmemory: string, policy: string): Promise<void> {
+  for (const node of await masters(redis)) await node.config('SET', 'maxmemory', maxmemory, 'maxmemory-policy', policy);
+}
+
+/** The `evictionRisk` events of `locks`, from now. */
+function heardBy(locks: LockClient): EvictionRisk[] {
+  const heard: EvictionRisk[] = [];
+  locks.on('evictionRisk', (risk) => heard.push(risk));
+  return heard;
+}
+
+/**
+ * `warns` and `refuses` (`onEvictionRisk: 'refuse'`) each take and release `resource`, and nothing is
+ * said: no warning, no event, no risk in `inspect()` or `stats()`.
+ */
+async function saysNothing(warnings: readonly Error[], warns: LockClient, refuses: LockClient, resource: string): Promise<void> {
+  const heard = [heardBy(warns), heardBy(refuses)];
+  await (await warns.lock(resource).acquireWrite()).release();
+  await (await refuses.lock(resource).acquireWrite()).release();
+  expect((await warns.inspect(resource)).evictionRisk).to.equal(undefined);
+  await settled();
+  expect(warnings).to.have.length(0);
+  expect(heard.flat()).to.have.length(0);
+  expect(warns.stats().evictionRisks).to.deep.equal([]);
+}
+
+/** The ports of the masters, as the risks name them (`host:port`). */
+async function masterPorts(redis: RedisClient): Promise<string[]> {
+  return (await masters(redis)).map((node) => String(node.options.port)).sort();
+}
+const portsOf = (risks: readonly EvictionRisk[]) => risks.map((risk) => risk.node.replace(/^.*:/, '')).sort();
+
+forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
+  const clients = suiteLockClients(ctx);
+  const warnings = processWarnings();
+  afterEach(async () => {
+    await configure(ctx.client(), '0', 'noeviction'); // the shared servers' own settings
+  });
+
+  it('warns the process once per master and policy, with its code; tells every LockClient; stats() and inspect() show it', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lru');
+    const ports = await masterPorts(redis);
+    const locks = clients.open();
+    const heard = heardBy(locks);
+    await (await locks.lock('evict:{1}').acquireWrite()).release();
+    await eventually('an event per master', () => heard.length === ports.length);
+    await eventually('a warning per master', () => warnings.length === ports.length);
+    expect(portsOf(heard)).to.deep.equal(ports);
+    for (const warning of warnings) {
+      expect(warning.name).to.equal('RWLockEvictionWarning');
+      expect(warning.message)
+        .to.match(/^redis-rwlock: the Redis master \S+ has maxmemory 100mb and maxmemory-policy allkeys-lru, /)
+        .and.to.match(/another owner can then take the lock while its holder still holds it/);
+      expect((warning as Error & { detail?: string }).detail)
+        .to.match(/CONFIG SET maxmemory-policy noeviction/)
+        .and.to.match(/even the fence keys of fenced writes \(fencedSet\) may be evicted/);
+    }
+    expect(locks.stats().evictionRisks.map((r) => [r.policy, r.maxmemoryBytes])).to.deep.equal(ports.map(() => ['allkeys-lru', MB_100]));
+    const info = await locks.inspect('evict:{1}');
+    expect(info.evictionRisk).to.include({ policy: 'allkeys-lru', maxmemoryBytes: MB_100 });
+
+    // Another LockClient on the same Redis client, and one on a Redis client of its own: each hears
+    // of the masters through its event, and the process is not warned again.
+    const ownRedis = await ctx.lockRedis();
+    for (const on of [clients.lockRedis, ownRedis]) {
+      const other = clients.open({}, on);
+      const heardOther = heardBy(other);
+      await (await other.lock('evict:{2}').acquireWrite()).release();
+      await other.inspect('evict:{2}'); // its client's masters read
+      await eventually('the other LockClient told', () => heardOther.length === ports.length);
+      expect(portsOf(other.stats().evictionRisks)).to.deep.equal(ports);
+    }
+    await settled();
+    expect(warnings).to.have.length(ports.length);
+    expect(heard, 'told once per master and policy').to.have.length(ports.length);
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it("onEvictionRisk: 'ignore' warns nothing; its event and stats() still say it", async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'volatile-lru');
+    const ports = await masterPorts(redis);
+    const locks = clients.open({ onEvictionRisk: 'ignore' });
+    const heard = heardBy(locks);
+    await (await locks.lock('evict:{1}').acquireWrite()).release();
+    expect((await locks.inspect('evict:{1}')).evictionRisk).to.include({ policy: 'volatile-lru' });
+    await eventually('an event per master', () => heard.length === ports.length);
+    expect(portsOf(locks.stats().evictionRisks)).to.deep.equal(ports);
+    await settled();
+    expect(warnings).to.have.length(0);
+  });
+
+  it("onEvictionRisk: 'refuse' rejects every acquire with EvictionRiskError, sends no script and leaves no key", async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'volatile-ttl');
+    const locks = clients.open({ onEvictionRisk: 'refuse' });
+    const scriptsBefore = await scriptCalls(redis);
+    let ran = false;
+    const attempts = [
+      () => locks.lock('evict:{3}').acquireWrite({ waitMs: 200 }),
+      () => locks.lock('evict:{3}').acquireRead({ waitMs: 200 }),
+      () => locks.lock('evict:{3}').tryAcquireWrite(),
+      () => locks.withWrite('evict:{3}', () => void (ran = true)),
+      () => locks.acquireAll([{ resource: 'evict:{3}', mode: 'write' }]),
+    ];
+    for (const attempt of attempts) {
+      const error = await rejection(attempt());
+      expect(error).to.be.instanceOf(EvictionRiskError);
+      const refusal = error as EvictionRiskError;
+      expect(refusal.code).to.equal(CODE);
+      expect(refusal).to.include({ resource: 'evict:{3}', policy: 'volatile-ttl', maxmemoryBytes: MB_100 });
+      expect(refusal.message)
+        .to.match(/^refused to acquire the (write|read) lock on "evict:\{3\}", and wrote nothing: the Redis master \S+ has maxmemory 100mb/)
+        .and.to.match(/CONFIG SET maxmemory-policy noeviction/)
+        .and.to.match(/onEvictionRisk: 'warn' or 'ignore'$/);
+    }
+    expect(ran).to.equal(false);
+    expect(await totalKeys(redis)).to.equal(0);
+    expect((await scriptCalls(redis)) - scriptsBefore, 'script calls').to.equal(0);
+    expect(locks.stats().failures).to.equal(attempts.length);
+    await settled();
+    expect(warnings, 'the refusal says it, not a warning').to.have.length(0);
+  });
+
+  for (const [maxmemory, policy] of [
+    ['100mb', 'noeviction'],
+    ['0', 'allkeys-lru'],
+  ] as const) {
+    it(`says nothing with maxmemory ${maxmemory} and maxmemory-policy ${policy}, and 'refuse' acquires`, async () => {
+      const { redis } = clients;
+      await configure(redis, maxmemory, policy);
+      await saysNothing(warnings, clients.open(), clients.open({ onEvictionRisk: 'refuse' }), 'evict:{4}');
+    });
+  }
+
+  it('sees a policy changed while its connections were dropped: the reconnect reads it again', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'noeviction');
+    const locks = clients.open({ onEvictionRisk: 'refuse' }, await ctx.lockRedis());
+    const heard = heardBy(locks);
+    const lock = locks.lock('evict:{5}');
+    await (await lock.acquireWrite()).release();
+    await locks.inspect('evict:{5}');
+    expect(heard).to.have.length(0);
+
+    await configure(redis, '100mb', 'volatile-lru');
+    for (const node of await masters(redis)) {
+      // GLIDE reconnects without a word: what a restart or failover also does, losing the scripts, shows it there.
+      if (ctx.clientKind === 'glide') await node.script('FLUSH');
+      await node.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+    }
+    await eventually(
+      'acquires refused',
+      async () => {
+        const outcome = await lock.tryAcquireWrite().catch((error: unknown) => error);
+        if (outcome instanceof Lease) await outcome.release();
+        return outcome instanceof EvictionRiskError;
+      },
+      15_000,
+      50,
+    );
+    expect(heard.map((risk) => risk.policy)).to.include('volatile-lru');
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it('sees a policy changed on a node that lost its scripts (a restart, a failover), and warns again', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lru');
+    const ports = await masterPorts(redis);
+    const locks = clients.open();
+    const heard = heardBy(locks);
+    await (await locks.lock('evict:{6}').acquireWrite()).release();
+    await locks.inspect('evict:{6}');
+    await eventually('a warning per master', () => warnings.length === ports.length);
+    await configure(redis, '100mb', 'allkeys-random');
+    for (const node of await masters(redis)) await node.script('FLUSH');
+    await (await locks.lock('evict:{6}').acquireWrite()).release(); // NOSCRIPT on its master
+    await eventually('the new policy heard', () => heard.some((risk) => risk.policy === 'allkeys-random'));
+    expect(locks.stats().evictionRisks.map((risk) => risk.policy)).to.include('allkeys-random');
+    await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
+  });
+
+  it('the CLI shows it: inspect, list and top, as text and as JSON', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lfu');
+    const ports = await masterPorts(redis);
+    const locks = clients.open({ onEvictionRisk: 'ignore' });
+    const lease = await locks.lock('evict:{cli}').acquireWrite();
+    try {
+      const target = cliTarget(ctx);
+      const inspect = await run(['inspect', 'evict:{cli}', ...target]);
+      expect(inspect.out).to.match(/^eviction +\S+ may evict lock keys: maxmemory 100mb, maxmemory-policy allkeys-lfu /m);
+      expect(JSON.parse((await run(['inspect', 'evict:{cli}', '--json', ...target])).out).evictionRisk).to.include({
+        policy: 'allkeys-lfu',
+        maxmemoryBytes: MB_100,
+      });
+      expect((await run(['list', ...target])).out.match(/may evict lock keys/g)).to.have.length(ports.length);
+      expect(portsOf(JSON.parse((await run(['list', '--json', ...target])).out).evictionRisks)).to.deep.equal(ports);
+      expect((await run(['top', '-n', '1', ...target])).out.match(/may evict lock keys: maxmemory 100mb/g)).to.have.length(ports.length);
+      expect(portsOf(JSON.parse((await run(['top', '-n', '1', '--json', ...target])).out).evictionRisks)).to.deep.equal(ports);
+      await settled();
+      expect(warnings, 'said in the output, not as a warning').to.have.length(0);
+
+      await configure(redis, '100mb', 'noeviction');
+      expect((await run(['inspect', 'evict:{cli}', ...target])).out).to.not.match(/eviction/);
+      expect((await run(['list', ...target])).out).to.not.match(/may evict/);
+    } finally {
+      await lease.release();
+    }
+  });
+});
+
+/** Runs the CLI in this process; its exit code must be 0. */
+async function run(args: string[]): Promise<{ out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const io: CliIO = { interactive: false, out: (text) => void (out += text), err: (text) => void (err += text), ask: async () => '' };
+  const code = await main(args, io);
+  expect(code, `redis-rwlock ${args.join(' ')}: ${err}`).to.equal(0);
+  return { out, err };
+}
+
+function cliTarget(ctx: TopologyContext): string[] {
+  return ctx.kind === 'cluster'
+    ? ['--cluster', ctx.cluster.startupNodes.map((n) => `${n.host}:${n.port}`).join(',')]
+    : ['--redis', `redis://${ctx.server.host}:${ctx.server.port}`];
+}
+
+describe('eviction risk: a user who may not run INFO', function () {
+  this.timeout(30_000);
+  const warnings = processWarnings();
+  let server: RedisServerHandle;
+  before(async () => {
+    server = await startRedisServer({ args: ['--maxmemory', '100mb', '--maxmemory-policy', 'allkeys-lru'] });
+    const admin = new Redis({ host: '127.0.0.1', port: server.port });
+    await admin.call('ACL', 'SETUSER', 'noinfo', 'on', '>secret', '~*', '&*', '+@all', '-info');
+    admin.disconnect();
+  });
+  after(() => server.stop());
+
+  for (const kind of ['ioredis', 'node-redis'] as const) {
+    it(`${kind}: cannot tell, so it says nothing, refuses nothing, and the locks work`, async () => {
+      const auth = { username: 'noinfo', password: 'secret' };
+      const client: LockRedisClient =
+        kind === 'ioredis'
+          ? new Redis({ host: '127.0.0.1', port: server.port, ...auth, enableReadyCheck: false })
+          : await createClient({ socket: { host: '127.0.0.1', port: server.port }, ...auth }).connect();
+      const locks = new LockClient(client);
+      const refusing = new LockClient(client, { onEvictionRisk: 'refuse' });
+      try {
+        await saysNothing(warnings, locks, refusing, 'a');
+      } finally {
+        await Promise.all([locks.close(), refusing.close()]);
+        if (kind === 'ioredis') (client as Redis).disconnect();
+        else (client as unknown as { destroy(): void }).destroy();
+      }
+    });
+  }
+});
+
+describe('eviction risk: the danger itself', function () {
+  this.timeout(60_000);
+  const warnings = processWarnings();
+  let server: RedisServerHandle;
+  const opened: { close(): unknown }[] = [];
+  before(async () => {
+    // ElastiCache's default policy: only keys with a TTL are evicted, and every lock key has one.
+    server = await startRedisServer({ args: ['--maxmemory', '4mb', '--maxmemory-policy', 'volatile-lru'] });
+  });
+  afterEach(async () => {
+    for (const item of opened.splice(0).reverse()) await item.close();
+  });
+  after(() => server.stop());
+
+  const redisClient = () => {
+    const redis = new Redis({ host: '127.0.0.1', port: server.port });
+    opened.push({ close: () => redis.disconnect() });
+    return redis;
+  };
+  const lockClient = (redis: Redis) => {
+    const locks = new LockClient(redis);
+    opened.unshift(locks); // closed before its Redis client
+    return locks;
+  };
+
+  it('a full server evicts a held lock, a second owner takes it, the holder learns at its renewal; the warning said so first', async () => {
+    const admin = redisClient();
+    const holder = lockClient(redisClient());
+    const lease = await holder.lock('rebuild').acquireWrite();
+    await holder.inspect('rebuild'); // its server read
+    expect(holder.stats().evictionRisks.map((risk) => risk.policy)).to.deep.equal(['volatile-lru']);
+    await eventually('the warning', () => warnings.length === 1);
+    expect(warnings[0]!.message).to.match(/has maxmemory 4mb and maxmemory-policy volatile-lru/);
+    expect((warnings[0] as Error & { detail?: string }).detail).to.match(/fencedSet\) stay safe meanwhile: their fence keys carry no TTL/);
+
+    // Fill the server with keys of no TTL until it evicts: the lock's are the only ones it may take.
+    const state = holder.lock('rebuild').keys.state;
+    const evictedBefore = await evictedKeys(admin);
+    const junk: string[] = [];
+    const value = 'x'.repeat(1024);
+    await eventually(
+      'the lock key evicted',
+      async () => {
+        const batch = Array.from({ length: 100 }, (_, i) => `junk:${junk.length + i}`);
+        junk.push(...batch);
+        await admin.pipeline(batch.map((key) => ['set', key, value])).exec(); // OOM replies once nothing is left to evict
+        return (await admin.exists(state)) === 0;
+      },
+      20_000,
+      0,
+    );
+    expect((await evictedKeys(admin)) - evictedBefore).to.be.at.least(1);
+    for (let i = 0; i < junk.length; i += 500) await admin.unlink(...junk.slice(i, i + 500)); // the pressure passes
+
+    const other = lockClient(redisClient());
+    const second = await other.lock('rebuild').tryAcquireWrite();
+    expect(second, 'a second write lease').to.not.equal(null);
+    expect(lease.held, 'while the first still believes it holds').to.equal(true);
+    expect(lease.signal.aborted).to.equal(false);
+    expect(await rejection(lease.extend())).to.be.instanceOf(LockLostError); // what its next renewal finds
+    expect(lease.signal.aborted).to.equal(true);
+    await second!.release();
+  });
+});
+
+/** The server's `evicted_keys` (INFO stats). */
+async function evictedKeys(redis: Redis): Promise<number> {
+  return Number(/^evicted_keys:(\d+)/m.exec(await redis.info('stats'))?.[1]);
+}
