@@ -17,22 +17,38 @@ export interface MixedResult {
 }
 
 /** Runs one mixed-worker process of `kind` (`old` or a library mode) to completion. */
-function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string> = {}): Promise<MixedResult> {
-  return runWorkerProcess(WORKER, { RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env }, { name: `${kind} worker` });
+function runMixedWorker(ctx: TopologyContext, kind: string, env: Record<string, string>, signal: AbortSignal): Promise<MixedResult> {
+  const target = { RWLOCK_TARGET: JSON.stringify(targetOf(ctx)), RWLOCK_KIND: kind, ...env };
+  return runWorkerProcess(WORKER, target, { name: `${kind} worker`, signal });
 }
 
 /**
  * Runs one mixed-worker process per entry of `kinds` at once, each doing 300
- * operations on `resources` (`env` adds to that); their results.
+ * operations on `resources` (`env` adds to that); their results. When one
+ * fails, the others are killed, and it rejects with that first failure once
+ * every process has ended: none writes on into the next test.
  */
-export function runMixedWorkers(
+export async function runMixedWorkers(
   ctx: TopologyContext,
   kinds: readonly string[],
   resources: readonly string[],
   env: Record<string, string> = {},
 ): Promise<MixedResult[]> {
   const all = { RWLOCK_OPS: '300', RWLOCK_RESOURCES: resources.join(','), ...env };
-  return Promise.all(kinds.map((kind) => runMixedWorker(ctx, kind, all)));
+  const stop = new AbortController();
+  let first: unknown;
+  const runs = kinds.map((kind) =>
+    runMixedWorker(ctx, kind, all, stop.signal).catch((error: unknown) => {
+      if (!stop.signal.aborted) {
+        first = error;
+        stop.abort();
+      }
+      throw error;
+    }),
+  );
+  const settled = await Promise.allSettled(runs);
+  if (stop.signal.aborted) throw first;
+  return settled.map((s) => (s as PromiseFulfilledResult<MixedResult>).value);
 }
 
 /** Every key on every master (for "nothing was left behind" checks). */

@@ -6,15 +6,22 @@ import { bundled } from './bundled.js';
  * its own, with `env` on top of this process's, and resolves with the last
  * line it prints, parsed as JSON: its result. Rejects with its stderr if it
  * fails (named `name` in the message); with `killAfterMs`, kills it then (a
- * worker that never ends would keep mocha from ending).
+ * worker that never ends would keep mocha from ending); with `signal`, kills
+ * it when that aborts.
  */
 export function runWorkerProcess<T>(
   worker: string,
   env: Record<string, string>,
-  { killAfterMs, name = 'worker' }: { killAfterMs?: number; name?: string } = {},
+  { killAfterMs, name = 'worker', signal }: { killAfterMs?: number; name?: string; signal?: AbortSignal } = {},
 ): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [bundled(worker)], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [bundled(worker)], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      killSignal: 'SIGKILL',
+      ...(signal ? { signal } : {}),
+    });
+    child.on('error', () => undefined); // an abort: 'exit' follows, and rejects
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
