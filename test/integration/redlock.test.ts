@@ -625,13 +625,14 @@ for (const clientKind of selectedClients(NODE_REDIS_IN_CI_AND_GLIDE)) {
     });
 
     it('grants, renews, wakes waiters and releases with a Cluster as one of the nodes', async () => {
-      const holder = new LockClient(await nodes(), { mode: 'redlock', leaseMs: 450 });
+      // Renewed every 500 ms: a loaded machine's late timer does not let it run out.
+      const holder = new LockClient(await nodes(), { mode: 'redlock', leaseMs: 1_500 });
       const waiter = new LockClient(await nodes(), { mode: 'redlock', recheckMs: 20_000 });
       const lease = await holder.lock('user:{42}').acquireWrite();
       const info = await holder.inspect('user:{42}');
       expect(info.writer?.owner).to.equal(lease.token);
       const waiting = waiter.lock('user:{42}').acquireWrite({ waitMs: 10_000 });
-      await sleep(700); // renewed meanwhile, on the Cluster too
+      await sleep(1_700); // past its first lease: renewed meanwhile, on the Cluster too
       expect(lease.held).to.equal(true);
       const releasedAt = performance.now();
       await lease.release();
