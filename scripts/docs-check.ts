@@ -225,7 +225,8 @@ function anchorsOf(file: string): Set<string> {
 }
 
 let links = 0;
-for (const file of docs) {
+// The shipped pages outside docs/ link into it too: their links are checked, not their prose.
+for (const file of [...docs, 'CHANGELOG.md', join('bench', 'README.md')]) {
   for (const [k, line] of prose(file).split('\n').entries()) {
     for (const [, target] of line.replace(/`[^`]*`/g, (code) => (code.includes('](') ? code : '')).matchAll(/\]\(([^)\s]+)\)/g)) {
       if (/^[a-z][a-z+.-]*:/i.test(target!)) continue; // https:, mailto:
