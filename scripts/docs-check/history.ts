@@ -89,7 +89,7 @@ const REFUSED: readonly Refused[] = [
   {
     // "issue 44", "issues 6, 14", "issue no. 44", "issue number 44", "issue-44", "PR 12", "bug 3", "ticket 9".
     pattern: new RegExp(
-      String.raw`\b(?:issues?|pull${GAP}+requests?|PRs?|bugs?|tickets?)(?:${GAP}*(?:no\.|nr\.|number|[-:]))?${GAP}*#?${GAP}*(\d+)(?!\d)(?=((?:${GAP}+\S+){0,2}))`,
+      String.raw`\b(?:issues?|pull${GAP}+requests?|PRs?|bugs?|tickets?)${GAP}*(?:(?:no\.|nr\.|number|[-:])${GAP}*)?(?:#${GAP}*)?(\d+)(?!\d)(?=((?:${GAP}+\S+){0,2}))`,
       'gi',
     ),
     instead: TRACKER_INSTEAD,
@@ -106,7 +106,7 @@ const REFUSED: readonly Refused[] = [
   {
     // "round 9", "rounds 9 and 10", "round thirteen"; not the verb ("round 12 ms up").
     pattern: new RegExp(
-      String.raw`\brounds?(?:${GAP}|-)+(?:\d+(?![.\d])(?!${GAP}*(?:ms|µs|us|ns|s|%|bytes?|[KMG]i?B)?${GAP}+(?:up|down)\b)|(?:${NUMBER_WORDS})\b)`,
+      String.raw`\brounds?(?:${GAP}|-)+(?:\d+(?![.\d])(?!(?:${GAP}*(?:ms|µs|us|ns|s|%|bytes?|[KMG]i?B))?${GAP}+(?:up|down)\b)|(?:${NUMBER_WORDS})\b)`,
       'gi',
     ),
     instead: ROUND_INSTEAD,
