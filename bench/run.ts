@@ -379,7 +379,10 @@ function updateReadme(bench: BenchResults): void {
   const text = readFileSync(file, 'utf8');
   const a = text.indexOf(README_START);
   const b = text.indexOf(README_END);
-  if (a < 0 || b < a) return;
+  if (a < 0 || b < a) {
+    log(`bench: bench/README.md has no ${README_START} ... ${README_END} pair; its summary was not rewritten`);
+    return;
+  }
   writeFileSync(file, `${text.slice(0, a + README_START.length)}\n${renderSummary(bench)}\n${text.slice(b)}`);
 }
 

@@ -12,9 +12,10 @@
  * 2. Every usage block of the CLI in the docs (a ```text or unlabelled
  *    block that starts with `Usage: redis-rwlock <command>`) says what
  *    `--help` prints, line by line, for the lines it shows.
- * 3. Every relative link of README.md and docs/*.md names a file or
- *    directory of the repository, and its #anchor, in a Markdown file, a
- *    heading there (GitHub's rule for heading ids).
+ * 3. Every relative link of README.md, docs/*.md, CHANGELOG.md and
+ *    bench/README.md names a file or directory of the repository, and its
+ *    #anchor, in a Markdown file, a heading there (GitHub's rule for
+ *    heading ids).
  * 4. Every number the docs quote of a constant of the code (defaults,
  *    batch sizes, bounds: `NUMBERS` below) is the code's: each phrase must
  *    be found at least once, and every time with the code's value.
@@ -42,7 +43,7 @@
  *    `<!-- docs-check: options T -->` exactly the options of T with the
  *    defaults and limits of src/options.ts and src/lock.ts, and
  *    `<!-- docs-check: errors -->` every error class with its `code`.
- * 10. No shipped file (package.json "files", README.md, src/ with its
+ * 10. No shipped file (package.json and its "files", README.md, src/ with its
  *    comments) names an internal issue number or a "round N" of past work;
  *    an upstream project's issue may be cited by a link that names the
  *    project (the rule: scripts/docs-check/history.ts).
@@ -233,7 +234,8 @@ function anchorsOf(file: string): Set<string> {
 }
 
 let links = 0;
-for (const file of docs) {
+// The shipped pages outside docs/ link into it too: their links are checked, not their prose.
+for (const file of [...docs, 'CHANGELOG.md', join('bench', 'README.md')]) {
   for (const [k, line] of prose(file).split('\n').entries()) {
     for (const [, target] of line.replace(/`[^`]*`/g, (code) => (code.includes('](') ? code : '')).matchAll(/\]\(([^)\s]+)\)/g)) {
       if (/^[a-z][a-z+.-]*:/i.test(target!)) continue; // https:, mailto:

@@ -39,8 +39,9 @@ export interface IoredisCompatibleClient {
  * `Cluster` (or iovalkey's, of the same API), or a node-redis 5 or 6 client from
  * `createClient()` or `createCluster()`, connected, or a GLIDE 2.x
  * (`@valkey/valkey-glide`) `GlideClient` or `GlideClusterClient`. Each is taken by its
- * shape: the library imports no client library at run time, and its public
- * types name none, so they compile with any one of them installed alone.
+ * shape: the library needs no client library but the one passed (it looks
+ * ioredis up, if installed, only to batch an autopipelining client's calls),
+ * and its public types name none, so they compile with any one installed alone.
  */
 export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClient | NodeRedisCompatibleCluster | GlideCompatibleClient;
 
