@@ -1,5 +1,5 @@
 /**
- * Mocha root hooks (loaded through `.mocharc.json` "require").
+ * Mocha root hooks (loaded through the "require" of every `.mocharc.*.json`).
  *
  * - Stops the shared standalone server and cluster, and any other server a
  *   test started and left running, once the whole run is over, also when
@@ -18,6 +18,9 @@ import './server.js';
 import { checkDeclaredKeys, guarding, noteDeclaredKeys } from './declared-keys.js';
 import { stopSharedTopologies } from './topologies.js';
 
+/** Mocha's parallel mode runs the files in worker processes, which it numbers. */
+const IN_PARALLEL_WORKER = process.env.MOCHA_WORKER_ID !== undefined;
+
 process.on('unhandledRejection', (reason) => {
   throw reason;
 });
@@ -28,7 +31,9 @@ export const mochaHooks = {
   },
   async afterAll(this: Mocha.Context): Promise<void> {
     this.timeout(Math.max(this.timeout(), 30_000));
-    await stopSharedTopologies();
+    // A parallel run's worker runs this after each of its files, and takes the next file with the
+    // same servers: they stop with the worker (src/testing's exit hook), not after every file.
+    if (!IN_PARALLEL_WORKER) await stopSharedTopologies();
     if (guarding) checkDeclaredKeys();
   },
 };
