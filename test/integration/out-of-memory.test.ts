@@ -5,10 +5,18 @@
  * - The script flags (the guard of the choice, as the declared-keys guard is
  *   of the keys): every script states its flags on its first line, and the
  *   scripts that run out of memory (`allow-oom`) are exactly those that only
- *   rewrite or delete what is there: renewal, release, give-back and
- *   force-release. Each of them, in every state a lock can be in, on a server
- *   out of memory, runs and leaves the lock's keys no larger (`MEMORY USAGE`);
- *   every acquire is refused whole and writes nothing.
+ *   rewrite or delete what is there: renewal, release, give-back,
+ *   force-release and a waiting writer's heartbeat. Each of them, in every
+ *   state a lock can be in, on a server out of memory, runs and leaves the
+ *   lock's keys no larger (`MEMORY USAGE`); every acquire is refused whole and
+ *   writes nothing.
+ * - The episode: leases held by every mode (hash, legacy, bridge, redlock) ride
+ *   out `OOM_EPISODE_MS` (3 s here; `OOM_EPISODE_MS=10000` for the long one)
+ *   with 1.5 s leases renewed throughout; a release runs and frees; a new
+ *   acquire is refused with `ServerOutOfMemoryError`; a waiting writer keeps
+ *   its place, is handed the lock by a release during the episode where the
+ *   mode hands over, and otherwise gets it once memory is back, before a
+ *   writer that came later.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
@@ -16,12 +24,20 @@ import type { AcquireRequest, LockBackend } from '../../src/backends/backend.js'
 import { hashLayout, type Layout, legacyLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
-import type { LockKeys } from '../../src/index.js';
+import { type Lease, LockClient, type LockClientMode, type LockKeys, ServerOutOfMemoryError } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
-import { forEachTopology } from '../setup/topologies.js';
+import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
+import { type ClientKind, disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE, nodeRedisClient } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
+import { glideClient } from '../support/glide-clients.js';
 import { outOfMemory } from '../support/out-of-memory.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+
+/** How long the episode of the lease suite lasts. */
+const EPISODE_MS = Number(process.env.OOM_EPISODE_MS ?? 3_000);
+/** The lease of the episode's renewed leases: renewed every 500 ms, lost after 1.5 s without. */
+const LEASE_MS = 1_500;
 
 /** The scripts that run on a server out of memory (`allow-oom`): each only rewrites or deletes what is there. */
 const RUN_OUT_OF_MEMORY = [
@@ -29,6 +45,7 @@ const RUN_OUT_OF_MEMORY = [
   'extend',
   'extendAcrossSlots',
   'forceRelease',
+  'keepPlace',
   'legacyAbandon',
   'legacyExtend',
   'legacyRelease',
@@ -50,7 +67,7 @@ describe('script flags', () => {
     expect(unflagged.map(([name]) => name)).to.deep.equal([]);
   });
 
-  it('those that run out of memory (allow-oom) are renewal, release, give-back and force-release', () => {
+  it('those that run out of memory (allow-oom) are renewal, release, give-back, force-release and keeping a place', () => {
     const names = (flag: string) =>
       Object.entries(LUA_SOURCES)
         .filter(([, source]) => flagsOf(source)!.includes(flag))
@@ -130,6 +147,7 @@ const STATES: readonly { state: string; make: Step; ops: Record<string, Step> }[
     state: 'a writer, and a writer queued behind it',
     make: all(take('w', 'write', 'W'), take('q', 'write', QUEUED, 2_000)),
     ops: {
+      "the queued writer's heartbeat": (b, k, r, h) => b.keepPlace({ ...request(k, r, 'write', QUEUED, 2_000), holdId: h.q! }),
       'the release that hands the lock over': (b, k, _r, h) => b.release(k, 'write', 'W', h.w!),
       "the queued writer's withdrawal": (b, k) => b.abandon(k, QUEUED, ''),
     },
@@ -138,6 +156,7 @@ const STATES: readonly { state: string; make: Step; ops: Record<string, Step> }[
     state: 'two readers, one waiting to upgrade',
     make: all(take('r', 'read', 'R'), take('s', 'read', 'S'), take('u', 'write', 'R', 2_000)),
     ops: {
+      "the upgrader's heartbeat": (b, k, r, h) => b.keepPlace({ ...request(k, r, 'write', 'R', 2_000), holdId: h.u! }),
       "the upgrader's release of its read hold": (b, k, _r, h) => b.release(k, 'read', 'R', h.r!),
       "the upgrader's withdrawal": (b, k) => b.abandon(k, 'R', ''),
     },
@@ -224,4 +243,153 @@ forEachTopology('a server out of memory: the scripts that run there', (ctx) => {
       expect(await dump()).to.deep.equal(before);
     });
   }
+});
+
+/** A client of `kind` on one server (the redlock nodes beside the topology's), connected. */
+async function clientOn(kind: ClientKind, server: RedisServerHandle): Promise<LockRedisClient> {
+  if (kind === 'ioredis') return server.client();
+  if (kind === 'glide') return glideClient({ addresses: [server] });
+  const client = nodeRedisClient(kind, { socket: { host: server.host, port: server.port } });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+forEachTopology('a server out of memory: leases', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
+  /** Two servers beside the topology: `redlock` mode's other nodes. */
+  let others: RedisServerHandle[] = [];
+  before(async function () {
+    this.timeout(60_000);
+    others = await Promise.all([startRedisServer(), startRedisServer()]);
+  });
+  after(async () => {
+    await Promise.all(others.map((s) => s.stop()));
+  });
+
+  it('a waiting acquire tries until its waitMs, then rejects with ServerOutOfMemoryError within its bound, leaving nothing', async function () {
+    this.timeout(30_000);
+    const redis = ctx.client();
+    const locks = new LockClient(await ctx.lockRedis(), { leaseMs: LEASE_MS });
+    try {
+      const holder = await locks.lock('{oom-wait}').acquireWrite();
+      const restore = await outOfMemory(await masters(redis));
+      try {
+        const waitMs = 1_500;
+        for (const resource of ['{oom-wait}', '{oom-free}']) {
+          const started = performance.now();
+          const error = await rejection(locks.lock(resource).acquireWrite({ waitMs }));
+          const took = performance.now() - started;
+          expect(error, resource).to.be.instanceOf(ServerOutOfMemoryError);
+          expect(took, `${resource}: rejected after (ms)`).to.be.at.least(waitMs - 1);
+          expect(took, `${resource}: within the bound, waitMs + 250 ms (and event-loop slack)`).to.be.below(waitMs + 250 + 750);
+        }
+        // The writer that waited behind the holder left the queue when it gave up, out of memory still.
+        expect((await locks.lock('{oom-wait}').inspect()).queue).to.deep.equal([]);
+        expect(holder.held).to.equal(true);
+      } finally {
+        await restore();
+      }
+      await holder.release();
+      const { state, leases, queue } = locks.lock('{oom-wait}').keys;
+      expect(await redis.exists(state, leases, queue), "the lock's keys").to.equal(0);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  it(`every lease held rides out ${EPISODE_MS} ms, in every mode; releases free, new grants are refused, a waiting writer keeps its place`, async function () {
+    this.timeout(EPISODE_MS + 60_000);
+    const redis = ctx.client();
+    const nodes = [...(await masters(redis)), ...others.map((s) => s.client())];
+    await Promise.all(others.map((s) => s.flush()));
+    const extra: LockRedisClient[] = [];
+    const lockClients = new Map<LockClientMode, LockClient>();
+    const lost: string[] = [];
+    for (const mode of ['hash', 'legacy', 'bridge', 'redlock'] as const) {
+      let on: LockRedisClient | LockRedisClient[] = await ctx.lockRedis();
+      if (mode === 'redlock') {
+        const beside = await Promise.all(others.map((s) => clientOn(ctx.clientKind, s)));
+        extra.push(...beside);
+        on = [on, ...beside];
+      }
+      const locks = new LockClient(on, { mode, leaseMs: LEASE_MS });
+      locks.on('lost', (error: Error) => lost.push(`${mode}: ${error.message}`));
+      lockClients.set(mode, locks);
+    }
+    try {
+      const held = new Map<LockClientMode, Lease[]>();
+      const freed = new Map<LockClientMode, Lease>();
+      const writers = new Map<LockClientMode, Lease>();
+      const waiting = new Map<LockClientMode, Promise<Lease>>();
+      for (const [mode, locks] of lockClients) {
+        const lock = (name: string) => locks.lock(`{oom-${mode}-${name}}`);
+        held.set(mode, [
+          await lock('sole-1').acquireWrite(),
+          await lock('sole-2').acquireRead(),
+          await lock('shared').acquireRead(),
+          await lock('shared').acquireRead(),
+          await lock('twice').acquireWrite({ owner: 'twice' }),
+          await lock('twice').acquireWrite({ owner: 'twice' }),
+        ]);
+        freed.set(mode, await lock('freed').acquireWrite());
+        writers.set(mode, await lock('queue').acquireWrite());
+        const queued = lock('queue').acquireWrite({ waitMs: EPISODE_MS + 20_000 });
+        queued.catch(() => undefined);
+        waiting.set(mode, queued);
+        await eventually(`${mode}: a writer queued`, async () => (await lock('queue').inspect()).queue.length === 1);
+      }
+
+      const restore = await outOfMemory(nodes);
+      let restored = false;
+      try {
+        const started = performance.now();
+        for (const [mode, locks] of lockClients) {
+          // Nothing new is granted: refused at once, with the error of its own.
+          const refused = await rejection(locks.lock(`{oom-${mode}-new}`).tryAcquireWrite());
+          expect(refused, mode).to.be.instanceOf(ServerOutOfMemoryError);
+          expect(refused.message, mode).to.match(/out of memory.*raise maxmemory/);
+          // A release runs, and frees.
+          await freed.get(mode)!.release();
+          expect(await locks.lock(`{oom-${mode}-freed}`).inspect(), mode).to.include({ mode: 'free' });
+        }
+        // Past the waiting writers' queue heartbeat (1.1 s: 2 × recheckMs + 100 ms).
+        await sleep(Math.max(0, EPISODE_MS / 2 - (performance.now() - started)));
+        for (const [mode, locks] of lockClients) {
+          const queue = (await locks.lock(`{oom-${mode}-queue}`).inspect()).queue;
+          expect(queue.length, `${mode}: the waiting writer's place, ${EPISODE_MS / 2} ms in`).to.equal(1);
+          await writers.get(mode)!.release();
+        }
+        // Where a release hands the lock over, the waiting writer holds it now, out of memory still.
+        for (const mode of ['hash', 'redlock'] as const) held.get(mode)!.push(await waiting.get(mode)!);
+        await sleep(Math.max(0, EPISODE_MS - (performance.now() - started)));
+        for (const [mode, leases] of held) {
+          expect(
+            leases.filter((l) => !l.held),
+            `${mode}: leases lost during the episode (${lost.join('; ')})`,
+          ).to.deep.equal([]);
+        }
+        const summary = [...held].map(([mode, leases]) => `${mode} ${leases.filter((l) => l.held).length}/${leases.length}`);
+        console.log(`      [${ctx.kind}, ${ctx.clientKind}] held through ${EPISODE_MS} ms out of memory: ${summary.join(', ')}`);
+        await restore();
+        restored = true;
+      } finally {
+        if (!restored) await restore();
+      }
+      // Memory back: the writers still waiting (no hand-over in legacy and bridge mode) get the lock
+      // before a writer that comes now.
+      for (const mode of ['legacy', 'bridge'] as const) {
+        const locks = lockClients.get(mode)!;
+        const later = locks.lock(`{oom-${mode}-queue}`).acquireWrite({ waitMs: 20_000, owner: 'later' });
+        const first = await waiting.get(mode)!;
+        expect(first.token, mode).to.not.equal('later');
+        await first.release();
+        await (await later).release();
+      }
+      expect(lost).to.deep.equal([]);
+    } finally {
+      for (const locks of lockClients.values()) await locks.close();
+      for (const client of extra) disconnect(client);
+      for (const node of nodes.slice(-others.length)) node.disconnect();
+    }
+  });
 });

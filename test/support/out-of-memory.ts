@@ -5,8 +5,8 @@ import type { Redis } from 'ioredis';
 async function tagOf(node: Redis): Promise<string> {
   if (!/^cluster_enabled:1\s*$/m.test(await node.info('cluster'))) return '{oom}';
   const port = node.options.port;
-  const ranges = (await node.cluster('SLOTS')) as [number, number, [string, number]][];
-  const own = ranges.find((range) => range[2][1] === port);
+  const ranges = await node.cluster('SLOTS');
+  const own = ranges.find((range) => range[2]?.[1] === port);
   if (own === undefined) throw new Error(`node ${port} owns no slot`);
   for (let i = 0; ; i++) {
     const slot = calculateSlot(`oom:${i}`);

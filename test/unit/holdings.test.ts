@@ -31,6 +31,7 @@ describe('Holdings (renewal timing and loss)', () => {
       return extendReply(requests);
     },
     abandon: async () => onAbandon(),
+    keepPlace: () => Promise.reject(new Error('unused')),
     inspect: () => Promise.reject(new Error('unused')),
     handsOver: true,
     takeHanded: () => undefined,
