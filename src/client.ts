@@ -4,7 +4,7 @@ import type { LockBackend, LockInfo } from './backends/backend.js';
 import { createBackend } from './backends/index.js';
 import { redlockClients } from './backends/redlock-nodes.js';
 import { Cleanups } from './cleanups.js';
-import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
+import { type Driver, driverFor, type LockRedisClient, notAClient } from './clients/index.js';
 import { Deadlines } from './deadlines.js';
 import {
   AcquireTimeoutError,
@@ -102,7 +102,7 @@ export class LockClient extends EventEmitter {
       );
     }
     const driver = redlock ? undefined : driverFor(redis);
-    if (!redlock && !driver) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
+    if (!redlock && !driver) throw new InvalidArgumentError('redis', notAClient(redis));
     const clients = redlock ? redlockClients(redis) : [driver!];
     const prefixed = clients.find((client) => client.keyPrefix !== '');
     if (prefixed) {
