@@ -15,6 +15,7 @@ import {
   type RedisUnavailableError,
   type RWLockError,
   type RWLockErrorContext,
+  serverRefusal,
 } from './errors.js';
 import { type ForcedRelease, forceReleaseOn, lockFootprint } from './force-release.js';
 import { Holdings } from './holdings.js';
@@ -151,7 +152,8 @@ export class LockClient extends EventEmitter {
         {
           message: () => telemetry.wakeup(),
           unconfirmed: () => telemetry.pollingFallback(),
-          error: (error) => telemetry.subscriberError(error),
+          // A subscription the server refused for a condition of its own (BUSY, LOADING, maxclients) says so.
+          error: (error) => telemetry.subscriberError(serverRefusal('subscribing to wake-ups', error.message, { cause: error }) ?? error),
         },
         backend.handsOver ? clientId : undefined,
         this.options.linkCheckMs,
