@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
   outcome: take it out of the writers' queue (or the upgrade slot) and, if

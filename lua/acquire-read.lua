@@ -1,3 +1,4 @@
+#!lua
 --[[
   Acquire a read hold on one lock.
 

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Acquire a write hold on one lock: reentrant for its writer, an in-place
   upgrade for its sole reader; writers that wait queue in arrival order.

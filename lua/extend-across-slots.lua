@@ -1,4 +1,4 @@
-#!lua flags=allow-cross-slot-keys
+#!lua flags=allow-cross-slot-keys,allow-oom
 --[[
   lua/extend.lua for a Redis Cluster node's locks of many slots in one call:
   the only script that touches keys it does not declare. A Cluster refuses
@@ -7,7 +7,7 @@
   flag lets it reach the other slots of that node. An OSS Cluster runs it,
   so renewal there takes a few calls per node per round, not one per slot.
   A server or proxy that refuses it (undeclared keys, keys of several slots:
-  ElastiCache Serverless, Dragonfly, key-routing proxies) gets lua/extend.lua
+  ElastiCache Serverless, key-routing proxies) gets lua/extend.lua
   instead, one slot per call, from the refused call's leases on
   (src/backends/scripted.ts). The declared-keys guard of the tests
   (test/support/declared-keys.ts) leaves this script alone.

@@ -1,8 +1,9 @@
+#!lua flags=allow-oom
 --[[
   Extend the leases of one or many owners, each on its own lock: one call
   renews many leases a client holds. Every lock's keys are declared in KEYS,
   so servers and proxies that route by, or enforce, declared keys run it
-  (Dragonfly, ElastiCache Serverless, key-routing proxies). A Redis Cluster
+  (ElastiCache Serverless, key-routing proxies). A Redis Cluster
   refuses declared keys of several slots (CROSSSLOT, whatever the script's
   flags), so there one call carries the locks of one slot, and only where
   the Cluster refuses lua/extend-across-slots.lua (src/backends/scripted.ts);

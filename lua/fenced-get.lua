@@ -1,3 +1,4 @@
+#!lua
 --[[
   Read a value guarded by fencing tokens, as a reader of the lock: the key's
   fence is raised to the reader's, atomically with the read, so a writer whose

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Write a value guarded by a fencing token: refused when the key has already
   seen a higher fence. A writer whose lease ran out while it was paused holds

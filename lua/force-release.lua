@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   An operator's force-release: delete every key of one lock, whoever holds
   it, and wake its waiters so they try again at once. Holders are not told;

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
   Read one page of a lock's state, with the server time it was read at: from
   a cursor, for a budget of server time (lua/includes/inspect-page.lua). A

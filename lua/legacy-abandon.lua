@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Clean up after an owner that stops waiting or whose acquire had an unknown
   outcome, in legacy or bridge mode: as lua/abandon.lua (here no place

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Acquire a read hold on one lock in legacy or bridge mode: the hash-mode read
   acquire (lua/acquire-read.lua), which also refuses while an old process

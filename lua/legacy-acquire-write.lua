@@ -1,3 +1,4 @@
+#!lua
 --[[
   Acquire a write hold on one lock in legacy or bridge mode: the hash-mode
   write acquire (lua/acquire-write.lua), which also refuses while an old

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Extend the leases of one or many owners in legacy or bridge mode, each on
   its own lock (every lock's keys declared; on a Cluster, the caller sends

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
   Read one page of a lock's state in legacy or bridge mode: the hash state
   and the two-key layout, with the server time it was read at; from a

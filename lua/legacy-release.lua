@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Release one read or write hold of an owner in legacy or bridge mode: the
   hash-mode release (lua/release.lua); when the owner's last hold of a mode

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Release one read or write hold of an owner, and wake waiters when that may
   let one of them in. The hold is named by the id of the acquire that took it,

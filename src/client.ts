@@ -5,7 +5,7 @@ import { evictionRisks, onEvictionRisk, warnOfEviction } from './backends/evicti
 import { createBackend } from './backends/index.js';
 import { redlockClients } from './backends/redlock-nodes.js';
 import { Cleanups } from './cleanups.js';
-import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
+import { type Driver, driverFor, type LockRedisClient, notAClient } from './clients/index.js';
 import { Deadlines } from './deadlines.js';
 import {
   AcquireTimeoutError,
@@ -17,6 +17,7 @@ import {
   type RedisUnavailableError,
   type RWLockError,
   type RWLockErrorContext,
+  serverRefusal,
 } from './errors.js';
 import { type ForcedRelease, forceReleaseOn, lockFootprint } from './force-release.js';
 import { Holdings } from './holdings.js';
@@ -116,7 +117,7 @@ export class LockClient extends EventEmitter {
       );
     }
     const driver = redlock ? undefined : driverFor(redis);
-    if (!redlock && !driver) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
+    if (!redlock && !driver) throw new InvalidArgumentError('redis', notAClient(redis));
     const clients = redlock ? redlockClients(redis) : [driver!];
     const prefixed = clients.find((client) => client.keyPrefix !== '');
     if (prefixed) {
@@ -172,7 +173,8 @@ export class LockClient extends EventEmitter {
         {
           message: () => telemetry.wakeup(),
           unconfirmed: () => telemetry.pollingFallback(),
-          error: (error) => telemetry.subscriberError(error),
+          // A subscription the server refused for a condition of its own (BUSY, LOADING, maxclients) says so.
+          error: (error) => telemetry.subscriberError(serverRefusal('subscribing to wake-ups', error.message, { cause: error }) ?? error),
         },
         backend.handsOver ? clientId : undefined,
         this.options.linkCheckMs,

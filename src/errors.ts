@@ -39,6 +39,8 @@ export type RWLockErrorCode =
   | 'RWLOCK_STALE_FENCE'
   | 'RWLOCK_UNSUPPORTED_SERVER'
   | 'RWLOCK_NO_PERMISSION'
+  | 'RWLOCK_SERVER_REFUSED'
+  | 'RWLOCK_SERVER_OUT_OF_MEMORY'
   | 'RWLOCK_LAYOUT_VERSION'
   | 'RWLOCK_EVICTION_RISK';
 
@@ -175,6 +177,113 @@ export class NoPermissionError extends RedisUnavailableError {
     super(message, context);
     this.permission = permission;
   }
+}
+
+/**
+ * What a Redis server is doing when it refuses commands for a condition of its
+ * own ({@link ServerRefusedError}): `out-of-memory` (maxmemory reached, `OOM`),
+ * `busy` (another client's script or function runs past
+ * `busy-reply-threshold`, `BUSY`), `save-failed` (a failed background save
+ * with `stop-writes-on-bgsave-error`, `MISCONF`), `too-few-replicas`
+ * (`min-replicas-to-write`, `NOREPLICAS`), `loading` (its data set, `LOADING`),
+ * `maxclients` (no room for another connection).
+ */
+export type ServerCondition = 'out-of-memory' | 'busy' | 'save-failed' | 'too-few-replicas' | 'loading' | 'maxclients';
+
+/**
+ * The Redis server refused the call for a condition of its own, before it ran
+ * anything: nothing was written. `condition` names it and the message says
+ * what to do. Retrying helps once the condition ends, so a waiting acquire
+ * keeps trying until its `waitMs` and rejects with this only then. Like every
+ * {@link RedisUnavailableError}, it is worth a retry with backoff.
+ */
+export class ServerRefusedError extends RedisUnavailableError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_SERVER_REFUSED';
+  /** The server's condition. */
+  readonly condition: ServerCondition;
+
+  constructor(message: string, condition: ServerCondition, context: RWLockErrorContext = {}) {
+    super(message, context);
+    this.condition = condition;
+  }
+}
+
+/**
+ * The Redis server is out of memory (`used_memory` past `maxmemory`, and
+ * nothing it may evict): it grants no new lock, and a waiting writer keeps
+ * its place until memory is freed or its `waitMs` ends. Leases already held
+ * are renewed, released and given back as before: those scripts only
+ * rewrite or delete what is there. Raise `maxmemory`, free memory, or give
+ * the locks a Redis server of their own.
+ */
+export class ServerOutOfMemoryError extends ServerRefusedError {
+  override readonly code: RWLockErrorCode = 'RWLOCK_SERVER_OUT_OF_MEMORY';
+
+  constructor(message: string, context: RWLockErrorContext = {}) {
+    super(message, 'out-of-memory', context);
+  }
+}
+
+/** Each server condition: how its refusal reads, what it is, what to do. */
+const SERVER_CONDITIONS: readonly { condition: ServerCondition; reply: RegExp; is: string; fix: string }[] = [
+  {
+    condition: 'out-of-memory',
+    reply: /^(?:ERR )?OOM\b/,
+    is: 'the Redis server is out of memory (used_memory reached maxmemory, and it may evict nothing)',
+    fix:
+      'leases already held are still renewed and released, but no lock is granted until memory is freed: ' +
+      'raise maxmemory, free memory, or give the locks a Redis server of their own',
+  },
+  {
+    condition: 'busy',
+    reply: /^(?:ERR )?BUSY\b/,
+    is: "the Redis server is running another client's script or function past busy-reply-threshold, and answers nothing else until it ends",
+    fix:
+      'end it with SCRIPT KILL (FUNCTION KILL), and fix the script that runs so long; ' +
+      'a lease whose renewal is refused for longer than it lasts is lost',
+  },
+  {
+    condition: 'save-failed',
+    reply: /^(?:ERR )?MISCONF\b/,
+    is: 'the Redis server refuses writes because its last background save failed (stop-writes-on-bgsave-error)',
+    fix:
+      "fix what makes the save fail (the server's log says: disk space, the permissions of its dir), " +
+      'or set stop-writes-on-bgsave-error no; until then no lock is granted, renewed or released',
+  },
+  {
+    condition: 'too-few-replicas',
+    reply: /^(?:ERR )?NOREPLICAS\b/,
+    is: 'the Redis server refuses writes because fewer replicas than min-replicas-to-write are connected',
+    fix: 'bring the replicas back, or lower min-replicas-to-write; until then no lock is granted, renewed or released',
+  },
+  {
+    condition: 'loading',
+    reply: /^(?:ERR )?LOADING\b/,
+    is: 'the Redis server is still loading its data set into memory',
+    fix: 'wait until it has loaded',
+  },
+  {
+    condition: 'maxclients',
+    reply: /max(?:imum)? number of clients reached/i,
+    is: 'the Redis server has as many connections as maxclients allows, and refused another',
+    fix: 'raise maxclients, or close idle connections: the library opens one subscriber connection of its own per server (per master on a Cluster) for wake-ups',
+  },
+];
+
+/**
+ * `message` (a server's error reply, or a client library's error that
+ * carries it) as the {@link ServerRefusedError} of the condition it names,
+ * or undefined when it names none. `what`: the operation, as an error
+ * message begins ("acquiring the write lock on "r"").
+ */
+export function serverRefusal(what: string, message: string, context: RWLockErrorContext = {}): ServerRefusedError | undefined {
+  const text = message.trim();
+  const known = SERVER_CONDITIONS.find((c) => c.reply.test(text));
+  if (known === undefined) return undefined;
+  const said = `${what} was refused: ${known.is} (${text.replace(/\.+$/, '')}); ${known.fix}; the operation may be retried`;
+  return known.condition === 'out-of-memory'
+    ? new ServerOutOfMemoryError(said, context)
+    : new ServerRefusedError(said, known.condition, context);
 }
 
 /**

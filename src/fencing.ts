@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { runScript } from './backends/scripts.js';
-import { type Driver, driverFor, type LockRedisClient, NOT_A_CLIENT } from './clients/index.js';
+import { type Driver, driverFor, type LockRedisClient, notAClient } from './clients/index.js';
 import { InvalidArgumentError, StaleFenceError } from './errors.js';
 import { describe, hashTagOf } from './keys/keys.js';
 import { duration } from './options.js';
@@ -130,7 +130,7 @@ function fencedArguments(
   fenceKeyOption: string | undefined,
 ): { client: Driver; f: number; fenceKey: string } {
   const client = driverFor(redis);
-  if (!client) throw new InvalidArgumentError('redis', NOT_A_CLIENT);
+  if (!client) throw new InvalidArgumentError('redis', notAClient(redis));
   if (typeof key !== 'string' || key.length === 0)
     throw new InvalidArgumentError('key', `must be a non-empty string, got ${describe(key)}`);
   const f = typeof fence === 'object' && fence !== null ? fence.fence : fence;

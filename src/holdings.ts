@@ -39,6 +39,8 @@ class Holding {
   autoRenewed = 0;
   /** Its last renewal round could not renew it: retried soon, and first in the next round. */
   missed = false;
+  /** Why its latest renewal failed, until one succeeds: a loss by its deadline then says so. */
+  renewalFailure: RWLockError | undefined;
 }
 
 export interface LossEvent {
@@ -401,6 +403,7 @@ export class Holdings implements LeaseHost {
         if (this.byId.get(holding.id) !== holding) return; // released meanwhile
         if (left > 0) {
           this.setDeadline(holding, localDeadline(sentAt, left));
+          holding.renewalFailure = undefined;
           renewed++;
         } else {
           if (this.lose(holding, 'renewal found it no longer held', false, sentAt) && trace) trace.lost++;
@@ -422,8 +425,9 @@ export class Holdings implements LeaseHost {
       } catch (error) {
         // Redis unreachable: tried again soon (afterRound); the deadline timers report loss if it never comes back.
         const failed = due.filter((_, i) => settled[i] === 0);
+        const failure = redisFailure(`renewing ${failed.length} lease holding(s)`, error, {});
+        for (const holding of failed) holding.renewalFailure = failure;
         if (this.observer) {
-          const failure = redisFailure(`renewing ${failed.length} lease holding(s)`, error, {});
           this.observer.renewalFailed(
             failure,
             failed.length,
@@ -562,11 +566,17 @@ export class Holdings implements LeaseHost {
     const leases = byClock ? [...holding.leases] : holding.leases.filter((l) => l.pending === undefined && l.grantedAt <= sentAt);
     if (leases.length === 0) return false;
     for (const lease of leases) this.remove(holding, lease);
-    const error = new LockLostError(`lost the lock on "${holding.resource}": ${why}`, {
-      resource: holding.resource,
-      mode: leases.some((l) => l.mode === 'write') ? 'write' : 'read',
-      owner: holding.owner,
-    });
+    // Run out by its deadline after renewal failed: the failure (a server refusing, say) is the cause.
+    const failure = byClock ? holding.renewalFailure : undefined;
+    const error = new LockLostError(
+      `lost the lock on "${holding.resource}": ${why}${failure ? ` (its last renewal: ${failure.message})` : ''}`,
+      {
+        resource: holding.resource,
+        mode: leases.some((l) => l.mode === 'write') ? 'write' : 'read',
+        owner: holding.owner,
+        cause: failure,
+      },
+    );
     for (const lease of leases) {
       lease.markLost(error);
     }

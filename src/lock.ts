@@ -13,6 +13,8 @@ import {
   RedisUnavailableError,
   RWLockError,
   type RWLockErrorContext,
+  ServerOutOfMemoryError,
+  ServerRefusedError,
   UpgradeConflictError,
 } from './errors.js';
 import { type Holdings, ranOutOnArrival } from './holdings.js';
@@ -248,7 +250,20 @@ export class RWLock {
         try {
           outcome = await bound.race(sent);
         } catch (error) {
-          throw this.tryFailed(request, context, bound, sent, error);
+          const failure = this.tryFailed(request, context, bound, sent, error);
+          // The server refused the try for a condition of its own (out of memory, busy, ...), before
+          // it ran: a waiting acquire waits that out, and rejects with it only once waitMs is over.
+          const left = deadline - performance.now();
+          if (!(failure instanceof ServerRefusedError) || left <= 0) throw failure;
+          // Out of memory, the server runs no try, but it keeps a writer's place (lua/keep-place.lua).
+          if (leftIntent && failure instanceof ServerOutOfMemoryError) queued = await this.keepPlace(request, bound, queued);
+          watch ??= await bound.race(ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), writer));
+          await watch.sleep(Math.min(recheckMs, left), signal);
+          let handed =
+            queued && replicaAck === undefined && watch.handed.length > 0 ? this.takeHanded(request, queued, watch, signal) : undefined;
+          if (handed instanceof Promise) handed = await handed;
+          if (queued && handed) return this.handedLease(request, queued, handed, autoRenew, started, trace);
+          continue;
         }
         const arrived = performance.now();
         if (outcome.granted && ranOutOnArrival(sentAt, outcome.leaseRemainingMs, arrived)) {
@@ -290,12 +305,7 @@ export class RWLock {
         let handed =
           queued && replicaAck === undefined && watch.handed.length > 0 ? this.takeHanded(request, queued, watch, signal) : undefined;
         if (handed instanceof Promise) handed = await handed;
-        if (queued && handed) {
-          const lease = ctx.holdings.add(request, { granted: true, ...handed }, autoRenew, queued.sentAt);
-          ctx.telemetry.granted(lease, performance.now() - started);
-          if (trace) trace.handed = true;
-          return lease;
-        }
+        if (queued && handed) return this.handedLease(request, queued, handed, autoRenew, started, trace);
       }
     } catch (error) {
       ctx.telemetry.refused(error, waitMs > 0);
@@ -320,6 +330,39 @@ export class RWLock {
       watch?.close();
       if (trace) trace.attempts = attempts;
     }
+  }
+
+  /** The lease of a grant that releases handed this writer. */
+  private handedLease(
+    request: AcquireRequest,
+    queued: Queued,
+    handed: Handed,
+    autoRenew: boolean,
+    started: number,
+    trace: AcquireTraceContext | undefined,
+  ): Lease {
+    const lease = this.ctx.holdings.add(request, { granted: true, ...handed }, autoRenew, queued.sentAt);
+    this.ctx.telemetry.granted(lease, performance.now() - started);
+    if (trace) trace.handed = true;
+    return lease;
+  }
+
+  /**
+   * Moves a waiting writer's queue heartbeat on while the server, out of
+   * memory, refuses its tries: the place it queued at stays its own, and the
+   * release that hands it the lock names the new heartbeat. Returns what a
+   * queued try would have: undefined where no place is left to keep, and
+   * `queued` (the latest try's) when the server did not answer.
+   */
+  private async keepPlace(request: AcquireRequest, bound: AcquireBound, queued: Queued | undefined): Promise<Queued | undefined> {
+    const sentAt = performance.now();
+    let until: readonly (number | undefined)[];
+    try {
+      until = await bound.race(this.ctx.backend.keepPlace(request));
+    } catch {
+      return queued;
+    }
+    return until.some((u) => u !== undefined) ? { sentAt, until } : undefined;
   }
 
   /**
@@ -379,9 +422,13 @@ export class RWLock {
     sent: Promise<AcquireOutcome>,
     error: unknown,
   ): Error {
-    // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError).
-    if (!(error instanceof RWLockError) || bound.caused(error)) undoWhenKnown(this.ctx, request, sent);
-    return redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
+    const failure = redisFailure(`acquiring the ${request.mode} lock on "${this.resource}"`, error, context);
+    // Typed errors from the backend come with their own clean-up (ReplicaAckError, QuorumError); a
+    // server's refusal for a condition of its own (out of memory, busy, ...) took nothing.
+    if ((!(error instanceof RWLockError) || bound.caused(error)) && !(failure instanceof ServerRefusedError)) {
+      undoWhenKnown(this.ctx, request, sent);
+    }
+    return failure;
   }
 }
 

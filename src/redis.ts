@@ -9,6 +9,7 @@ import {
   RedisUnavailableError,
   RWLockError,
   type RWLockErrorContext,
+  serverRefusal,
   UnsupportedServerError,
 } from './errors.js';
 import { LUA_SOURCES } from './lua/scripts.generated.js';
@@ -136,6 +137,8 @@ export function redisFailure(what: string, cause: unknown, context: RWLockErrorC
   if (/^(?:MOVED|ASK) \d+ /.test(message)) {
     return new UnsupportedServerError(`${what} failed: ${message}; ${PLAIN_CLUSTER_NODE}`, { ...context, cause });
   }
+  const refusal = serverRefusal(what, message, { ...context, cause });
+  if (refusal !== undefined) return refusal;
   const trouble = client !== undefined ? connectionTrouble(client) : undefined;
   const connection = trouble !== undefined && !message.includes(trouble) ? ` (${trouble})` : '';
   return new RedisUnavailableError(`${what} failed: ${message}${connection}; the operation may be retried`, { ...context, cause });

@@ -262,7 +262,12 @@ end
 -- deadline, so the hash expires exactly then, and `f` is its fence.)
 -- Renewing, another layout's lock is not refused but reported: false, and
 -- nothing written (one such lock must not fail a whole batch).
-local function spill(renewing)
+-- With `owner` (a script that acts on that owner's own holds or place), a sole
+-- holder that is another owner stays where it is: then nothing of `owner` is
+-- in the lock (whoever queues, or holds beside it, moved it out first), and
+-- moving it would only grow the lock, where a release, renewal or give-back
+-- must never need memory (they run when the server is out of memory).
+local function spill(renewing, owner)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
   local layout = layoutOf(held[3], held[2], held[4])
   if layout and layout ~= LAYOUT_VERSION then
@@ -272,6 +277,7 @@ local function spill(renewing)
   local sole = held[1]
   if not sole then return true end
   local m, holdId, o = string.match(sole, '^(%a) (%S+) (.*)$')
+  if owner and o ~= owner then return true end
   local deadline = rcall('PEXPIRETIME', stateKey)
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
@@ -288,14 +294,15 @@ end
 -- The owner's deadline in leasesKey, for scripts that act on the caller's own
 -- hold (release, extend). Only when the owner is not there can it be a sole
 -- holder kept in the hash alone (`o` and leasesKey never coexist), so only
--- then is spill() needed: a renewal of the usual layout reads nothing more.
+-- then is spill() needed (and only when that holder is the owner): a renewal
+-- of the usual layout reads nothing more.
 -- (Nor does it check the layout: only this layout put the owner there, and
 -- another one refuses this lock rather than write it.) Renewing, false when
 -- the lock is another layout version's (see spill).
 local function spilledDeadlineOf(owner, renewing)
   local d = deadlineOf(owner)
   if d then return d end
-  if not spill(renewing) then return false end
+  if not spill(renewing, owner) then return false end
   return deadlineOf(owner)
 end
 

@@ -221,6 +221,14 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    */
   abandon(keys: K, owner: string, drop?: string): Promise<void>;
   /**
+   * Keeps a waiting writer's place while the server refuses its tries for
+   * lack of memory (lua/keep-place.lua): its queue heartbeat moves on, as a
+   * try would have moved it. Resolves with the new heartbeat deadline by
+   * node (as `queuedUntil`: a release that hands it the lock names it), or
+   * undefined where it holds no live place or the node did not answer.
+   */
+  keepPlace(request: AcquireRequest<K>): Promise<readonly (number | undefined)[]>;
+  /**
    * Reads the lock, in as many calls as its size takes (each of bounded server
    * time, lua/includes/inspect-page.lua); `bound` bounds each call's wait for Redis.
    */

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type Driver, driverFor, NOT_A_CLIENT } from '../clients/index.js';
+import { type Driver, driverFor, notAClient } from '../clients/index.js';
 import { InvalidArgumentError } from '../errors.js';
 import { describe } from '../keys/keys.js';
 
@@ -35,7 +35,7 @@ export function redlockClients(value: unknown): Driver[] {
   const seen = new Map<string, number>();
   return value.map((client: unknown, i) => {
     const driver = driverFor(client);
-    if (!driver) throw new InvalidArgumentError('redis', `element ${i} ${NOT_A_CLIENT}, got ${describe(client)}`);
+    if (!driver) throw new InvalidArgumentError('redis', `element ${i} ${notAClient(client)}, got ${describe(client)}`);
     if (value.indexOf(client) !== i) {
       throw new InvalidArgumentError(
         'redis',

@@ -1,5 +1,14 @@
 import type { Driver } from '../clients/driver.js';
-import { EvictionRiskError, LayoutVersionError, type LockMode, type NodeOutcome, QuorumError } from '../errors.js';
+import {
+  EvictionRiskError,
+  LayoutVersionError,
+  type LockMode,
+  type NodeOutcome,
+  QuorumError,
+  type RWLockErrorContext,
+  ServerRefusedError,
+  serverRefusal,
+} from '../errors.js';
 import { type LockKeys, lockKeys } from '../keys/keys.js';
 import type { ResolvedRedlockOptions } from '../options.js';
 import { PacedQueue, RELEASE_CALLS_IN_FLIGHT } from '../paced.js';
@@ -22,7 +31,7 @@ import { type ExtendRound, reportingBound, reportingRound } from './extend-group
 import { addressOf } from './redlock-nodes.js';
 
 /** What `redlock` mode needs of each node: the hash-mode operations on one server or Cluster. */
-export type NodeBackend = Pick<LockBackend, 'acquire' | 'release' | 'extend' | 'abandon' | 'inspect'>;
+export type NodeBackend = Pick<LockBackend, 'acquire' | 'release' | 'extend' | 'abandon' | 'keepPlace' | 'inspect'>;
 
 /** One node's answer to one operation, as far as it came. */
 type Settled<T> =
@@ -186,8 +195,13 @@ export class RedlockBackend implements LockBackend {
         if (outcome.value.granted) return node.release(r.keys, r.mode, r.owner, r.holdId, requeue);
         return fails && queues ? node.abandon(r.keys, r.owner, r.holdId) : undefined;
       }
-      // Unknown outcome: it may have been granted. (A node refused for its eviction policy was sent nothing.)
-      return outcome.status === 'error' && outcome.error instanceof EvictionRiskError ? undefined : node.abandon(r.keys, r.owner, r.holdId);
+      // Refused for its eviction policy, or by the server for a condition of its own: it ran nothing
+      // there (and a place this writer holds there stays). Any other failure: the outcome is unknown,
+      // it may have been granted.
+      if (outcome.status === 'error' && (outcome.error instanceof EvictionRiskError || refusalOf(outcome.error) !== undefined)) {
+        return undefined;
+      }
+      return node.abandon(r.keys, r.owner, r.holdId);
     };
     // A late answer after a later try of this acquire was sent is that try's to clean up: it
     // reached the node after this one, so it found this hold, under the same id.
@@ -201,7 +215,14 @@ export class RedlockBackend implements LockBackend {
     );
     await Promise.allSettled(settled.map((s, i) => (s.status === 'pending' ? undefined : undo(i, s))));
 
-    if (unknown > n - q) throwRefusal(settled);
+    if (unknown > n - q) {
+      throwRefusal(settled);
+      this.throwServerRefusal(settled, `acquiring the ${r.mode} lock on "${r.resource}"`, {
+        resource: r.resource,
+        mode: r.mode,
+        owner: r.owner,
+      });
+    }
     if (fails) {
       const took = Math.round(performance.now() - started);
       throw new QuorumError(
@@ -358,6 +379,16 @@ export class RedlockBackend implements LockBackend {
     }
   }
 
+  /** Each node's heartbeat, as far as its node answered within `nodeTimeoutMs`. */
+  async keepPlace(r: AcquireRequest): Promise<readonly (number | undefined)[]> {
+    const { settled } = await this.gather(
+      (node) => node.keepPlace(r),
+      this.options.nodeTimeoutMs,
+      () => false,
+    );
+    return settled.map((s) => (s.status === 'ok' ? s.value[0] : undefined));
+  }
+
   async inspect(resource: string, keys: LockKeys, bound?: CallBound): Promise<LockInfo> {
     // A lock of many holders takes many calls per node: nodeTimeoutMs bounds each, as in renewal.
     const gathered = await this.gather(
@@ -451,6 +482,19 @@ export class RedlockBackend implements LockBackend {
     });
   }
 
+  /**
+   * Throws the servers' refusal when every node that did not answer refused
+   * for a condition of its own (out of memory, busy, ...): nothing ran on
+   * them, and that condition, not a missing majority, is what to act on.
+   */
+  private throwServerRefusal(settled: readonly Settled<unknown>[], what: string, context: RWLockErrorContext): void {
+    const failed = settled.flatMap((s, node) => (s.status === 'ok' ? [] : [{ s, node }]));
+    const refusals = failed.map(({ s, node }) =>
+      s.status === 'error' ? refusalOf(s.error, `${what} on node ${node} (${this.addresses[node]})`, context) : undefined,
+    );
+    if (refusals.length > 0 && refusals.every((refusal) => refusal !== undefined)) throw refusals[0];
+  }
+
   /** Each node's outcome, for a {@link QuorumError}. */
   private outcomes<T>({ settled, timedOutMs }: Gathered<T>, say: (value: T) => string, agreed: (value: T) => boolean): NodeOutcome[] {
     return settled.map((s, node) => {
@@ -466,6 +510,12 @@ export class RedlockBackend implements LockBackend {
       return { node, address, outcome: 'error', reason: `failed: ${message}` };
     });
   }
+}
+
+/** A node's failure as the server's refusal for a condition of its own, if it was one. */
+function refusalOf(error: unknown, what = 'the call', context: RWLockErrorContext = {}): ServerRefusedError | undefined {
+  if (error instanceof ServerRefusedError) return error;
+  return serverRefusal(what, error instanceof Error ? error.message : String(error), { ...context, cause: error });
 }
 
 /**

@@ -185,6 +185,12 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     });
   }
 
+  async keepPlace(r: AcquireRequest<K>): Promise<readonly (number | undefined)[]> {
+    const [state, leases, queue] = this.layout.names(r.keys);
+    const until = await runScript(this.client, 'keepPlace', [state, leases, queue], [r.owner, r.waitBeatMs], r.keys);
+    return [until > 0 ? until : undefined];
+  }
+
   /** Reads the lock in calls of at most {@link INSPECT_BUDGET_US} of server time each, one after the other. */
   async inspect(resource: string, keys: K, bound?: CallBound): Promise<LockInfo> {
     const { scripts, names } = this.layout;

@@ -96,6 +96,11 @@ interface ScriptTable {
    */
   extendAcrossSlots: [HashKeys, args: readonly (string | number)[], reply: number[]];
   abandon: [HashKeys, ...LockOperations['abandon']];
+  /**
+   * A waiting writer's heartbeat, moved on while the server refuses its tries for memory (any layout: the queue is in
+   * the hash-mode keys of each); the reply is the new heartbeat deadline (server ms), 0 without a live place.
+   */
+  keepPlace: [HashKeys, args: readonly [owner: string, beatMs: number], reply: number];
   inspect: [HashKeys, args: InspectArgs, reply: InspectReply];
   legacyAcquireRead: [LegacyKeys, ...LockOperations['acquireRead']];
   legacyAcquireWrite: [LegacyKeys, ...LockOperations['acquireWrite']];

@@ -49,6 +49,35 @@ export type LockRedisClient = IoredisCompatibleClient | NodeRedisCompatibleClien
 export const NOT_A_CLIENT =
   'must be a Redis client: an ioredis (5 or 6) or iovalkey Redis or Cluster, a node-redis (5 or 6) createClient() or createCluster() client, or a GLIDE GlideClient or GlideClusterClient';
 
+/**
+ * What a client of ioredis' shape (`defineCommand`, `duplicate`) lacks of
+ * what the ioredis adapter runs it through: `call()`, every command the
+ * scripts do not send, and `status`, whether it is open. A stand-in such as
+ * ioredis-mock has that shape without them.
+ */
+function missingOfIoredis(client: object): string[] {
+  const c = client as { call?: unknown; status?: unknown };
+  const missing: string[] = [];
+  if (typeof c.call !== 'function') missing.push('call()');
+  if (typeof c.status !== 'string') missing.push('status');
+  return missing;
+}
+
+/**
+ * Why `client` is refused: {@link NOT_A_CLIENT}, or, for a client of
+ * ioredis' shape without what the library drives it by (a mock), what it
+ * lacks and what to test with instead.
+ */
+export function notAClient(client: unknown): string {
+  const missing = typeof client === 'object' && client !== null && isUsableClient(client) ? missingOfIoredis(client) : [];
+  if (missing.length === 0) return NOT_A_CLIENT;
+  return (
+    `has ioredis' shape (defineCommand, duplicate) but no ${missing.join(' and no ')}, which redis-rwlock drives an ioredis client by: ` +
+    'a stand-in such as ioredis-mock, which cannot run the Lua scripts the locks are made of either (no SPUBLISH, no script flags); ' +
+    'give it a real server instead: startRedisServer() from redis-rwlock/testing starts one for tests'
+  );
+}
+
 /** One driver per client: made on first use, shared by every LockClient and fencing call on it. */
 const drivers = new WeakMap<object, Driver>();
 
@@ -59,8 +88,10 @@ export function driverFor(client: unknown): Driver | undefined {
   if (typeof client !== 'object' || client === null) return undefined;
   let driver = drivers.get(client);
   if (driver) return driver;
-  if (isUsableClient(client)) driver = new IoredisDriver(client as RedisClient);
-  else if (isNodeRedisClient(client)) {
+  if (isUsableClient(client)) {
+    if (missingOfIoredis(client).length > 0) return undefined;
+    driver = new IoredisDriver(client as RedisClient);
+  } else if (isNodeRedisClient(client)) {
     driver = isNodeRedisCluster(client)
       ? new NodeRedisClusterDriver(client as NodeRedisCompatibleCluster)
       : new NodeRedisDriver(client as NodeRedisCompatibleClient);

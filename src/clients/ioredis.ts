@@ -38,6 +38,7 @@ const KEY_COUNTS: Record<ScriptName, number | undefined> = {
   extend: 3,
   extendAcrossSlots: 3,
   abandon: 3,
+  keepPlace: 3,
   inspect: 3,
   legacyAcquireRead: 6,
   legacyAcquireWrite: 6,

@@ -212,7 +212,7 @@ interface Call {
  */
 function refusingSeveralSlots(driver: Driver, cluster: boolean): { driver: Driver; calls: Call[] } {
   const calls: Call[] = [];
-  const withoutFlag = LUA_SOURCES.extendAcrossSlots.replace(/^#!lua flags=allow-cross-slot-keys\n/, '#!lua\n');
+  const withoutFlag = LUA_SOURCES.extendAcrossSlots.replace(/^#!lua flags=allow-cross-slot-keys,/, '#!lua flags=');
   const wrapped: Driver = Object.create(driver);
   wrapped.script = async (name: ScriptName, args: readonly (string | number)[], lock?) => {
     const keyCount = Number(args[0]);

@@ -9,6 +9,7 @@ import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { type Lease, LockClient } from '../../src/index.js';
 import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 import { masters } from '../support/redis-stats.js';
 
 const CALLS = 10_000;
@@ -154,6 +155,52 @@ forEachTopology('a lost script cache', { clients: ONE_NODE_REDIS }, (ctx) => {
       );
       expect(failed, 'releases that failed').to.deep.equal({});
       for (const n of sends) expect(n, `full-script sends per master (${sends.join(', ')})`).to.be.at.most(2 * SENDS_PER_SCRIPT);
+    } finally {
+      await locks.close();
+    }
+  });
+
+  // Redis 7.4+, Valkey 8 and later keep 500 scripts loaded by EVAL and evict the least recently used:
+  // another application's 1,000 scripts evict the library's. Redis 7.0 keeps them all.
+  it("another client's 1,000 distinct EVALs: renewal, release and new grants go on, each evicted script sent again once", async function () {
+    this.timeout(60_000);
+    const locks = new LockClient(await ctx.lockRedis(), { leaseMs: 1_500 });
+    const lost: string[] = [];
+    locks.on('lost', (error: Error) => lost.push(error.message));
+    try {
+      const held = [await locks.lock('evicted:w').acquireWrite(), await locks.lock('evicted:r').acquireRead()];
+      await (await locks.lock('evicted:warm').acquireWrite()).release();
+      await locks.lock('evicted:warm').inspect();
+      const renewals = locks.stats().renewals;
+      await eventually('a renewal', () => locks.stats().renewals > renewals); // every script the test calls, loaded
+      await resetStats();
+      for (const node of nodes) for (let i = 0; i < 1_000; i++) await node.eval(`return ${i}`, 0);
+      const evicted = await Promise.all(
+        nodes.map(async (node) => Number(/^evicted_scripts:(\d+)/m.exec(await node.info('stats'))?.[1] ?? 0)),
+      );
+      const cached = await Promise.all(
+        nodes.map(async (node) => Number(/^number_of_cached_scripts:(\d+)/m.exec(await node.info('memory'))?.[1])),
+      );
+      // The other client's scripts are sent by EVAL: each node counts its 1,000, and the library's own from here on.
+      const before = await sendsPerNode();
+      const renewed = locks.stats().renewals;
+      await eventually('renewal after the evictions', () => locks.stats().renewals > renewed + 1, 10_000);
+      await (await locks.lock('evicted:new').acquireWrite()).release();
+      for (const lease of held) await lease.release();
+      const sends = (await sendsPerNode()).map((n, i) => n - before[i]!);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] after 1,000 EVALs per master: scripts cached ${cached.join(', ')}, evicted ${evicted.join(', ')}; ` +
+          `the library's full sends per master ${sends.join(', ')}`,
+      );
+      expect(lost, 'leases lost').to.deep.equal([]);
+      expect(held.filter((lease) => lease.held)).to.deep.equal([]);
+      // A server that evicts keeps 500, so the library's (used before the 1,000) went: each script it runs
+      // after (renewal, a write acquire, release) is sent once more, with a spare for a race.
+      for (const [i, n] of evicted.entries()) {
+        if (n > 0) expect(cached[i], 'scripts kept by a server that evicts').to.equal(500);
+        else expect(cached[i], 'scripts kept by a server that does not').to.be.above(1_000);
+      }
+      for (const n of sends) expect(n, `the library's full-script sends per master (${sends.join(', ')})`).to.be.at.most(4);
     } finally {
       await locks.close();
     }

@@ -70,3 +70,37 @@ describe("a client library's message inside the library's", () => {
     });
   }
 });
+
+describe("a server's refusal for a condition of its own", () => {
+  // The replies as Redis 7.0 and Valkey 8 send them; GLIDE passes them on with their code first.
+  const replies: [string, api.ServerCondition, RegExp][] = [
+    ["OOM command not allowed when used memory > 'maxmemory'.", 'out-of-memory', /raise maxmemory, free memory/],
+    ['BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.', 'busy', /SCRIPT KILL/],
+    [
+      "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.",
+      'save-failed',
+      /stop-writes-on-bgsave-error no/,
+    ],
+    ['NOREPLICAS Not enough good replicas to write.', 'too-few-replicas', /min-replicas-to-write/],
+    ['LOADING Redis is loading the dataset in memory', 'loading', /wait until it has loaded/],
+    ['ERR max number of clients reached', 'maxclients', /raise maxclients/],
+  ];
+  for (const [reply, condition, fix] of replies) {
+    it(`${reply.split(' ')[0]}: a ServerRefusedError (${condition}) saying what to do, the reply once`, () => {
+      const error = redisFailure('acquiring the write lock on "a"', new Error(reply), { resource: 'a', mode: 'write' });
+      expect(error).to.be.instanceOf(api.ServerRefusedError).and.to.be.instanceOf(api.RedisUnavailableError);
+      expect((error as api.ServerRefusedError).condition).to.equal(condition);
+      expect(error instanceof api.ServerOutOfMemoryError).to.equal(condition === 'out-of-memory');
+      expect(error.message).to.match(/^acquiring the write lock on "a" was refused: the Redis server /);
+      expect(error.message).to.match(fix);
+      expect(error.message.split(reply.replace(/\.$/, '')).length, 'the reply, once').to.equal(2);
+      expect(error.resource).to.equal('a');
+    });
+  }
+
+  it('another error reply is no refusal of that kind', () => {
+    const error = redisFailure('releasing the lock on "a"', new Error('ERR unknown command'), {});
+    expect(error).to.not.be.instanceOf(api.ServerRefusedError);
+    expect(redisFailure('x', new Error('BUSYKEY Target key name already exists.'), {})).to.not.be.instanceOf(api.ServerRefusedError);
+  });
+});

@@ -3,7 +3,7 @@ import sinon from 'sinon';
 import type { ExtendRequest, LockBackend } from '../../src/backends/backend.js';
 import type { ExtendRound } from '../../src/backends/extend-groups.js';
 import { Deadlines } from '../../src/deadlines.js';
-import { LockLostError, LockNotHeldError } from '../../src/errors.js';
+import { LockLostError, LockNotHeldError, ServerRefusedError } from '../../src/errors.js';
 import { Holdings, type LossEvent } from '../../src/holdings.js';
 import { lockKeys } from '../../src/keys/keys.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../../src/paced.js';
@@ -31,6 +31,7 @@ describe('Holdings (renewal timing and loss)', () => {
       return extendReply(requests);
     },
     abandon: async () => onAbandon(),
+    keepPlace: () => Promise.reject(new Error('unused')),
     inspect: () => Promise.reject(new Error('unused')),
     handsOver: true,
     takeHanded: () => undefined,
@@ -216,6 +217,21 @@ describe('Holdings (renewal timing and loss)', () => {
     expect(lease.signal.aborted).to.equal(false);
     await clock.tickAsync(1);
     expect(lease.signal.aborted).to.equal(true);
+  });
+
+  it("names the last renewal's failure in the loss it led to, once: a server's refusal is its cause", async () => {
+    const lease = grant('r', 'o');
+    extendReply = () => {
+      throw new Error('BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.');
+    };
+    await clock.tickAsync(3000);
+    const lost = lease.signal.reason as LockLostError;
+    expect(lost).to.be.instanceOf(LockLostError);
+    expect(lost.cause).to.be.instanceOf(ServerRefusedError);
+    expect(lost.message).to.match(
+      /^lost the lock on "r": its lease ran out without renewal \(its last renewal: renewing 1 lease holding\(s\) was refused: the Redis server is running another client's script/,
+    );
+    expect(lost.message.split('BUSY Redis is busy').length, 'the reply, once').to.equal(2);
   });
 
   it('retries a round Redis did not answer soon after, backing off, not a period later', async () => {

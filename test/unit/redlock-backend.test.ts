@@ -17,7 +17,7 @@ import {
 } from '../../src/backends/backend.js';
 import { type NodeBackend, RedlockBackend } from '../../src/backends/redlock.js';
 import type { Driver } from '../../src/clients/driver.js';
-import { type LockMode, QuorumError } from '../../src/errors.js';
+import { type LockMode, QuorumError, ServerOutOfMemoryError } from '../../src/errors.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
 
 type Answer<T> = T | Error | 'hang' | { delayMs: number; value: T | Error };
@@ -54,6 +54,11 @@ class StubNode implements NodeBackend {
   abandon(_keys: LockKeys, _owner: string, drop = ''): Promise<void> {
     this.calls.push(`abandon ${drop === ALL_HOLDS ? 'all' : drop === '' ? 'withdraw' : `hold ${drop}`}`);
     return Promise.resolve();
+  }
+  keepPlaceAnswer: Answer<readonly (number | undefined)[]> = [];
+  keepPlace(): Promise<readonly (number | undefined)[]> {
+    this.calls.push('keepPlace');
+    return this.answer(this.keepPlaceAnswer);
   }
   inspect(): Promise<LockInfo> {
     return Promise.reject(new Error('not stubbed'));
@@ -125,6 +130,38 @@ describe('RedlockBackend (majority logic, stub nodes)', () => {
     nodes[2]!.acquireAnswer = new Error('connection reset');
     await backend.acquire(request());
     expect(nodes[2]!.calls).to.deep.equal(['acquire write', 'abandon hold h1']);
+  });
+
+  it("rejects with the servers' refusal when every node that did not answer refused out of memory, and undoes nothing there", async () => {
+    const { nodes, backend } = setup(3);
+    const oom = () => new Error("OOM command not allowed when used memory > 'maxmemory'.");
+    nodes[0]!.acquireAnswer = granted(1);
+    nodes[1]!.acquireAnswer = oom();
+    nodes[2]!.acquireAnswer = oom();
+    const error = await backend.acquire(request('write', { waitBeatMs: 1_100 })).catch((e: unknown) => e);
+    expect(error).to.be.instanceOf(ServerOutOfMemoryError);
+    expect((error as Error).message).to.match(
+      /^acquiring the write lock on "r" on node 1 \(127\.0\.0\.1:7001\) was refused: the Redis server is out of memory/,
+    );
+    // The grant is given back; the nodes that refused ran nothing, and keep the writer's place there.
+    expect(nodes.map((n) => n.calls)).to.deep.equal([['acquire write', 'release write'], ['acquire write'], ['acquire write']]);
+  });
+
+  it('a node out of memory among a majority that decides counts for nothing more', async () => {
+    const { nodes, backend } = setup(3);
+    nodes[0]!.acquireAnswer = refused('write', 50);
+    nodes[1]!.acquireAnswer = refused('write', 60);
+    nodes[2]!.acquireAnswer = new Error("OOM command not allowed when used memory > 'maxmemory'.");
+    expect(await backend.acquire(request())).to.deep.equal({ granted: false, retryAfterMs: 50, reason: 'write' });
+    expect(nodes[2]!.calls).to.deep.equal(['acquire write']);
+  });
+
+  it("keeps a waiting writer's place on every node, each node's heartbeat as it answered", async () => {
+    const { nodes, backend } = setup(3, 30);
+    nodes[0]!.keepPlaceAnswer = [1_000];
+    nodes[1]!.keepPlaceAnswer = new Error('down');
+    nodes[2]!.keepPlaceAnswer = [undefined];
+    expect(await backend.keepPlace(request('write', { waitBeatMs: 1_100 }))).to.deep.equal([1_000, undefined, undefined]);
   });
 
   it('fails with a QuorumError naming each node when too many did not answer, after undoing the grants', async () => {
