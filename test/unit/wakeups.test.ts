@@ -120,6 +120,8 @@ describe('WakeupHub: one shared subscriber, channels kept 5 s after their last w
     };
     const client = {
       options: {},
+      status: 'ready',
+      call: async () => undefined,
       defineCommand: () => undefined,
       once: () => client, // the driver closes its subscriber when the client ends
       off: () => client,
