@@ -60,4 +60,13 @@ if ARGV[2] then requeue = { place = tonumber(ARGV[2]), beatMs = tonumber(ARGV[3]
 -- @include layout-version
 -- @include state
 -- @include no-peers
+-- The owner's other hold, kept in the hash alone: this one is not there (a
+-- resend of an earlier release, or a release of the mode it does not hold).
+-- Answered as the usual layout would, without moving that holder into it (a
+-- release must never need memory).
+local sole = rcall('HMGET', stateKey, 'o', 'v')
+if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
+  if string.sub(sole[1], 1, 1) == m then return 1 end
+  return -1
+end
 -- @include release-body

@@ -266,8 +266,10 @@ end
 -- holder that is another owner stays where it is: then nothing of `owner` is
 -- in the lock (whoever queues, or holds beside it, moved it out first), and
 -- moving it would only grow the lock, where a release, renewal or give-back
--- must never need memory (they run when the server is out of memory).
-local function spill(renewing, owner)
+-- must never need memory (they run when the server is out of memory). So does
+-- the owner's own, with `holdId` (a script that acts on that one hold: '*'
+-- every hold, '' none) when it is another hold: the script has nothing to do.
+local function spill(renewing, owner, holdId)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
   local layout = layoutOf(held[3], held[2], held[4])
   if layout and layout ~= LAYOUT_VERSION then
@@ -276,12 +278,12 @@ local function spill(renewing, owner)
   end
   local sole = held[1]
   if not sole then return true end
-  local m, holdId, o = string.match(sole, '^(%a) (%S+) (.*)$')
-  if owner and o ~= owner then return true end
+  local m, hold, o = string.match(sole, '^(%a) (%S+) (.*)$')
+  if owner and (o ~= owner or (holdId and holdId ~= '*' and holdId ~= hold)) then return true end
   local deadline = rcall('PEXPIRETIME', stateKey)
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
-  local holds = held[2] .. ' ' .. holdId
+  local holds = held[2] .. ' ' .. hold
   if m == 'w' then
     rcall('HSET', stateKey, 'w', o, 'wc', holds)
   else

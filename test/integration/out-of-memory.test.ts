@@ -126,6 +126,11 @@ const STATES: readonly { state: string; make: Step; ops: Record<string, Step> }[
       'a release of a hold not there': (b, k) => b.release(k, 'read', 'S', 'gone'),
       'its give-back, by hold': (b, k, _r, h) => b.abandon(k, 'W', h.w!),
       'a give-back of an owner not there': (b, k) => b.abandon(k, 'S', 'gone'),
+      // Its other holds, not there: answered as in the usual layout (a hold of that mode left, or none).
+      'a repeated release of its earlier hold': async (b, k) => expect(await b.release(k, 'write', 'W', 'earlier')).to.equal(true),
+      'a release of the mode it does not hold': async (b, k, _r, h) => expect(await b.release(k, 'read', 'W', h.w!)).to.equal(false),
+      'a give-back of its other acquire': (b, k) => b.abandon(k, 'W', 'other'),
+      'a withdrawal from a queue it is not in': (b, k) => b.abandon(k, 'W', ''),
     },
   },
   {
