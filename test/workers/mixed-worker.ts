@@ -21,10 +21,15 @@ const oldTtlSeconds = Number(process.env.RWLOCK_OLD_TTL ?? 30);
 
 const redis = connectTarget(target);
 const legacyKeys = taggedLegacyKeys;
+// Legacy and bridge waiters re-check often: an old process's release wakes nobody. A hash-mode
+// writer may be handed the lock by a release, and holds it for one queue heartbeat (2 x recheckMs
+// + 100 ms) until its extension, sent a third of the way in, lands: 4.1 s here. Workers stall for
+// up to 0.9 s on a loaded 2-core machine; a 200 ms handed hold was lost to such stalls.
+const recheckMs = kind === 'hash' ? 2_000 : 50;
 const locks =
   kind === 'old'
     ? undefined
-    : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs: 50, ...(kind === 'hash' ? {} : { legacyKeys }) });
+    : new LockClient(redis, { mode: kind, waitMs: 120_000, recheckMs, ...(kind === 'hash' ? {} : { legacyKeys }) });
 const pause = () => new Promise<void>((resolve) => setImmediate(resolve));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
