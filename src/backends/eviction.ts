@@ -73,8 +73,7 @@ class MemoryWatch {
   /** Tells `listener` of each risk found from now, and of those known already (on the next tick, after its caller's own listeners are on). */
   listen(listener: Listener): () => void {
     this.listeners.add(listener);
-    const known = this.risks();
-    if (known.length > 0) process.nextTick(() => known.forEach((risk) => this.listeners.has(listener) && listener(risk)));
+    for (const risk of this.risks()) this.tell(risk, [listener]);
     return () => this.listeners.delete(listener);
   }
 
@@ -110,7 +109,18 @@ class MemoryWatch {
       return;
     }
     if (before?.policy === risk.policy) return;
-    for (const listener of [...this.listeners]) listener(risk);
+    this.tell(risk, this.listeners);
+  }
+
+  /**
+   * Tells each of `listeners` still listening of `risk`, each on a tick of
+   * its own, once the read that found it has recorded every master: a
+   * listener that throws (a LockClient's `evictionRisk` listener) throws to
+   * the process, as one of any background event does, and keeps neither the
+   * other LockClients from hearing nor this watch from going on.
+   */
+  private tell(risk: EvictionRisk, listeners: Iterable<Listener>): void {
+    for (const listener of [...listeners]) process.nextTick(() => this.listeners.has(listener) && listener(risk));
   }
 }
 

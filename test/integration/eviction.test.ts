@@ -73,6 +73,27 @@ async function saysNothing(warnings: readonly Error[], warns: LockClient, refuse
   expect(warns.stats().evictionRisks).to.deep.equal([]);
 }
 
+/**
+ * Runs `during` with the process's uncaught exceptions caught (mocha's own
+ * listener, which fails the test, set aside meanwhile): those thrown until it
+ * settled, and the tick after.
+ */
+async function uncaughtDuring(during: () => Promise<void>): Promise<unknown[]> {
+  const thrown: unknown[] = [];
+  const caught = (error: unknown) => void thrown.push(error);
+  const mocha = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', caught);
+  try {
+    await during();
+    await settled();
+  } finally {
+    process.off('uncaughtException', caught);
+    for (const listener of mocha) process.on('uncaughtException', listener);
+  }
+  return thrown;
+}
+
 /** The ports of the masters, as the risks name them (`host:port`). */
 async function masterPorts(redis: RedisClient): Promise<string[]> {
   return (await masters(redis)).map((node) => String(node.options.port)).sort();
@@ -124,6 +145,29 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     expect(warnings).to.have.length(ports.length);
     expect(heard, 'told once per master and policy').to.have.length(ports.length);
     expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it('a LockClient whose evictionRisk listener throws keeps no other LockClient from hearing of every master', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lru');
+    const ports = await masterPorts(redis);
+    const faulty = clients.open();
+    faulty.on('evictionRisk', () => {
+      throw new Error('a faulty listener');
+    });
+    const locks = clients.open({ onEvictionRisk: 'refuse' });
+    const heard = heardBy(locks);
+    const thrown = await uncaughtDuring(async () => {
+      await (await faulty.lock('evict:{1}').acquireWrite()).release();
+      await eventually('the other LockClient told of every master', () => heard.length === ports.length);
+    });
+    expect(portsOf(heard)).to.deep.equal(ports);
+    expect(portsOf(locks.stats().evictionRisks)).to.deep.equal(ports);
+    expect(await rejection(locks.lock('evict:{1}').tryAcquireWrite())).to.be.instanceOf(EvictionRiskError);
+    // The listener's error is the process's, as a listener's of any background event: once per master it was told of.
+    expect(thrown.map((error) => (error as Error).message)).to.deep.equal(ports.map(() => 'a faulty listener'));
+    await settled();
+    expect(warnings).to.have.length(ports.length);
   });
 
   it("onEvictionRisk: 'ignore' warns nothing; its event and stats() still say it", async () => {
