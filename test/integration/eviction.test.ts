@@ -274,6 +274,48 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
   });
 
+  it('asks again a master that could not answer at the first use (busy with a script), and hears it once it can', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'volatile-lru');
+    const ports = await masterPorts(redis);
+    const [busy] = await masters(redis);
+    const warns = clients.open();
+    const refuses = clients.open({ onEvictionRisk: 'refuse' });
+    const heard = heardBy(refuses);
+    // On a Cluster, a lock of another master: after the script ends nothing but the check asks the busy one.
+    let resource = 'evict:{busy}';
+    if (ctx.kind === 'cluster') {
+      for (let i = 0; (await ctx.cluster.masterForKey(warns.lock(resource).keys.state)).port === busy!.options.port; i++)
+        resource = `evict:{${i}}`;
+    }
+    await busy!.config('SET', 'busy-reply-threshold', '50');
+    const looper = new Redis({ host: busy!.options.host, port: busy!.options.port });
+    const looping = looper.eval('while true do end', 0).catch(() => undefined);
+    try {
+      await eventually('the master busy', async () =>
+        /^BUSY/.test(String(await busy!.info('memory').catch((error: Error) => error.message))),
+      );
+      // The first use: the busy master answers BUSY to INFO (and, on one server, to the script).
+      const first = await warns
+        .lock(resource)
+        .tryAcquireWrite()
+        .catch((error: unknown) => error);
+      if (first instanceof Lease) await first.release();
+      expect(portsOf(refuses.stats().evictionRisks)).to.not.include(String(busy!.options.port));
+      await busy!.call('SCRIPT', 'KILL');
+      await looping;
+      await eventually('the busy master heard', () => portsOf(heard).includes(String(busy!.options.port)));
+      expect(portsOf(refuses.stats().evictionRisks)).to.deep.equal(ports);
+      expect(await rejection(refuses.lock(resource).tryAcquireWrite())).to.be.instanceOf(EvictionRiskError);
+      await eventually('a warning per master', () => warnings.length === ports.length);
+    } finally {
+      await busy!.call('SCRIPT', 'KILL').catch(() => undefined);
+      await looping;
+      looper.disconnect();
+      await busy!.config('SET', 'busy-reply-threshold', '5000');
+    }
+  });
+
   it('the CLI shows it: inspect, list and top, as text and as JSON', async () => {
     const { redis } = clients;
     await configure(redis, '100mb', 'allkeys-lfu');
