@@ -4,8 +4,11 @@
  * allow `INFO` where they refuse `CONFIG GET`). Read at the client's first
  * use (the server check, `scripts.ts`), and again whenever a node may have
  * changed under it (`Driver.watchNodes`: a reconnect, a new master, a node
- * that lost its scripts). One watch per driver, shared by every LockClient
- * on it; each LockClient decides what to do (`onEvictionRisk`).
+ * that lost its scripts), and after a read that a master could not answer
+ * (busy with a script, loading, timed out, not reached): while a LockClient
+ * listens, a second later, then less often. One watch per driver, shared by
+ * every LockClient on it; each LockClient decides what to do
+ * (`onEvictionRisk`).
  *
  * A master may evict lock keys when `maxmemory` is above 0 and its policy
  * is anything but `noeviction`: `allkeys-*` policies take any key, and
@@ -17,6 +20,11 @@ import { EVICTION_REMEDY, type EvictionRisk, EvictionRiskError, evictionRiskText
 
 /** How long the first read waits for the masters before it is judged without those that did not answer (they count once they do). */
 const FIRST_READ_MS = 1_000;
+/** How long after a read that a master could not answer every master is read again: doubling from the first, up to the second. */
+const RETRY_FIRST_MS = 1_000;
+const RETRY_MAX_MS = 10_000;
+/** The error replies of a master that is there but cannot answer now (a script running past its time, a dataset loading, a Cluster in change). */
+const NOT_NOW = /^(?:BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
 
 type Listener = (risk: EvictionRisk) => void;
 
@@ -39,6 +47,10 @@ class MemoryWatch {
   judged = false;
   private reading: Promise<void> | undefined;
   private again = false;
+  /** Set while a master could not answer the last read: it is read again ({@link askAgain}). */
+  private unanswered = false;
+  private retry: NodeJS.Timeout | undefined;
+  private retryMs = RETRY_FIRST_MS;
 
   constructor(private readonly client: Driver) {}
 
@@ -73,9 +85,14 @@ class MemoryWatch {
   /** Tells `listener` of each risk found from now, and of those known already (on the next tick, after its caller's own listeners are on). */
   listen(listener: Listener): () => void {
     this.listeners.add(listener);
-    const known = this.risks();
-    if (known.length > 0) process.nextTick(() => known.forEach((risk) => this.listeners.has(listener) && listener(risk)));
-    return () => this.listeners.delete(listener);
+    for (const risk of this.risks()) this.tell(risk, [listener]);
+    if (this.unanswered) this.askAgain();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size > 0) return;
+      clearTimeout(this.retry); // nobody left to tell
+      this.retry = undefined;
+    };
   }
 
   /** Reads every master again: one read at a time, and one more after it for whatever asked meanwhile. */
@@ -100,6 +117,26 @@ class MemoryWatch {
     const masters = new Set(replies.map((r) => r.node));
     for (const node of [...this.nodes.keys()]) if (!masters.has(node)) this.nodes.delete(node); // a master no longer
     for (const r of replies) if ('reply' in r) this.update(r.node, riskIn(r.node, r.reply));
+    // A master that refuses INFO (an ACL without it, a proxy) cannot tell, and is not asked again.
+    this.unanswered = replies.some((r) => 'error' in r && !this.refused(r.error));
+    if (this.unanswered) this.askAgain();
+    else this.retryMs = RETRY_FIRST_MS;
+  }
+
+  /** Whether `error` is a master's refusal of `INFO` for good, not one of now. */
+  private refused(error: unknown): boolean {
+    return this.client.isReplyError(error) && !NOT_NOW.test(error instanceof Error ? error.message : String(error));
+  }
+
+  /** Reads every master again after {@link retryMs}, doubled for the next time, while a LockClient listens and the client is open. */
+  private askAgain(): void {
+    if (this.retry !== undefined || this.listeners.size === 0 || this.client.closed) return;
+    const delay = this.retryMs;
+    this.retryMs = Math.min(2 * delay, RETRY_MAX_MS);
+    this.retry = setTimeout(() => {
+      this.retry = undefined;
+      void this.refresh();
+    }, delay).unref();
   }
 
   private update(node: string, risk: EvictionRisk | null): void {
@@ -110,7 +147,18 @@ class MemoryWatch {
       return;
     }
     if (before?.policy === risk.policy) return;
-    for (const listener of [...this.listeners]) listener(risk);
+    this.tell(risk, this.listeners);
+  }
+
+  /**
+   * Tells each of `listeners` still listening of `risk`, each on a tick of
+   * its own, once the read that found it has recorded every master: a
+   * listener that throws (a LockClient's `evictionRisk` listener) throws to
+   * the process, as one of any background event does, and keeps neither the
+   * other LockClients from hearing nor this watch from going on.
+   */
+  private tell(risk: EvictionRisk, listeners: Iterable<Listener>): void {
+    for (const listener of [...listeners]) process.nextTick(() => this.listeners.has(listener) && listener(risk));
   }
 }
 

@@ -22,7 +22,7 @@ import { type RedisServerHandle, startRedisServer } from '../../src/testing/inde
 import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
-import { masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
+import { commandCalls, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
 
 const CODE = 'RWLOCK_EVICTION_RISK';
@@ -71,6 +71,27 @@ async function saysNothing(warnings: readonly Error[], warns: LockClient, refuse
   expect(warnings).to.have.length(0);
   expect(heard.flat()).to.have.length(0);
   expect(warns.stats().evictionRisks).to.deep.equal([]);
+}
+
+/**
+ * Runs `during` with the process's uncaught exceptions caught (mocha's own
+ * listener, which fails the test, set aside meanwhile): those thrown until it
+ * settled, and the tick after.
+ */
+async function uncaughtDuring(during: () => Promise<void>): Promise<unknown[]> {
+  const thrown: unknown[] = [];
+  const caught = (error: unknown) => void thrown.push(error);
+  const mocha = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', caught);
+  try {
+    await during();
+    await settled();
+  } finally {
+    process.off('uncaughtException', caught);
+    for (const listener of mocha) process.on('uncaughtException', listener);
+  }
+  return thrown;
 }
 
 /** The ports of the masters, as the risks name them (`host:port`). */
@@ -124,6 +145,29 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     expect(warnings).to.have.length(ports.length);
     expect(heard, 'told once per master and policy').to.have.length(ports.length);
     expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it('a LockClient whose evictionRisk listener throws keeps no other LockClient from hearing of every master', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'allkeys-lru');
+    const ports = await masterPorts(redis);
+    const faulty = clients.open();
+    faulty.on('evictionRisk', () => {
+      throw new Error('a faulty listener');
+    });
+    const locks = clients.open({ onEvictionRisk: 'refuse' });
+    const heard = heardBy(locks);
+    const thrown = await uncaughtDuring(async () => {
+      await (await faulty.lock('evict:{1}').acquireWrite()).release();
+      await eventually('the other LockClient told of every master', () => heard.length === ports.length);
+    });
+    expect(portsOf(heard)).to.deep.equal(ports);
+    expect(portsOf(locks.stats().evictionRisks)).to.deep.equal(ports);
+    expect(await rejection(locks.lock('evict:{1}').tryAcquireWrite())).to.be.instanceOf(EvictionRiskError);
+    // The listener's error is the process's, as a listener's of any background event: once per master it was told of.
+    expect(thrown.map((error) => (error as Error).message)).to.deep.equal(ports.map(() => 'a faulty listener'));
+    await settled();
+    expect(warnings).to.have.length(ports.length);
   });
 
   it("onEvictionRisk: 'ignore' warns nothing; its event and stats() still say it", async () => {
@@ -230,6 +274,140 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
   });
 
+  it('asks again a master that could not answer at the first use (busy with a script), and hears it once it can', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'volatile-lru');
+    const ports = await masterPorts(redis);
+    const [busy, other] = await masters(redis);
+    const warns = clients.open();
+    const refuses = clients.open({ onEvictionRisk: 'refuse' });
+    const heard = heardBy(refuses);
+    // On a Cluster, a lock of another master: after the script ends nothing but the check asks the busy one.
+    const resource = ctx.kind === 'cluster' ? await resourceOn(ctx, warns, other!.options.port!) : 'evict:{busy}';
+    await busy!.config('SET', 'busy-reply-threshold', '50');
+    const looper = new Redis({ host: busy!.options.host, port: busy!.options.port });
+    const looping = looper.eval('while true do end', 0).catch(() => undefined);
+    try {
+      await eventually('the master busy', async () =>
+        /^BUSY/.test(String(await busy!.info('memory').catch((error: Error) => error.message))),
+      );
+      // The first use: the busy master answers BUSY to INFO (and, on one server, to the script).
+      const first = await warns
+        .lock(resource)
+        .tryAcquireWrite()
+        .catch((error: unknown) => error);
+      if (first instanceof Lease) await first.release();
+      expect(portsOf(refuses.stats().evictionRisks)).to.not.include(String(busy!.options.port));
+      await busy!.call('SCRIPT', 'KILL');
+      await looping;
+      await eventually('the busy master heard', () => portsOf(heard).includes(String(busy!.options.port)));
+      expect(portsOf(refuses.stats().evictionRisks)).to.deep.equal(ports);
+      expect(await rejection(refuses.lock(resource).tryAcquireWrite())).to.be.instanceOf(EvictionRiskError);
+      await eventually('a warning per master', () => warnings.length === ports.length);
+    } finally {
+      await busy!.call('SCRIPT', 'KILL').catch(() => undefined);
+      await looping;
+      looper.disconnect();
+      await busy!.config('SET', 'busy-reply-threshold', '5000');
+    }
+  });
+
+  it('reads INFO once per master for every LockClient on a Redis client, not on each acquire', async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'volatile-lru');
+    const ports = await masterPorts(redis);
+    const before = await commandCalls(redis, ['info']);
+    const opened = Array.from({ length: 10 }, (_, i) => clients.open({ onEvictionRisk: i % 2 === 0 ? 'warn' : 'ignore' }));
+    for (let i = 0; i < 1_000; i++) await (await opened[i % opened.length]!.lock(`evict:{${i % 37}}`).acquireWrite()).release();
+    const infos = (await commandCalls(redis, ['info'])) - before;
+    // INFO memory per master, INFO cluster on one server, and the first count's own INFO commandstats.
+    expect(infos, 'INFO calls in 1,000 acquires by 10 LockClients').to.be.at.most(3 * ports.length);
+    await settled();
+    expect(warnings, 'once per master').to.have.length(ports.length);
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  it("'refuse' after a policy change: held leases renew, extend, release and force-release; a queued writer is refused and leaves", async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'noeviction');
+    const locks = clients.open({ onEvictionRisk: 'refuse', leaseMs: 1_500 });
+    const held = await locks.lock('evict:{held}').acquireWrite();
+    const forced = await locks.lock('evict:{forced}').acquireRead();
+    const queued = rejection(locks.lock('evict:{held}').acquireWrite({ waitMs: 30_000 }));
+    await eventually('a writer queued', async () => (await locks.inspect('evict:{held}')).queue.length === 1);
+
+    await configure(redis, '100mb', 'allkeys-lru');
+    for (const node of await masters(redis)) await node.script('FLUSH'); // as a failover would: the next script reads the policy again
+    const refusal = await queued;
+    expect(refusal).to.be.instanceOf(EvictionRiskError);
+    expect(refusal.message).to.match(/^refused to acquire the write lock on "evict:\{held\}", and wrote nothing: /);
+    expect((await locks.inspect('evict:{held}')).queue, 'the refused writer left the queue').to.have.length(0);
+    expect(await rejection(locks.lock('evict:{held}').tryAcquireRead())).to.be.instanceOf(EvictionRiskError);
+
+    const renewals = locks.stats().renewals;
+    await eventually('renewed since', () => locks.stats().renewals > renewals);
+    await held.extend();
+    const info = await locks.inspect('evict:{held}');
+    expect(info.writer?.owner).to.equal(held.token);
+    expect(info.evictionRisk).to.include({ policy: 'allkeys-lru' });
+    await held.release();
+    expect((await locks.forceRelease('evict:{forced}')).deleted).to.not.have.length(0);
+    expect(await rejection(forced.extend())).to.be.instanceOf(LockLostError);
+    expect(await totalKeys(redis)).to.equal(0);
+  });
+
+  if (ctx.kind === 'cluster') {
+    it("one master of a Cluster evicts: 'refuse' refuses the locks of every master; inspect() names it on its own locks", async () => {
+      const { redis } = clients;
+      const [evicting, ...safe] = await masters(redis);
+      await evicting!.config('SET', 'maxmemory', '100mb', 'maxmemory-policy', 'allkeys-lru');
+      const locks = clients.open({ onEvictionRisk: 'refuse' });
+      const onSafe = await resourceOn(ctx, locks, safe[0]!.options.port!);
+      const onEvicting = await resourceOn(ctx, locks, evicting!.options.port!);
+      for (const resource of [onSafe, onEvicting]) {
+        const refusal = await rejection(locks.lock(resource).tryAcquireWrite());
+        expect(refusal).to.be.instanceOf(EvictionRiskError);
+        expect(refusal).to.include({ resource, node: `${evicting!.options.host}:${evicting!.options.port}` });
+      }
+      expect((await locks.inspect(onSafe)).evictionRisk).to.equal(undefined);
+      expect((await locks.inspect(onEvicting)).evictionRisk).to.include({ policy: 'allkeys-lru' });
+      expect(await totalKeys(redis)).to.equal(0);
+    });
+
+    it('a replica with a policy that evicts, promoted by a failover: its first script reads it, and acquires are refused', async () => {
+      const { redis } = clients;
+      const locks = clients.open({ onEvictionRisk: 'refuse' });
+      const heard = heardBy(locks);
+      await (await locks.lock('evict:{failover}').acquireWrite()).release();
+      const master = await ctx.cluster.masterForKey(locks.lock('evict:{failover}').keys.state);
+      const [replica] = await ctx.cluster.replicasOf(master.port);
+      const admin = new Redis({ host: replica!.host, port: replica!.port });
+      try {
+        await admin.config('SET', 'maxmemory', '100mb', 'maxmemory-policy', 'volatile-lfu');
+      } finally {
+        admin.disconnect();
+      }
+      expect(locks.stats().evictionRisks, 'a replica is no master').to.deep.equal([]);
+      await ctx.cluster.manualFailover(replica!.port);
+      await eventually(
+        'acquires refused',
+        async () => {
+          const outcome = await locks
+            .lock('evict:{failover}')
+            .tryAcquireWrite()
+            .catch((error: unknown) => error);
+          if (outcome instanceof Lease) await outcome.release();
+          return outcome instanceof EvictionRiskError;
+        },
+        15_000,
+        50,
+      );
+      expect(portsOf(heard)).to.deep.equal([String(replica!.port)]);
+      expect(portsOf(locks.stats().evictionRisks)).to.deep.equal([String(replica!.port)]);
+      expect(await totalKeys(redis)).to.equal(0);
+    });
+  }
+
   it('the CLI shows it: inspect, list and top, as text and as JSON', async () => {
     const { redis } = clients;
     await configure(redis, '100mb', 'allkeys-lfu');
@@ -259,6 +437,14 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     }
   });
 });
+
+/** A resource whose lock lives on the Cluster master on `port`. */
+async function resourceOn(ctx: TopologyContext & { kind: 'cluster' }, locks: LockClient, port: number): Promise<string> {
+  for (let i = 0; ; i++) {
+    const resource = `evict:{${i}}`;
+    if ((await ctx.cluster.masterForKey(locks.lock(resource).keys.state)).port === port) return resource;
+  }
+}
 
 /** Runs the CLI in this process; its exit code must be 0. */
 async function run(args: string[]): Promise<{ out: string; err: string }> {
