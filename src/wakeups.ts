@@ -119,6 +119,13 @@ export class Watch {
 
 const HANDED = 'handed ';
 
+/** A watch of a closed hub: woken at once, on no channel (its waiter finds the client closed). */
+function closedWatch(): Watch {
+  const watch = new Watch(() => undefined);
+  watch.notify();
+  return watch;
+}
+
 /** A `handed` message's grant and the token of the writer it names (the rest of the message: tokens may hold spaces). */
 function parseHanded(message: string): { grant: HandedGrant; token: string } | undefined {
   const parts: string[] = [];
@@ -216,6 +223,7 @@ export class WakeupHub {
    * reached every node yet), so a release wakes at most one writer per node.
    */
   async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
+    if (this.closed) return closedWatch(); // close() ran meanwhile (a listener of the waiter's refused try): nothing is subscribed
     const own = this.ownChannel(channel, writer);
     const watch = this.register(channel, writer, own);
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
@@ -313,6 +321,7 @@ export class WakeupHub {
   private subscribe(channel: string, i: number): Promise<void> {
     const list = this.subscribed.get(channel)!;
     const key = keyOf(i, channel);
+    if (this.closed) return Promise.reject(new Error('the wake-up hub was closed'));
     if (this.unusable.has(i)) return Promise.reject(new Error('no wake-up subscriber can be made on this client'));
     const { subscribeMs } = this.bounds;
     const subscribing: Promise<void> = bounded(this.connection(i).subscribe(channel), subscribeMs, () => {
