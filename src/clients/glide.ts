@@ -566,11 +566,11 @@ class ClusterSubscriber implements Subscriber {
    * them again (their waiters re-check once they are back) instead of
    * finding each of those links silent in turn.
    */
-  reconnect(): void {
+  reconnect(channels: readonly string[]): void {
     const connection = this.connection;
     this.connection = undefined;
     connection?.then((c) => c.close()).catch(() => undefined);
-    const lost = [...this.channels];
+    const lost = [...this.channels].filter((channel) => !channels.includes(channel));
     this.channels.clear();
     if (lost.length > 0) this.events.lost(lost);
   }

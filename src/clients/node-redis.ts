@@ -353,7 +353,8 @@ class ServerSubscriber implements Subscriber {
     if (this.connection?.isOpen) this.connection.sUnsubscribe(channel, this.listener).catch(() => undefined);
   }
 
-  reconnect(): void {
+  reconnect(channels: readonly string[]): void {
+    for (const channel of channels) this.channels.delete(channel);
     this.close(); // a silent connection: the hub's next subscription opens a new one
     this.lost();
   }
