@@ -190,6 +190,8 @@ export class WakeupHub {
   private readonly unusable = new Set<number>();
   /** Clients whose server refused the echo (said once): their links are not checked. */
   private readonly echoRefused = new Set<number>();
+  /** Links whose echo subscription failed short of a refusal, said once until one is confirmed: each check tries again. */
+  private readonly echoFailing = new Set<string>();
   private closed = false;
   private readonly bounds: LinkBounds;
 
@@ -299,6 +301,7 @@ export class WakeupHub {
     this.slots.clear();
     this.restoring.clear();
     this.failures.clear();
+    this.echoFailing.clear();
     for (const timer of this.lingering.values()) clearTimeout(timer);
     this.lingering.clear();
     this.subscribed.clear();
@@ -440,6 +443,7 @@ export class WakeupHub {
     const link = this.links.get(key);
     if (!link?.channels.delete(channel) || link.channels.size > 0) return;
     this.links.delete(key);
+    this.echoFailing.delete(key);
     this.stopEcho(key);
   }
 
@@ -465,17 +469,40 @@ export class WakeupHub {
     bounded(this.connection(i).subscribe(echo.channel), echoSubscribeMs, () => timedOut)
       .then(() => {
         echo.on = true;
+        this.echoFailing.delete(key);
       })
       .catch((error: unknown) => {
         if (this.echoes.get(key) !== echo) return;
-        this.observer?.error(error as Error);
         if (error === timedOut) {
           // The link went silent before the check could start: as when an echo does not come back.
+          this.observer?.error(timedOut);
           const channels = [...(this.links.get(key)?.channels ?? [])];
           this.subscribers[i]?.reconnect([...channels, echo.channel]);
           this.lost(i, channels, true);
           this.stopEcho(key);
-        } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
+        } else if (NOPERM.test((error as Error).message)) {
+          // Refused by the server's ACL: not tried again, and said once.
+          if (!this.echoRefused.has(i)) this.observer?.error(error as Error);
+          this.echoRefused.add(i);
+        } else {
+          // Not confirmed in the client library's own bound (a master slow to answer) or its connection failed:
+          // not a refusal. The next check makes a new one; said once until one is confirmed.
+          this.stopEcho(key);
+          if (this.echoFailing.has(key)) return;
+          this.echoFailing.add(key);
+          const ms = (error as { unconfirmedMs?: unknown }).unconfirmedMs;
+          const what =
+            typeof ms === 'number'
+              ? `was not confirmed within ${ms} ms (a master slow to answer, or unreachable)`
+              : `failed (${(error as Error).message})`;
+          this.observer?.error(
+            new Error(
+              `the wake-up link check's subscription ${what}: it is tried again at the next check, every ${checkMs} ms, ` +
+                'and a link that goes silent meanwhile is found once it is confirmed',
+              { cause: error },
+            ),
+          );
+        }
       });
     this.echoTimer ??= setInterval(() => this.checkEchoes(), checkMs).unref();
   }
@@ -658,6 +685,8 @@ interface Echo {
 }
 
 const ECHO = '\necho';
+/** The server's refusal by its ACL: a subscription it will refuse again. */
+const NOPERM = /^NOPERM\b/;
 
 /** An echo channel in `channel`'s slot (the lock's hash tag), named by the hub and the echo's serial (`<hub id>.<n>`). */
 function echoChannel(channel: string, name: string): string {

@@ -179,6 +179,51 @@ forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
     }
   });
 
+  // GLIDE bounds a Cluster subscription's confirmation itself (2 s), before the hub's echo bound
+  // (2 × linkCheckMs) when linkCheckMs is over 1 s, and says no more when the server refuses it.
+  if (ctx.kind === 'cluster' && ctx.clientKind === 'glide') {
+    it('a link check whose subscription GLIDE gave up on (its master slow for 2 s) is tried again, and then finds a silent link', async function () {
+      this.timeout(90_000);
+      const linkCheckMs = 1_500;
+      proxy = await proxyCluster(ctx.cluster);
+      const { glideCluster } = await import('../support/glide-clients.js');
+      // Its calls wait out the stall below (the tests' GLIDE clients give up after 2 s).
+      const { nodes: addresses, natMap } = targetThrough(proxy);
+      const through = await glideCluster({ addresses, natMap, requestTimeoutMs: 20_000 });
+      clients.push(through);
+      const holderLocks = open(await ctx.lockRedis());
+      const waiterLocks = open(through, linkCheckMs);
+      const reported: string[] = [];
+      waiterLocks.on('subscriberError', (error) => reported.push(error.message));
+      const holder = await holderLocks.lock('slow-echo').acquireWrite();
+      // The link check's subscription is held back at the proxy, and everything after it, past GLIDE's 2 s.
+      const held = proxy.stallAtCommand({ command: 'ssubscribe', argument: '\necho' });
+      const waiting = waiterLocks.lock('slow-echo').acquireWrite({ waitMs: 80_000 });
+      let granted: number | undefined;
+      waiting.then(
+        () => (granted = performance.now()),
+        () => undefined,
+      );
+      await held;
+      await eventually('GLIDE gave up on the subscription', () => reported.length > 0, 15_000);
+      proxy.resume();
+      console.log(`      [${ctx.kind}, ${ctx.clientKind}] the link check's subscription given up: ${JSON.stringify(reported)}`);
+      // Tried again at a next check: its echoes go out again.
+      const published = proxy.stats.commands.spublish ?? 0;
+      await eventually('the link check back', () => (proxy!.stats.commands.spublish ?? 0) > published + 1, 10 * linkCheckMs);
+      await eventually('the writer queued', async () => (await holderLocks.inspect('slow-echo')).queue.length === 1, 10_000);
+      expect(proxy.silenceSubscribers()).to.be.at.least(1);
+      await holder.release();
+      const released = performance.now();
+      await (await waiting).release();
+      const tookMs = (granted ?? performance.now()) - released;
+      console.log(`      [${ctx.kind}, ${ctx.clientKind}] then a silent link: granted ${Math.round(tookMs)} ms after the release`);
+      expect(tookMs).to.be.below(2 * linkCheckMs + MARGIN_MS);
+      // Said as what happened: not confirmed in time, and tried again (not a refusal for good).
+      expect(reported[0]).to.match(/^the wake-up link check's subscription was not confirmed .* tried again at the next check/);
+    });
+  }
+
   if (ctx.kind === 'standalone') {
     it('a waiting writer re-checks once its subscription is back after the server restarted', async function () {
       this.timeout(60_000);
