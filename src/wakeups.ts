@@ -571,8 +571,12 @@ export class WakeupHub {
           if (echo.seq === seq) echo.published = true;
         },
         (error: unknown) => {
-          // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
-          if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+          // Unanswered: lost at the next check.
+          if (!this.clients[i]!.isReplyError(error)) return;
+          // Answered with a refusal for now (BUSY, LOADING, a slot moving): the next check sends another.
+          if (echo.seq === seq) echo.sentAt = undefined;
+          // Refused by an ACL without +spublish: no check on this client, said once.
+          if (!NOPERM.test((error as Error).message) || this.echoRefused.has(i)) return;
           this.echoRefused.add(i);
           this.observer?.error(
             new Error(

@@ -225,6 +225,50 @@ forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
   }
 
   if (ctx.kind === 'standalone') {
+    it('a link check refused for a moment (BUSY: another client runs a long script) goes on, and then finds a silent link', async function () {
+      this.timeout(60_000);
+      proxy = await startFaultProxy({ target: { port: ctx.server.port } });
+      const through = await connectLockClient(targetThrough(proxy, ctx.clientKind));
+      clients.push(through);
+      const holderLocks = open(await ctx.lockRedis());
+      const waiterLocks = open(through);
+      const admin = ctx.client();
+      const threshold = await admin.config('GET', 'busy-reply-threshold');
+      const holder = await holderLocks.lock('busy-echo').acquireWrite();
+      const waiting = waiterLocks.lock('busy-echo').acquireWrite({ waitMs: 50_000 });
+      let granted: number | undefined;
+      waiting.then(
+        () => (granted = performance.now()),
+        () => undefined,
+      );
+      await eventually('the writer queued', async () => (await holderLocks.inspect('busy-echo')).queue.length === 1, 10_000);
+      await eventually('the first echo', () => (proxy!.stats.commands.spublish ?? 0) >= 1, 10_000);
+      // Another client's script runs for three checks; past 50 ms the server answers BUSY to every other call.
+      const rejected = async () => Number(/^cmdstat_spublish:.*rejected_calls=(\d+)/m.exec(await admin.info('commandstats'))?.[1] ?? 0);
+      const rejectedBefore = await rejected();
+      await admin.config('SET', 'busy-reply-threshold', '50');
+      try {
+        const spin = `local t = redis.call('TIME') local from = t[1] * 1e6 + t[2]
+          repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from > tonumber(ARGV[1]) * 1000 return 1`;
+        await ctx.client().eval(spin, 0, String(3 * LINK_CHECK_MS));
+      } finally {
+        await admin.config('SET', 'busy-reply-threshold', threshold[1]!);
+      }
+      expect(await rejected(), 'an echo refused with BUSY').to.be.above(rejectedBefore);
+      // The checks go on: a link silenced now is found, and the waiter woken.
+      const published = proxy.stats.commands.spublish ?? 0;
+      await eventually('an echo after the script', () => (proxy!.stats.commands.spublish ?? 0) > published, 5 * LINK_CHECK_MS);
+      expect(proxy.silenceSubscribers()).to.be.at.least(1);
+      await holder.release();
+      const released = performance.now();
+      await (await waiting).release();
+      const tookMs = (granted ?? performance.now()) - released;
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] silent link after a BUSY echo: granted ${Math.round(tookMs)} ms after the release`,
+      );
+      expect(tookMs).to.be.below(NOTICED_MS + MARGIN_MS);
+    });
+
     it('a waiting writer re-checks once its subscription is back after the server restarted', async function () {
       this.timeout(60_000);
       const holderLocks = open(await ctx.lockRedis());
