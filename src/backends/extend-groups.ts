@@ -84,6 +84,11 @@ export function reportingBound(bound: CallBound | undefined, answered: () => voi
  * cancelled, with the round's, each call bounded as {@link reportingBound} says.
  */
 export function reportingRound(round: ExtendRound | undefined, answered: () => void): ExtendRound {
+  return roundThrough(round, { bound: reportingBound(round?.bound, answered) });
+}
+
+/** `round` with its calls bounded and answered by `through`: its calls counted, and cancelled, with the round's. */
+export function roundThrough(round: ExtendRound | undefined, through: Pick<ExtendRound, 'bound' | 'answered'>): ExtendRound {
   return {
     get calls() {
       return round?.calls ?? 0;
@@ -94,7 +99,8 @@ export function reportingRound(round: ExtendRound | undefined, answered: () => v
     get cancelled() {
       return round?.cancelled;
     },
-    bound: reportingBound(round?.bound, answered),
+    bound: through.bound,
+    answered: through.answered,
   };
 }
 

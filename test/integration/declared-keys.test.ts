@@ -11,7 +11,11 @@
  *   refuses keys of several slots in one call (CROSSSLOT, emulated in front
  *   of the driver), every lease is renewed in the same round, the rest of
  *   the round's calls carry one slot each, and so do the next rounds.
+ * - Behind a proxy that runs each script on the server of its first key,
+ *   without refusing the others (two real servers, the routing emulated in
+ *   front of the driver), renewal loses no lease it holds.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
@@ -21,10 +25,12 @@ import { ScriptedBackend } from '../../src/backends/scripted.js';
 import type { ScriptName } from '../../src/backends/scripts.js';
 import type { Driver } from '../../src/clients/driver.js';
 import { driverFor } from '../../src/clients/index.js';
-import { CrossSlotError, LockClient, lockKeys } from '../../src/index.js';
+import { CrossSlotError, LockClient, lockKeys, type RenewTraceContext, TRACING_CHANNELS } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
+import { startRedisMasters } from '../../src/testing/index.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { commandsOf, guardedSource, KEY_POSITIONS, UNDECLARED, violations } from '../support/declared-keys.js';
+import { eventually } from '../support/eventually.js';
 
 const LUA = join(import.meta.dirname, '..', '..', 'lua');
 
@@ -143,6 +149,43 @@ forEachTopology('declared keys', (ctx) => {
         expect(refused, 'the next round: one slot per call from the start').to.equal(0);
       } finally {
         await locks.close();
+      }
+    });
+
+  // The client sees one server; a sharding proxy in front of two runs each script where its first key lives.
+  if (ctx.kind === 'standalone')
+    it('loses no lease behind a proxy that runs each script on the server of its first key (two servers)', async function () {
+      this.timeout(60_000);
+      const LEASES = 40;
+      const shards = await startRedisMasters(2);
+      const [first, second] = shards.clients();
+      const driver = driverFor(first!);
+      const toFirst = driver.script.bind(driver);
+      const toSecond = driverFor(second!);
+      const secondOf = (args: readonly (string | number)[]) => Number(args[0]) > 0 && calculateSlot(String(args[1])) % 2 === 1;
+      driver.script = (name, args, lock) => (secondOf(args) ? toSecond.script(name, args, lock) : toFirst(name, args, lock));
+      // A third of the lease is the renewal period: a round every 500 ms.
+      const locks = new LockClient(first!, { leaseMs: 1_500 });
+      const lost: string[] = [];
+      locks.on('lost', (_error, leases) => lost.push(...leases.map((l) => l.resource)));
+      const rounds: RenewTraceContext[] = [];
+      const onEnd = (context: unknown) => rounds.push(context as RenewTraceContext);
+      const ended = `tracing:${TRACING_CHANNELS.renew}:asyncEnd`;
+      subscribe(ended, onEnd);
+      try {
+        const leases = await Promise.all(Array.from({ length: LEASES }, (_, i) => locks.lock(`routed:${i}`).acquireWrite()));
+        expect(await first!.dbsize(), 'locks on the first server').to.be.above(0);
+        expect(await second!.dbsize(), 'locks on the second server').to.be.above(0);
+        await eventually('three renewal rounds', () => rounds.length >= 3, 20_000);
+        expect(lost, 'leases reported lost').to.deep.equal([]);
+        for (const lease of leases) expect(lease.state, lease.resource).to.equal('held');
+        expect(rounds.map((r) => `${r.renewed} of ${r.holdings}`)).to.deep.equal(rounds.map(() => `${LEASES} of ${LEASES}`));
+      } finally {
+        unsubscribe(ended, onEnd);
+        await locks.close();
+        first!.disconnect();
+        second!.disconnect();
+        await shards.stop();
       }
     });
 
