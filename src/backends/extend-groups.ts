@@ -154,7 +154,9 @@ export async function extendByGroup(
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
  * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
- * the group, its leases not sent staying NaN; then the first error is thrown.
+ * the group, its leases not sent staying NaN. Then an error is thrown: the
+ * first that `decides` picks (a refusal on which the caller renews another
+ * way, wherever it came among the calls in flight), else the first.
  */
 export async function extendInChunks<K extends LockKeys>(
   requests: readonly ExtendRequest<K>[],
@@ -165,6 +167,7 @@ export async function extendInChunks<K extends LockKeys>(
   round?: ExtendRound,
   sizer: CallSizer = extendSizer(),
   acrossSlots = false,
+  decides?: (error: unknown) => boolean,
 ): Promise<void> {
   let next = 0;
   /** Leases sent but not reached, in order: they go out first. */
@@ -172,6 +175,7 @@ export async function extendInChunks<K extends LockKeys>(
   /** Failed calls since the last answered one; this many in a row stop the group. */
   let failedInRow = 0;
   let failure: { error: unknown } | undefined;
+  let decisive: { error: unknown } | undefined;
   const sendCalls = async (): Promise<void> => {
     while (failedInRow < EXTEND_CALLS_IN_FLIGHT && !round?.cancelled) {
       const size = sizer.size;
@@ -206,6 +210,7 @@ export async function extendInChunks<K extends LockKeys>(
         // Its leases stay NaN: the caller tries them again first.
         failedInRow++;
         failure ??= { error };
+        if (!decisive && decides?.(error)) decisive = { error };
         continue;
       }
       failedInRow = 0;
@@ -217,5 +222,6 @@ export async function extendInChunks<K extends LockKeys>(
     }
   };
   await Promise.all(Array.from({ length: EXTEND_CALLS_IN_FLIGHT }, sendCalls));
-  if (failure) throw failure.error;
+  const thrown = decisive ?? failure;
+  if (thrown) throw thrown.error;
 }

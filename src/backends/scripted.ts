@@ -136,7 +136,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     const unsure: number[] = [];
     const via = this.client.cluster ? round : leadingLockOnly(round, requests, this.layout.names, unsure);
     const extendGroup =
-      (acrossSlots: boolean, through = via) =>
+      (acrossSlots: boolean, through = via, decides?: (error: unknown) => boolean) =>
       (indexes: number[], results: number[]) =>
         extendInChunks(
           requests,
@@ -150,27 +150,33 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
           through,
           this.#sizersFor(requests[indexes[0]!]!.keys).extend,
           acrossSlots,
+          decides,
         );
     const declared = extendGroup(false);
     const all = requests.map((_, i) => i);
     const bySlot = (indexes: Iterable<number>) => extendByGroup(requests.length, groupBySlot(requests, indexes), declared);
-    /** Runs `group` on `indexes`; when refused, renews what it left by slot (and remembers a refusal of several slots). */
-    const orBySlot =
-      (group: typeof declared, refusals: RegExp) =>
-      async (indexes: number[], results: number[]): Promise<void> => {
+    /**
+     * Runs the group (across slots or declared) on `indexes`; when one of its calls was refused, renews what it
+     * left by slot (and remembers a refusal of several slots), whichever of its calls failed first.
+     */
+    const orBySlot = (acrossSlots: boolean, refusals: RegExp) => {
+      const severalSlots = (error: unknown) => refusesSeveralSlots(error) || refusesAcrossSlotsFlag(error);
+      const bySlotAfter = (error: unknown) => severalSlots(error) || refusals.test(String(error));
+      const group = extendGroup(acrossSlots, via, bySlotAfter);
+      return async (indexes: number[], results: number[]): Promise<void> => {
         try {
           await group(indexes, results);
         } catch (error) {
-          const severalSlots = refusesSeveralSlots(error) || refusesAcrossSlotsFlag(error);
-          if (!severalSlots && !refusals.test(String(error))) throw error;
-          if (severalSlots) this.#oneSlotPerCall = true;
+          if (!bySlotAfter(error)) throw error;
+          if (severalSlots(error)) this.#oneSlotPerCall = true;
           const left = indexes.filter((i) => Number.isNaN(results[i]));
           const renewed = await bySlot(left);
           for (const i of left) results[i] = renewed[i]!;
         }
       };
+    };
     if (!this.client.cluster) {
-      const results = await (this.#oneSlotPerCall ? bySlot(all) : extendByGroup(requests.length, [all], orBySlot(declared, NEVER)));
+      const results = await (this.#oneSlotPerCall ? bySlot(all) : extendByGroup(requests.length, [all], orBySlot(false, NEVER)));
       if (unsure.length === 0) return results;
       // Each in calls of its own lock, which route where that lock lives; not known (NaN) if they fail.
       const again = await extendByGroup(requests.length, groupByLock(requests, unsure, this.layout.names), extendGroup(false, round)).catch(
@@ -186,7 +192,7 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     const byNode = new Map<string, number[]>();
     requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
     // Also when the slot map moved under a call (a key no longer local, MOVED, ASK): one call per slot is always routable.
-    return extendByGroup(requests.length, [...byNode.values()], orBySlot(extendGroup(true), MOVED_UNDER_US));
+    return extendByGroup(requests.length, [...byNode.values()], orBySlot(true, MOVED_UNDER_US));
   }
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
