@@ -50,8 +50,12 @@ export interface DropMatch {
    * ({@link FaultProxy.stallAtCommand}: any command).
    */
   command?: string;
-  /** A text one of its arguments must contain (e.g. a key name or a script's sha). */
-  argument?: string;
+  /**
+   * A text one of its arguments must contain (e.g. a key name or a script's
+   * sha), or a pattern one of them must match (e.g. `/^orders:\{42\}$/`:
+   * that channel and no other that starts with it).
+   */
+  argument?: string | RegExp;
   /**
    * How the server's reply must begin, in RESP (e.g. `':'`, an integer): a
    * matching command whose reply begins otherwise is passed on, and the
@@ -358,7 +362,9 @@ const PUBSUB = /^[sp]?(un)?subscribe$/;
 
 function matches(match: DropMatch, name: string, parts: string[]): boolean {
   if (match.command !== undefined && match.command.toLowerCase() !== name) return false;
-  if (match.argument !== undefined && !parts.slice(1).some((p) => p.includes(match.argument!))) return false;
+  const { argument } = match;
+  if (argument !== undefined && !parts.slice(1).some((p) => (typeof argument === 'string' ? p.includes(argument) : argument.test(p))))
+    return false;
   return true;
 }
 
