@@ -421,7 +421,7 @@ export class WakeupHub {
    * starts that link's echo check if it has none.
    */
   private join(i: number, channel: string): void {
-    const node = this.nodeOf(i, channel) ?? `slot ${this.slots.get(channel)}`;
+    const node = this.nodeOf(i, channel) ?? `${UNKNOWN_MASTER}${this.slots.get(channel)}`;
     const home = keyOf(i, channel);
     if (this.homes.get(home) === node) return;
     this.leave(i, channel);
@@ -515,9 +515,13 @@ export class WakeupHub {
   }
 
   /**
-   * On a Cluster, counts each confirmed subscription on the link of the
-   * master its slot maps to now, and moves an echo whose own slot now maps
-   * to another master than its link's.
+   * On a Cluster, moves each confirmed subscription whose slot maps to
+   * another master now: where the client library moved it itself (GLIDE,
+   * node-redis), a release on the new master before it got there went
+   * unheard, so it is taken as lost (its waiters re-check now, and once more
+   * when it is confirmed there). A subscription counted by its slot while
+   * no master was known is counted on that master's link. An echo whose own
+   * slot now maps to another master than its link's is made again there.
    */
   private rehome(): void {
     if (!this.clients.some((client) => client.cluster)) return;
@@ -526,7 +530,9 @@ export class WakeupHub {
       const i = Number(home.slice(0, at));
       const channel = home.slice(at + 1);
       const now = this.nodeOf(i, channel);
-      if (now !== undefined && now !== node) this.join(i, channel);
+      if (now === undefined || now === node) continue;
+      if (node.startsWith(UNKNOWN_MASTER)) this.join(i, channel);
+      else this.lost(i, [channel], true);
     }
     for (const [key, echo] of [...this.echoes]) {
       const i = Number(key.slice(0, key.indexOf('\n')));
@@ -689,6 +695,8 @@ interface Echo {
 }
 
 const ECHO = '\necho';
+/** The node of a link whose slot's master is not known yet: this and the slot. */
+const UNKNOWN_MASTER = 'slot ';
 /** The server's refusal by its ACL: a subscription it will refuse again. */
 const NOPERM = /^NOPERM\b/;
 

@@ -388,8 +388,11 @@ class ServerSubscriber implements Subscriber {
 
 /**
  * A Cluster: the Cluster client's own sharded pub/sub, which keeps one
- * connection per master with channels and moves a channel's listeners when
- * its slot moves; a move that fails is reported, and handed back to the hub.
+ * connection per master with channels. A channel whose slot moves is not
+ * subscribed on its new master (node-redis 5.12: the server's
+ * `sunsubscribe` ends it, and nothing makes it again); the hub does so
+ * once the client's slot map shows the move. A move node-redis reports
+ * failed is reported, and handed back to the hub.
  */
 class ClusterSubscriber implements Subscriber {
   private readonly channels = new Set<string>();
