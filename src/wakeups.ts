@@ -119,6 +119,13 @@ export class Watch {
 
 const HANDED = 'handed ';
 
+/** A watch of a closed hub: woken at once, on no channel (its waiter finds the client closed). */
+function closedWatch(): Watch {
+  const watch = new Watch(() => undefined);
+  watch.notify();
+  return watch;
+}
+
 /** A `handed` message's grant and the token of the writer it names (the rest of the message: tokens may hold spaces). */
 function parseHanded(message: string): { grant: HandedGrant; token: string } | undefined {
   const parts: string[] = [];
@@ -183,6 +190,8 @@ export class WakeupHub {
   private readonly unusable = new Set<number>();
   /** Clients whose server refused the echo (said once): their links are not checked. */
   private readonly echoRefused = new Set<number>();
+  /** Links whose echo subscription failed short of a refusal, said once until one is confirmed: each check tries again. */
+  private readonly echoFailing = new Set<string>();
   private closed = false;
   private readonly bounds: LinkBounds;
 
@@ -216,6 +225,7 @@ export class WakeupHub {
    * reached every node yet), so a release wakes at most one writer per node.
    */
   async watch(channel: string, confirmWithinMs: number, writer?: string): Promise<Watch> {
+    if (this.closed) return closedWatch(); // close() ran meanwhile (a listener of the waiter's refused try): nothing is subscribed
     const own = this.ownChannel(channel, writer);
     const watch = this.register(channel, writer, own);
     // With several nodes a majority suffices: a holder holds a majority, so its release reaches one of them.
@@ -291,6 +301,7 @@ export class WakeupHub {
     this.slots.clear();
     this.restoring.clear();
     this.failures.clear();
+    this.echoFailing.clear();
     for (const timer of this.lingering.values()) clearTimeout(timer);
     this.lingering.clear();
     this.subscribed.clear();
@@ -313,6 +324,7 @@ export class WakeupHub {
   private subscribe(channel: string, i: number): Promise<void> {
     const list = this.subscribed.get(channel)!;
     const key = keyOf(i, channel);
+    if (this.closed) return Promise.reject(new Error('the wake-up hub was closed'));
     if (this.unusable.has(i)) return Promise.reject(new Error('no wake-up subscriber can be made on this client'));
     const { subscribeMs } = this.bounds;
     const subscribing: Promise<void> = bounded(this.connection(i).subscribe(channel), subscribeMs, () => {
@@ -409,7 +421,7 @@ export class WakeupHub {
    * starts that link's echo check if it has none.
    */
   private join(i: number, channel: string): void {
-    const node = this.nodeOf(i, channel) ?? `slot ${this.slots.get(channel)}`;
+    const node = this.nodeOf(i, channel) ?? `${UNKNOWN_MASTER}${this.slots.get(channel)}`;
     const home = keyOf(i, channel);
     if (this.homes.get(home) === node) return;
     this.leave(i, channel);
@@ -431,6 +443,7 @@ export class WakeupHub {
     const link = this.links.get(key);
     if (!link?.channels.delete(channel) || link.channels.size > 0) return;
     this.links.delete(key);
+    this.echoFailing.delete(key);
     this.stopEcho(key);
   }
 
@@ -456,17 +469,40 @@ export class WakeupHub {
     bounded(this.connection(i).subscribe(echo.channel), echoSubscribeMs, () => timedOut)
       .then(() => {
         echo.on = true;
+        this.echoFailing.delete(key);
       })
       .catch((error: unknown) => {
         if (this.echoes.get(key) !== echo) return;
-        this.observer?.error(error as Error);
         if (error === timedOut) {
           // The link went silent before the check could start: as when an echo does not come back.
+          this.observer?.error(timedOut);
           const channels = [...(this.links.get(key)?.channels ?? [])];
           this.subscribers[i]?.reconnect([...channels, echo.channel]);
           this.lost(i, channels, true);
           this.stopEcho(key);
-        } else this.echoRefused.add(i); // refused (an ACL): not tried again, and said once
+        } else if (NOPERM.test((error as Error).message)) {
+          // Refused by the server's ACL: not tried again, and said once.
+          if (!this.echoRefused.has(i)) this.observer?.error(error as Error);
+          this.echoRefused.add(i);
+        } else {
+          // Not confirmed in the client library's own bound (a master slow to answer) or its connection failed:
+          // not a refusal. The next check makes a new one; said once until one is confirmed.
+          this.stopEcho(key);
+          if (this.echoFailing.has(key)) return;
+          this.echoFailing.add(key);
+          const ms = (error as { unconfirmedMs?: unknown }).unconfirmedMs;
+          const what =
+            typeof ms === 'number'
+              ? `was not confirmed within ${ms} ms (a master slow to answer, or unreachable)`
+              : `failed (${(error as Error).message})`;
+          this.observer?.error(
+            new Error(
+              `the wake-up link check's subscription ${what}: it is tried again at the next check, every ${checkMs} ms, ` +
+                'and a link that goes silent meanwhile is found once it is confirmed',
+              { cause: error },
+            ),
+          );
+        }
       });
     this.echoTimer ??= setInterval(() => this.checkEchoes(), checkMs).unref();
   }
@@ -479,9 +515,13 @@ export class WakeupHub {
   }
 
   /**
-   * On a Cluster, counts each confirmed subscription on the link of the
-   * master its slot maps to now, and moves an echo whose own slot now maps
-   * to another master than its link's.
+   * On a Cluster, moves each confirmed subscription whose slot maps to
+   * another master now: where the client library moved it itself (GLIDE,
+   * node-redis), a release on the new master before it got there went
+   * unheard, so it is taken as lost (its waiters re-check now, and once more
+   * when it is confirmed there). A subscription counted by its slot while
+   * no master was known is counted on that master's link. An echo whose own
+   * slot now maps to another master than its link's is made again there.
    */
   private rehome(): void {
     if (!this.clients.some((client) => client.cluster)) return;
@@ -490,7 +530,9 @@ export class WakeupHub {
       const i = Number(home.slice(0, at));
       const channel = home.slice(at + 1);
       const now = this.nodeOf(i, channel);
-      if (now !== undefined && now !== node) this.join(i, channel);
+      if (now === undefined || now === node) continue;
+      if (node.startsWith(UNKNOWN_MASTER)) this.join(i, channel);
+      else this.lost(i, [channel], true);
     }
     for (const [key, echo] of [...this.echoes]) {
       const i = Number(key.slice(0, key.indexOf('\n')));
@@ -535,8 +577,12 @@ export class WakeupHub {
           if (echo.seq === seq) echo.published = true;
         },
         (error: unknown) => {
-          // Refused (an ACL without +spublish): no check on this client, said once. Unanswered: lost at the next check.
-          if (!this.clients[i]!.isReplyError(error) || this.echoRefused.has(i)) return;
+          // Unanswered: lost at the next check.
+          if (!this.clients[i]!.isReplyError(error)) return;
+          // Answered with a refusal for now (BUSY, LOADING, a slot moving): the next check sends another.
+          if (echo.seq === seq) echo.sentAt = undefined;
+          // Refused by an ACL without +spublish: no check on this client, said once.
+          if (!NOPERM.test((error as Error).message) || this.echoRefused.has(i)) return;
           this.echoRefused.add(i);
           this.observer?.error(
             new Error(
@@ -649,6 +695,10 @@ interface Echo {
 }
 
 const ECHO = '\necho';
+/** The node of a link whose slot's master is not known yet: this and the slot. */
+const UNKNOWN_MASTER = 'slot ';
+/** The server's refusal by its ACL: a subscription it will refuse again. */
+const NOPERM = /^NOPERM\b/;
 
 /** An echo channel in `channel`'s slot (the lock's hash tag), named by the hub and the echo's serial (`<hub id>.<n>`). */
 function echoChannel(channel: string, name: string): string {

@@ -84,6 +84,11 @@ export function reportingBound(bound: CallBound | undefined, answered: () => voi
  * cancelled, with the round's, each call bounded as {@link reportingBound} says.
  */
 export function reportingRound(round: ExtendRound | undefined, answered: () => void): ExtendRound {
+  return roundThrough(round, { bound: reportingBound(round?.bound, answered) });
+}
+
+/** `round` with its calls bounded and answered by `through`: its calls counted, and cancelled, with the round's. */
+export function roundThrough(round: ExtendRound | undefined, through: Pick<ExtendRound, 'bound' | 'answered'>): ExtendRound {
   return {
     get calls() {
       return round?.calls ?? 0;
@@ -94,7 +99,8 @@ export function reportingRound(round: ExtendRound | undefined, answered: () => v
     get cancelled() {
       return round?.cancelled;
     },
-    bound: reportingBound(round?.bound, answered),
+    bound: through.bound,
+    answered: through.answered,
   };
 }
 
@@ -148,7 +154,9 @@ export async function extendByGroup(
  * a failed call (an error, or no answer within the round's bound) does not
  * stop the others: its leases stay as they were (NaN), and only
  * {@link EXTEND_CALLS_IN_FLIGHT} failed calls in a row (the node down) stop
- * the group, its leases not sent staying NaN; then the first error is thrown.
+ * the group, its leases not sent staying NaN. Then an error is thrown: the
+ * first that `decides` picks (a refusal on which the caller renews another
+ * way, wherever it came among the calls in flight), else the first.
  */
 export async function extendInChunks<K extends LockKeys>(
   requests: readonly ExtendRequest<K>[],
@@ -159,6 +167,7 @@ export async function extendInChunks<K extends LockKeys>(
   round?: ExtendRound,
   sizer: CallSizer = extendSizer(),
   acrossSlots = false,
+  decides?: (error: unknown) => boolean,
 ): Promise<void> {
   let next = 0;
   /** Leases sent but not reached, in order: they go out first. */
@@ -166,6 +175,7 @@ export async function extendInChunks<K extends LockKeys>(
   /** Failed calls since the last answered one; this many in a row stop the group. */
   let failedInRow = 0;
   let failure: { error: unknown } | undefined;
+  let decisive: { error: unknown } | undefined;
   const sendCalls = async (): Promise<void> => {
     while (failedInRow < EXTEND_CALLS_IN_FLIGHT && !round?.cancelled) {
       const size = sizer.size;
@@ -200,6 +210,7 @@ export async function extendInChunks<K extends LockKeys>(
         // Its leases stay NaN: the caller tries them again first.
         failedInRow++;
         failure ??= { error };
+        if (!decisive && decides?.(error)) decisive = { error };
         continue;
       }
       failedInRow = 0;
@@ -211,5 +222,6 @@ export async function extendInChunks<K extends LockKeys>(
     }
   };
   await Promise.all(Array.from({ length: EXTEND_CALLS_IN_FLIGHT }, sendCalls));
-  if (failure) throw failure.error;
+  const thrown = decisive ?? failure;
+  if (thrown) throw thrown.error;
 }

@@ -16,7 +16,7 @@ import {
 } from './backend.js';
 import { CallSizer } from './call-sizer.js';
 import { evictionChecked, evictionRiskOf } from './eviction.js';
-import { type ExtendRound, extendByGroup, extendInChunks, extendSizer } from './extend-groups.js';
+import { type ExtendRound, extendByGroup, extendInChunks, extendSizer, roundThrough } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
 import { layoutRefusal, parseAcquireReply } from './replies.js';
@@ -132,50 +132,74 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
    * script (ElastiCache Serverless, Dragonfly, a proxy that routes scripts
    * by their keys), has the leases the refused calls left unrenewed sent
    * again at once, one slot per call with every key declared, and so does
-   * every later round of this backend.
+   * every later round of this backend. One server may be a proxy in front
+   * of several that runs each script where its first key lives, and refuses
+   * nothing: a lease a call found gone is asked again in a call its own
+   * lock leads before it counts as lost, and found held there, this
+   * backend's rounds go one slot per call too.
    */
   async extend(requests: readonly ExtendRequest<K>[], round?: ExtendRound): Promise<number[]> {
-    const extendGroup = (acrossSlots: boolean) => (indexes: number[], results: number[]) =>
-      extendInChunks(
-        requests,
-        indexes,
-        results,
-        this.layout.names,
-        (keys, args, lock) =>
-          acrossSlots
-            ? runScript(this.client, this.layout.extendAcrossSlots!, keys as unknown as HashKeys, args, lock)
-            : runScript(this.client, this.layout.scripts.extend, keys, args, lock),
-        round,
-        this.#sizersFor(requests[indexes[0]!]!.keys).extend,
-        acrossSlots,
-      );
+    /** On one server, the leases found gone by a call another lock led: asked again before they count. */
+    const unsure: number[] = [];
+    const via = this.client.cluster ? round : leadingLockOnly(round, requests, this.layout.names, unsure);
+    const extendGroup =
+      (acrossSlots: boolean, through = via, decides?: (error: unknown) => boolean) =>
+      (indexes: number[], results: number[]) =>
+        extendInChunks(
+          requests,
+          indexes,
+          results,
+          this.layout.names,
+          (keys, args, lock) =>
+            acrossSlots
+              ? runScript(this.client, this.layout.extendAcrossSlots!, keys as unknown as HashKeys, args, lock)
+              : runScript(this.client, this.layout.scripts.extend, keys, args, lock),
+          through,
+          this.#sizersFor(requests[indexes[0]!]!.keys).extend,
+          acrossSlots,
+          decides,
+        );
     const declared = extendGroup(false);
     const all = requests.map((_, i) => i);
     const bySlot = (indexes: Iterable<number>) => extendByGroup(requests.length, groupBySlot(requests, indexes), declared);
-    /** Runs `group` on `indexes`; when refused, renews what it left by slot (and remembers a refusal of several slots). */
-    const orBySlot =
-      (group: typeof declared, refusals: RegExp) =>
-      async (indexes: number[], results: number[]): Promise<void> => {
+    /**
+     * Runs the group (across slots or declared) on `indexes`; when one of its calls was refused, renews what it
+     * left by slot (and remembers a refusal of several slots), whichever of its calls failed first.
+     */
+    const orBySlot = (acrossSlots: boolean, refusals: RegExp) => {
+      const severalSlots = (error: unknown) => refusesSeveralSlots(error) || refusesAcrossSlotsFlag(error);
+      const bySlotAfter = (error: unknown) => severalSlots(error) || refusals.test(String(error));
+      const group = extendGroup(acrossSlots, via, bySlotAfter);
+      return async (indexes: number[], results: number[]): Promise<void> => {
         try {
           await group(indexes, results);
         } catch (error) {
-          const severalSlots = refusesSeveralSlots(error) || refusesAcrossSlotsFlag(error);
-          if (!severalSlots && !refusals.test(String(error))) throw error;
-          if (severalSlots) this.#oneSlotPerCall = true;
+          if (!bySlotAfter(error)) throw error;
+          if (severalSlots(error)) this.#oneSlotPerCall = true;
           const left = indexes.filter((i) => Number.isNaN(results[i]));
           const renewed = await bySlot(left);
           for (const i of left) results[i] = renewed[i]!;
         }
       };
+    };
     if (!this.client.cluster) {
-      if (this.#oneSlotPerCall) return bySlot(all);
-      return extendByGroup(requests.length, [all], orBySlot(declared, NEVER));
+      const results = await (this.#oneSlotPerCall ? bySlot(all) : extendByGroup(requests.length, [all], orBySlot(false, NEVER)));
+      if (unsure.length === 0) return results;
+      // Each in calls of its own lock, which route where that lock lives; not known (NaN) if they fail.
+      const again = await extendByGroup(requests.length, groupByLock(requests, unsure, this.layout.names), extendGroup(false, round)).catch(
+        () => undefined,
+      );
+      for (const i of unsure) {
+        results[i] = again?.[i] ?? NaN;
+        if (results[i]! > 0) this.#oneSlotPerCall = true;
+      }
+      return results;
     }
     if (this.#oneSlotPerCall || this.layout.extendAcrossSlots === undefined) return bySlot(all);
     const byNode = new Map<string, number[]>();
     requests.forEach((r, i) => push(byNode, this.client.masterOf(r.keys.slot) ?? `slot:${r.keys.slot}`, i));
     // Also when the slot map moved under a call (a key no longer local, MOVED, ASK): one call per slot is always routable.
-    return extendByGroup(requests.length, [...byNode.values()], orBySlot(extendGroup(true), MOVED_UNDER_US));
+    return extendByGroup(requests.length, [...byNode.values()], orBySlot(true, MOVED_UNDER_US));
   }
 
   async abandon(keys: K, owner: string, drop = ''): Promise<void> {
@@ -248,6 +272,50 @@ export function refusesSeveralSlots(error: unknown): boolean {
  */
 export function refusesAcrossSlotsFlag(error: unknown): boolean {
   return /flag\b.*allow-cross-slot-keys/i.test(error instanceof Error ? error.message : String(error));
+}
+
+/**
+ * `round` as one server's calls report to it, but for the leases a call
+ * found gone whose lock did not lead that call (its keys first): those go
+ * into `unsure` instead, to be asked again. A proxy in front of several
+ * servers may run a call where its first key lives, and find the other
+ * locks' keys missing there.
+ */
+function leadingLockOnly<K extends LockKeys>(
+  round: ExtendRound | undefined,
+  requests: readonly ExtendRequest<K>[],
+  names: (keys: K) => readonly string[],
+  unsure: number[],
+): ExtendRound {
+  const firstKey = (i: number) => names(requests[i]!.keys)[0];
+  return roundThrough(round, {
+    bound: round?.bound,
+    answered: (indexes, replies, sentAt) => {
+      if (!replies.includes(0)) return round?.answered?.(indexes, replies, sentAt);
+      const leading = firstKey(indexes[0]!);
+      const sure: number[] = [];
+      const sureReplies: number[] = [];
+      indexes.forEach((i, k) => {
+        if (replies[k] === 0 && firstKey(i) !== leading) unsure.push(i);
+        else {
+          sure.push(i);
+          sureReplies.push(replies[k]!);
+        }
+      });
+      if (sure.length > 0) round?.answered?.(sure, sureReplies, sentAt);
+    },
+  });
+}
+
+/** The request indexes among `indexes`, grouped by their lock (its first key). */
+function groupByLock<K extends LockKeys>(
+  requests: readonly ExtendRequest<K>[],
+  indexes: Iterable<number>,
+  names: (keys: K) => readonly string[],
+): number[][] {
+  const byLock = new Map<string, number[]>();
+  for (const i of indexes) push(byLock, names(requests[i]!.keys)[0]!, i);
+  return [...byLock.values()];
 }
 
 /** The request indexes among `indexes`, grouped by their lock's Cluster slot. */

@@ -148,10 +148,12 @@ export interface Subscriber {
   unsubscribe(channel: string): void;
   /**
    * The connection(s) carrying `channels` stopped delivering (the hub's
-   * health check heard no echo): drop them, so that the next subscription
-   * opens a new connection. The hub subscribes the channels again; others
-   * that go with them (GLIDE's Cluster subscriber is one client) are
-   * reported by `lost`.
+   * health check heard no echo) or did not answer: drop them, so that the
+   * next subscription opens a new connection. The hub has reported that and
+   * subscribes `channels` again itself, so they are not reported again
+   * (neither `error` nor `lost`); others that go with them (GLIDE's Cluster
+   * subscriber is one client, a subscription still in flight) are reported
+   * by `lost`.
    */
   reconnect(channels: readonly string[]): void;
   /** Ends every subscription and closes the connections it opened. */

@@ -540,6 +540,23 @@ function subscriberClient(client: GlideApi, events: SubscriberEvents): Promise<G
 }
 
 /**
+ * A subscription GLIDE did not confirm within its bound (`unconfirmedMs`):
+ * the server refused it (GLIDE says no more then), or its master was slow or
+ * unreachable. Not a refusal to the hub: it tries a link check's again at
+ * its next check.
+ */
+class UnconfirmedSubscriptionError extends Error {
+  override readonly name = 'UnconfirmedSubscriptionError';
+  constructor(
+    message: string,
+    readonly unconfirmedMs: number,
+    cause: unknown,
+  ) {
+    super(message, { cause });
+  }
+}
+
+/**
  * A Cluster: a `GlideClusterClient` of the library's own, whose `ssubscribe`
  * GLIDE keeps on the master of each channel's slot, moves with the slot and
  * restores after a reconnect.
@@ -565,10 +582,11 @@ class ClusterSubscriber implements Subscriber {
       const connection = await this.open();
       await connection.ssubscribe!(new Set([channel]), this.confirmMs).catch((error: unknown) => {
         if ((error as { name?: unknown }).name !== 'TimeoutError') throw translated(error);
-        throw new Error(
+        throw new UnconfirmedSubscriptionError(
           `GLIDE did not confirm the subscription to wake-up channel "${channel}" within ${this.confirmMs} ms; the usual ` +
-            "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else an unreachable master",
-          { cause: error },
+            "cause is the Redis user's permission (+ssubscribe, and &<prefix>:* for the channel), else a master slow to answer or unreachable",
+          this.confirmMs,
+          error,
         );
       });
     } catch (error) {
@@ -589,11 +607,11 @@ class ClusterSubscriber implements Subscriber {
    * them again (their waiters re-check once they are back) instead of
    * finding each of those links silent in turn.
    */
-  reconnect(): void {
+  reconnect(channels: readonly string[]): void {
     const connection = this.connection;
     this.connection = undefined;
     connection?.then((c) => c.close()).catch(() => undefined);
-    const lost = [...this.channels];
+    const lost = [...this.channels].filter((channel) => !channels.includes(channel));
     this.channels.clear();
     if (lost.length > 0) this.events.lost(lost);
   }

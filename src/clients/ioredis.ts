@@ -333,9 +333,11 @@ class ServerSubscriber implements Subscriber {
     this.connection.sunsubscribe(channel).catch(() => undefined);
   }
 
-  reconnect(): void {
+  reconnect(channels: readonly string[]): void {
     // A silent connection, or one stuck in its handshake (ioredis' connectTimeout ends at the TCP connect, and
-    // its ready check and AUTH wait for ever): ioredis closes it (reported as lost) and connects again.
+    // its ready check and AUTH wait for ever): ioredis closes it (its other channels reported as lost) and
+    // connects again.
+    for (const channel of channels) this.channels.delete(channel);
     const status = this.connection.status;
     if (status === 'ready' || status === 'connect') this.connection.disconnect(true);
   }
@@ -380,9 +382,9 @@ class ClusterSubscriber implements Subscriber {
   reconnect(channels: readonly string[]): void {
     for (const [key, node] of this.byNode) {
       if (!channels.some((channel) => node.channels.has(channel))) continue;
-      const lost = [...node.channels];
+      const lost = [...node.channels].filter((channel) => !channels.includes(channel));
       this.drop(key); // the next subscription opens a new connection to wherever the slot lives
-      this.events.lost(lost);
+      if (lost.length > 0) this.events.lost(lost);
     }
   }
 

@@ -383,7 +383,8 @@ class ServerSubscriber implements Subscriber {
     if (this.connection?.isOpen) this.connection.sUnsubscribe(channel, this.listener).catch(() => undefined);
   }
 
-  reconnect(): void {
+  reconnect(channels: readonly string[]): void {
+    for (const channel of channels) this.channels.delete(channel);
     this.close(); // a silent connection: the hub's next subscription opens a new one
     this.lost();
   }
@@ -417,8 +418,11 @@ class ServerSubscriber implements Subscriber {
 
 /**
  * A Cluster: the Cluster client's own sharded pub/sub, which keeps one
- * connection per master with channels and moves a channel's listeners when
- * its slot moves; a move that fails is reported, and handed back to the hub.
+ * connection per master with channels. A channel whose slot moves is not
+ * subscribed on its new master (node-redis 5.12: the server's
+ * `sunsubscribe` ends it, and nothing makes it again); the hub does so
+ * once the client's slot map shows the move. A move node-redis reports
+ * failed is reported, and handed back to the hub.
  */
 class ClusterSubscriber implements Subscriber {
   private readonly channels = new Set<string>();

@@ -75,8 +75,9 @@ export class RespSubscriber implements Subscriber {
     this.ready.then((socket) => this.send(socket, ['SUNSUBSCRIBE', channel])).catch(() => undefined);
   }
 
-  reconnect(): void {
-    this.socket?.destroy(); // reported as lost; the hub's next subscription connects again
+  reconnect(channels: readonly string[]): void {
+    for (const channel of channels) this.channels.delete(channel);
+    this.socket?.destroy(); // its other channels reported as lost; the hub's next subscription connects again
   }
 
   close(): void {

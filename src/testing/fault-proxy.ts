@@ -2,7 +2,8 @@
  * A loopback TCP proxy that puts network faults between a Redis client and
  * its server, for tests: drop a connection right after the server replied to
  * one command (so the client resends it), hold one command's reply back (so
- * it lands late), stall both directions, add delay,
+ * it lands late), hold one command back before the server sees it (a
+ * subscription too), stall both directions, add delay,
  * reset every connection, refuse new ones. It reads just enough RESP to know
  * where each command and each reply ends.
  *
@@ -37,15 +38,24 @@ export interface FaultProxyOptions {
   port?: number;
 }
 
-/** Which command's reply {@link FaultProxy.dropAfterReply} drops, or {@link FaultProxy.stallAtReply} holds back. */
+/**
+ * Which command's reply {@link FaultProxy.dropAfterReply} drops, or
+ * {@link FaultProxy.stallAtReply} holds back; which command
+ * {@link FaultProxy.stallAtCommand} holds back.
+ */
 export interface DropMatch {
   /**
    * The command's name, any case (e.g. `evalsha`). Default: any command but
-   * (un)subscribing, whose answers are pushes, not replies.
+   * (un)subscribing, whose answers are pushes, not replies
+   * ({@link FaultProxy.stallAtCommand}: any command).
    */
   command?: string;
-  /** A text one of its arguments must contain (e.g. a key name or a script's sha). */
-  argument?: string;
+  /**
+   * A text one of its arguments must contain (e.g. a key name or a script's
+   * sha), or a pattern one of them must match (e.g. `/^orders:\{42\}$/`:
+   * that channel and no other that starts with it).
+   */
+  argument?: string | RegExp;
   /**
    * How the server's reply must begin, in RESP (e.g. `':'`, an integer): a
    * matching command whose reply begins otherwise is passed on, and the
@@ -86,6 +96,16 @@ export interface FaultProxy {
    * stall are not armed at once.
    */
   stallAtReply(match?: DropMatch): Promise<void>;
+  /**
+   * The next command that matches, (un)subscribing ones too, is held back
+   * before the server sees it, and so is every command after it, on every
+   * connection, until {@link resume}; what the server sends still comes
+   * through (replies to what came before, messages). A server slow to
+   * answer from that command on, e.g. to confirm one subscription (a
+   * `reply` in the match is not looked at). Resolves once it is held. Not
+   * armed at once with a drop or another stall.
+   */
+  stallAtCommand(match?: DropMatch): Promise<void>;
   /** Stops forwarding in both directions, on open and new connections, until {@link resume}. */
   stall(): void;
   /**
@@ -96,7 +116,7 @@ export interface FaultProxy {
    * number of links silenced.
    */
   silenceSubscribers(): number;
-  /** Forwards again what {@link stall} held back. */
+  /** Forwards again what {@link stall} or {@link stallAtCommand} held back. */
   resume(): void;
   /** Delays every chunk, each way, by `ms` (0: none). */
   delay(ms: number): void;
@@ -176,8 +196,8 @@ function commandParts(buf: Buffer): string[] {
 
 interface Armed {
   readonly match: DropMatch;
-  /** What happens at the matching reply: dropped with the connection, or held back by a stall. */
-  readonly action: 'drop' | 'stall';
+  /** What happens at the matching reply (dropped with the connection, or held back by a stall), or at the command itself (held back). */
+  readonly action: 'drop' | 'stall' | 'hold';
   readonly done: () => void;
   taken: boolean;
 }
@@ -185,6 +205,8 @@ interface Armed {
 /** A set of proxies that share their faults: a fault applied to the group applies to each. */
 class Faults {
   stalled = false;
+  /** What clients send is held back ({@link FaultProxy.stallAtCommand}). */
+  holding = false;
   delayMs = 0;
   armed: Armed | undefined;
   drops = 0;
@@ -246,18 +268,29 @@ class Link {
   private onClientData(chunk: Buffer): void {
     this.fromClient = Buffer.concat([this.fromClient, chunk]);
     let pos = 0;
+    /** Where the commands not passed on yet begin. */
+    let from = 0;
     for (let len: number; (len = respLength(this.fromClient, pos)) > 0; pos += len) {
       const command = this.fromClient.subarray(pos, pos + len);
       const parts = commandParts(command);
       const name = (parts[0] ?? '').toLowerCase();
       this.commands[name] = (this.commands[name] ?? 0) + 1;
+      const armed = this.faults.armed;
+      if (armed?.action === 'hold' && !armed.taken && matches(armed.match, name, parts)) {
+        // What came before goes on; from this command on, send() holds back what clients send until resume().
+        armed.taken = true;
+        this.faults.armed = undefined;
+        if (pos > from) this.send('toServer', this.fromClient.subarray(from, pos));
+        from = pos;
+        this.faults.holding = true;
+        armed.done();
+      }
       // (Un)subscribing is answered by RESP3 pushes, not replies: neither counted nor dropped.
       if (PUBSUB.test(name)) {
         if (!name.includes('un')) this.subscriber = true;
         continue;
       }
-      const armed = this.faults.armed;
-      if (armed && !armed.taken && this.armedAt === undefined && matches(armed.match, name, parts)) {
+      if (armed && armed.action !== 'hold' && !armed.taken && this.armedAt === undefined && matches(armed.match, name, parts)) {
         armed.taken = true;
         this.faults.armed = undefined;
         this.armedAt = this.sent;
@@ -265,7 +298,7 @@ class Link {
       }
       this.sent++;
     }
-    const complete = this.fromClient.subarray(0, pos);
+    const complete = this.fromClient.subarray(from, pos);
     this.fromClient = this.fromClient.subarray(pos);
     if (complete.length > 0) this.send('toServer', complete);
   }
@@ -308,7 +341,7 @@ class Link {
 
   private send(direction: 'toServer' | 'toClient', chunk: Buffer): void {
     if (this.silenced) return;
-    if (this.faults.stalled) this.held[direction].push(chunk);
+    if (this.faults.stalled || (this.faults.holding && direction === 'toServer')) this.held[direction].push(chunk);
     else this.forward(direction, chunk);
   }
 
@@ -329,7 +362,9 @@ const PUBSUB = /^[sp]?(un)?subscribe$/;
 
 function matches(match: DropMatch, name: string, parts: string[]): boolean {
   if (match.command !== undefined && match.command.toLowerCase() !== name) return false;
-  if (match.argument !== undefined && !parts.slice(1).some((p) => p.includes(match.argument!))) return false;
+  const { argument } = match;
+  if (argument !== undefined && !parts.slice(1).some((p) => (typeof argument === 'string' ? p.includes(argument) : argument.test(p))))
+    return false;
   return true;
 }
 
@@ -377,12 +412,17 @@ class FaultProxyImpl implements FaultProxy {
     return arm(this.faults, match, 'stall');
   }
 
+  stallAtCommand(match: DropMatch = {}): Promise<void> {
+    return arm(this.faults, match, 'hold');
+  }
+
   stall(): void {
     this.faults.stalled = true;
   }
 
   resume(): void {
     this.faults.stalled = false;
+    this.faults.holding = false;
     for (const link of this.links) link.flush();
   }
 
@@ -485,6 +525,7 @@ export async function proxyCluster(cluster: RedisClusterHandle): Promise<Cluster
     },
     dropAfterReply: (match = {}) => arm(faults, match, 'drop'),
     stallAtReply: (match = {}) => arm(faults, match, 'stall'),
+    stallAtCommand: (match = {}) => arm(faults, match, 'hold'),
     stall: () => proxies.forEach((p) => p.stall()),
     silenceSubscribers: () => proxies.reduce((n, p) => n + p.silenceSubscribers(), 0),
     resume: () => proxies.forEach((p) => p.resume()),

@@ -4,13 +4,16 @@
 // again, subscribe its echo channel, or start its echo timer (which would
 // publish an echo every linkCheckMs, 2.5 s by default, for ever through the
 // user's open client). The hubs here check every LINK_CHECK_MS: a timer
-// started after close() would publish within each of those.
+// started after close() would publish within each of those. Nor may a
+// waiter whose first try was refused subscribe after close() was called
+// from a `contended` listener, between that try and its subscription.
 import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { driverFor } from '../../src/clients/index.js';
-import { LockClient } from '../../src/index.js';
+import { ClientClosedError, LockClient } from '../../src/index.js';
 import { WakeupHub } from '../../src/wakeups.js';
 import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
+import { rejection } from '../support/rejection.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** The hubs' `linkCheckMs` (a fifth of the default): no SPUBLISH over two of these after close() means no echo timer. */
@@ -25,6 +28,19 @@ forEachTopology('a hub closed while its first subscription is in flight', { clie
   }
   async function shardChannels(conns: Redis[]): Promise<string[]> {
     return (await Promise.all(conns.map((c) => c.call('PUBSUB', 'SHARDCHANNELS') as Promise<string[]>))).flat();
+  }
+  /** The connections named `name` on every master, and those of them subscribed to anything. */
+  async function connectionsNamed(conns: Redis[], name: string): Promise<{ open: number; subscribed: number }> {
+    let open = 0;
+    let subscribed = 0;
+    for (const c of conns) {
+      for (const line of String(await c.call('CLIENT', 'LIST')).split('\n')) {
+        if (!line.includes(` name=${name} `)) continue;
+        open++;
+        if (/ (?:sub|psub|ssub)=[1-9]/.test(line)) subscribed++;
+      }
+    }
+    return { open, subscribed };
   }
   async function spublishes(conns: Redis[]): Promise<number> {
     let n = 0;
@@ -88,6 +104,41 @@ forEachTopology('a hub closed while its first subscription is in flight', { clie
       );
       expect(after - before, 'echoes published after close()').to.equal(0);
       expect(left, 'channels subscribed after close()').to.deep.equal([]);
+    } finally {
+      await holderLocks.close();
+      for (const c of conns) c.disconnect();
+    }
+  });
+
+  it('LockClient.close() from a contended listener: no subscriber connection or channel left once it settles', async function () {
+    this.timeout(40_000);
+    const conns = await masters();
+    const name = `close-from-listener-${ctx.clientKind}`;
+    const holderLocks = new LockClient(await ctx.lockRedis());
+    const waiterLocks = new LockClient(await ctx.lockRedis({ name }), { recheckMs: 60_000, linkCheckMs: LINK_CHECK_MS });
+    try {
+      const holder = await holderLocks.lock('close-from-listener').acquireWrite();
+      const before = await connectionsNamed(conns, name);
+      let closing: Promise<void> | undefined;
+      waiterLocks.on('contended', () => void (closing ??= waiterLocks.close()));
+      // The first try is refused: the listener closes the client before the waiter subscribes.
+      const error = await rejection(waiterLocks.lock('close-from-listener').acquireWrite({ waitMs: 30_000 }));
+      expect(error).to.be.instanceOf(ClientClosedError);
+      expect(closing, 'the contended event ran').to.not.equal(undefined);
+      await closing;
+      await holder.release();
+      // A subscription made after close() is on its server within a few ms: look for LINK_CHECK_MS.
+      let channels: string[] = [];
+      for (const end = performance.now() + LINK_CHECK_MS; channels.length === 0 && performance.now() < end; await sleep(20))
+        channels = (await shardChannels(conns)).filter((c) => c.includes('close-from-listener'));
+      const after = await connectionsNamed(conns, name);
+      console.log(
+        `      [${ctx.kind}, ${ctx.clientKind}] close() from a contended listener: channels ${JSON.stringify(channels)}, connections ${JSON.stringify(after)} (before: ${JSON.stringify(before)})`,
+      );
+      expect(channels, 'channels subscribed after close()').to.deep.equal([]);
+      expect(after.subscribed, 'subscriber connections of the closed client').to.equal(0);
+      // On a Cluster the client itself may connect to another master meanwhile; one server has one connection.
+      if (ctx.kind === 'standalone') expect(after.open, 'connections of the closed client').to.equal(before.open);
     } finally {
       await holderLocks.close();
       for (const c of conns) c.disconnect();

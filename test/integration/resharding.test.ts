@@ -11,13 +11,14 @@ import { INSPECT_BUDGET_US } from '../../src/backends/scripted.js';
 import { type InspectReply, MIGRATION_RETRY_MS } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { type Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
-import type { RedisClusterNode } from '../../src/testing/index.js';
-import { forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
+import { type ClusterFaultProxy, proxyCluster, type RedisClusterNode } from '../../src/testing/index.js';
+import { disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { REQUEST_TIMEOUT_MS as GLIDE_REQUEST_TIMEOUT_MS } from '../support/glide-clients.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
-import { beginMigration, clusterInfo, endMigration, migrateKeys, moveEmptySlot } from '../support/reshard.js';
+import { beginMigration, clusterInfo, endMigration, migrateKeys, migrateSlot, moveEmptySlot } from '../support/reshard.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
 
 /** ioredis' own TRYAGAIN retries inside one call, at most: maxRedirections (16) x retryDelayOnTryAgain (100 ms). */
 const IOREDIS_TRYAGAIN_MS = 16 * 100;
@@ -94,6 +95,9 @@ forEachTopology('a lock whose slot is mid-migration', { clients: NODE_REDIS_IN_C
   });
 });
 
+/** `text` as a RegExp that matches it literally. */
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 /** MOVED replies the masters behind `redis` gave so far (INFO errorstats). */
 async function movedReplies(redis: Parameters<typeof masters>[0]): Promise<number> {
   let total = 0;
@@ -136,6 +140,78 @@ forEachTopology('a lock whose slot moved to another master', { clients: NODE_RED
     } finally {
       await moveEmptySlot(lock.keys.slot, target, source, all); // give the slot back: the Cluster is shared
       await locks.close();
+    }
+  });
+});
+
+// A waiter's subscription moves with its lock's slot: made again on the new master by GLIDE itself, or
+// by the hub (ioredis reports the move). A release in between is unheard, so its waiters re-check once
+// the subscription is back where the slot lives now. The slot moved is not the one of the link's echo
+// (whose own loss would wake every waiter of the link). recheckMs is 60 s: a waiter granted well before
+// was woken by the library. (node-redis 5 does not subscribe again on the new master: the hub does once
+// the client's slot map shows the move, which takes a command of that client meeting MOVED.)
+forEachTopology('a waiter whose lock slot moves to another master', { clients: ['ioredis', 'glide'] }, (ctx) => {
+  if (ctx.kind !== 'cluster') return;
+  const LINK_CHECK_MS = 500;
+  /** The slot map the client reads its links from may be up to 5 s old (GLIDE), then one check more; a margin. */
+  const NOTICED_MS = 15_000;
+  let proxy: ClusterFaultProxy | undefined;
+  afterEach(async () => {
+    await proxy?.close();
+    proxy = undefined;
+  });
+
+  it('re-checks once its subscription is back on the new master, when a release went unheard meanwhile', async function () {
+    this.timeout(90_000);
+    const cluster = ctx.cluster;
+    proxy = await proxyCluster(cluster);
+    const through = await connectLockClient(targetThrough(proxy, ctx.clientKind));
+    const holderLocks = new LockClient(await ctx.lockRedis());
+    const waiterLocks = new LockClient(through, { recheckMs: 60_000, leaseMs: 30_000, linkCheckMs: LINK_CHECK_MS });
+    const lock = holderLocks.lock('moving-waiter');
+    const all = await cluster.masters();
+    const source = await cluster.masterForSlot(lock.keys.slot);
+    const target = all.find((m) => m.port !== source.port)!;
+    // A lock of another slot on the same master, whose waiter subscribes first: the link's echo goes in its slot.
+    let anchor = holderLocks.lock('moving-anchor-0');
+    for (let n = 1; anchor.keys.slot === lock.keys.slot || (await cluster.masterForSlot(anchor.keys.slot)).port !== source.port; n++)
+      anchor = holderLocks.lock(`moving-anchor-${n}`);
+    const waitFor = async (resource: string) => {
+      const waiting = waiterLocks.lock(resource).acquireWrite({ waitMs: 80_000 });
+      waiting.catch(() => undefined);
+      await eventually(`the writer on ${resource} queued`, async () => (await holderLocks.inspect(resource)).queue.length === 1, 10_000);
+      return { waiting }; // not awaited here: it settles once the writer gets the lock
+    };
+    let moved = false;
+    try {
+      const anchorHolder = await anchor.acquireWrite();
+      const holder = await lock.acquireWrite();
+      const { waiting: anchorWaiting } = await waitFor(anchor.resource);
+      const onSource = source.client();
+      const subscribed = async (channel: string) => ((await onSource.call('PUBSUB', 'SHARDCHANNELS', channel)) as string[]).length === 1;
+      await eventually('the anchor subscribed on the source', () => subscribed(anchor.keys.channel), 10_000);
+      const { waiting } = await waitFor(lock.resource);
+      await eventually('the waiter subscribed on the source', () => subscribed(lock.keys.channel), 10_000);
+      onSource.disconnect();
+      // Its subscription on the new master is held back at the proxy: the release below goes unheard.
+      const held = proxy.stallAtCommand({ command: 'ssubscribe', argument: new RegExp(`^${escaped(lock.keys.channel)}$`) });
+      await migrateSlot(lock.keys.slot, source, target, all);
+      moved = true;
+      await held;
+      await holder.release();
+      const released = performance.now();
+      proxy.resume();
+      await (await waiting).release();
+      const tookMs = performance.now() - released;
+      console.log(`      [${ctx.kind}, ${ctx.clientKind}] slot moved, release unheard: granted ${Math.round(tookMs)} ms after the release`);
+      expect(tookMs).to.be.below(NOTICED_MS);
+      await anchorHolder.release();
+      await (await anchorWaiting).release();
+    } finally {
+      await waiterLocks.close();
+      await holderLocks.close();
+      disconnect(through);
+      if (moved) await migrateSlot(lock.keys.slot, target, source, all); // give the slot back: the Cluster is shared
     }
   });
 });

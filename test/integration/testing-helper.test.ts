@@ -18,6 +18,7 @@ import {
   RedisServerStartError,
   reapStaleServers,
   runningServers,
+  startFaultProxy,
   startRedisCluster,
   startRedisMasters,
   startRedisServer,
@@ -579,6 +580,33 @@ describe('redis-rwlock/testing', function () {
       }
       for (const server of masters.servers) expect(isAlive(server.pid)).to.equal(false);
       for (const client of clients) expect(client.status).to.equal('end');
+    });
+  });
+
+  describe('the fault proxy', () => {
+    it('stallAtCommand holds a subscription back before the server sees it, and what came before goes on', async () => {
+      const server = await startRedisServer();
+      const proxy = await startFaultProxy({ target: { port: server.port } });
+      const through = new Redis(proxy.port, proxy.host);
+      const admin = server.client();
+      try {
+        await through.ping();
+        const held = proxy.stallAtCommand({ command: 'ssubscribe', argument: 'held' });
+        const before = through.set('before', '1');
+        let confirmed = false;
+        const subscribing = through.ssubscribe('{c}held').then(() => (confirmed = true));
+        await held;
+        expect(await before, 'the command before it answered').to.equal('OK');
+        expect(await admin.call('PUBSUB', 'SHARDCHANNELS'), 'not on the server during the stall').to.deep.equal([]);
+        expect(confirmed).to.equal(false);
+        proxy.resume();
+        await subscribing;
+        expect(await admin.call('PUBSUB', 'SHARDCHANNELS')).to.deep.equal(['{c}held']);
+      } finally {
+        through.disconnect();
+        await proxy.close();
+        await server.stop();
+      }
     });
   });
 });

@@ -157,6 +157,28 @@ describe('extendInChunks', () => {
     expect(results.every((left) => Number.isNaN(left))).to.equal(true);
   });
 
+  it('throws the error `decides` picks (a refusal the caller renews another way after), not the first', async () => {
+    const results = new Array<number>(requests.length).fill(NaN);
+    let calls = 0;
+    const error = await extendInChunks(
+      requests,
+      all,
+      results,
+      names,
+      async () => {
+        throw new Error(++calls === 1 ? 'no answer within redisTimeoutMs' : "CROSSSLOT Keys in request don't hash to the same slot");
+      },
+      undefined,
+      undefined,
+      false,
+      (e) => String(e).includes('CROSSSLOT'),
+    ).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(error?.message).to.match(/^CROSSSLOT/);
+  });
+
   it('sends no more calls once the round is cancelled (the client closed)', async () => {
     const round: ExtendRound = { calls: 0 };
     const results = new Array<number>(requests.length).fill(NaN);
