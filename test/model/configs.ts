@@ -1,0 +1,87 @@
+/**
+ * The configurations the model checker explores (world.ts says what each
+ * field bounds). `CI` runs in `npm run test:model`; `LARGER` in
+ * `npm run test:faults` (test/faults/model.test.ts).
+ */
+import type { Config, Op, OwnerLayout, OwnerSpec } from './world.js';
+
+const acquire = (mode: 'read' | 'write'): Op => ({ op: mode, wait: true });
+const tryTo = (mode: 'read' | 'write'): Op => ({ op: mode, wait: false });
+const release = (mode: 'read' | 'write'): Op => ({ op: 'release', mode });
+const extend: Op = { op: 'extend' };
+
+const owner = (name: string, program: Op[], layout: OwnerLayout = 'hash'): OwnerSpec => ({ name, layout, program });
+
+/** Every environment event, once per path. */
+const EVENTS = { lost: 1, duplicated: 1, crashes: 1, pauses: 1, giveUp: false, fair: false } as const;
+
+export const CI: readonly Config[] = [
+  {
+    name: 'hash: two writers',
+    owners: [owner('A', [acquire('write'), release('write')]), owner('B', [acquire('write'), release('write')])],
+    ...EVENTS,
+  },
+  {
+    name: 'hash: a reader and a writer',
+    owners: [owner('A', [acquire('read'), release('read')]), owner('B', [acquire('write'), release('write')])],
+    ...EVENTS,
+  },
+  {
+    name: 'hash: upgrade beside a reader',
+    owners: [
+      owner('A', [acquire('read'), acquire('write'), release('write'), release('read')]),
+      owner('B', [acquire('read'), release('read')]),
+    ],
+    ...EVENTS,
+  },
+  {
+    name: 'hash: downgrade before a reader',
+    owners: [
+      owner('A', [acquire('write'), acquire('read'), release('write'), release('read')]),
+      owner('B', [acquire('read'), release('read')]),
+    ],
+    ...EVENTS,
+  },
+  {
+    name: 'hash: reentrant reads, renewal and a writer',
+    owners: [
+      owner('A', [acquire('read'), acquire('read'), extend, release('read'), release('read')]),
+      owner('B', [acquire('write'), release('write')]),
+    ],
+    ...EVENTS,
+  },
+  {
+    name: 'hash: a try and a writer that gives up, fair queue',
+    owners: [
+      owner('A', [tryTo('write'), release('write'), acquire('read'), release('read')]),
+      owner('B', [acquire('write'), release('write')]),
+    ],
+    ...EVENTS,
+    giveUp: true,
+    fair: true,
+  },
+  {
+    name: 'hash: fenced writes of a writer whose lease runs out',
+    owners: [
+      owner('A', [acquire('write'), { op: 'fencedSet' }, release('write')]),
+      owner('B', [acquire('read'), { op: 'fencedGet' }, release('read')]),
+    ],
+    ...EVENTS,
+    lost: 0,
+    duplicated: 0,
+  },
+  {
+    name: "hash: a fence ahead of the server's clock",
+    owners: [owner('A', [acquire('write'), release('write')]), owner('B', [acquire('read'), release('read')])],
+    ...EVENTS,
+    fenceAheadUs: 5000,
+  },
+  {
+    name: 'hash: Cluster renewal across slots, a writer queued',
+    owners: [owner('A', [acquire('read'), extend, release('read')]), owner('B', [acquire('write'), release('write')])],
+    ...EVENTS,
+    acrossSlots: true,
+  },
+];
+
+export const LARGER: readonly Config[] = [];
