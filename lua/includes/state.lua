@@ -260,9 +260,13 @@ end
 -- layout. (While `o` is set, nothing but the holder's own renewals has
 -- touched the lock since the grant, and those keep the hash's expiry at its
 -- deadline, so the hash expires exactly then, and `f` is its fence.)
+-- A sole holder whose deadline is `now` or past holds nothing: it goes
+-- (moved, it would keep its holds in the hash while its leasesKey, expiring
+-- at that deadline, is gone at once, so its next grant would take up its
+-- expired holds and their fence again).
 -- Renewing, another layout's lock is not refused but reported: false, and
 -- nothing written (one such lock must not fail a whole batch).
-local function spill(renewing)
+local function spill(now, renewing)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
   local layout = layoutOf(held[3], held[2], held[4])
   if layout and layout ~= LAYOUT_VERSION then
@@ -273,6 +277,8 @@ local function spill(renewing)
   if not sole then return true end
   local m, holdId, o = string.match(sole, '^(%a) (%S+) (.*)$')
   local deadline = rcall('PEXPIRETIME', stateKey)
+  rcall('HDEL', stateKey, 'o')
+  if deadline <= now then return true end
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
   local holds = held[2] .. ' ' .. holdId
@@ -281,7 +287,6 @@ local function spill(renewing)
   else
     rcall('HSET', stateKey, 'r:' .. o, holds)
   end
-  rcall('HDEL', stateKey, 'o')
   return true
 end
 
@@ -292,10 +297,10 @@ end
 -- (Nor does it check the layout: only this layout put the owner there, and
 -- another one refuses this lock rather than write it.) Renewing, false when
 -- the lock is another layout version's (see spill).
-local function spilledDeadlineOf(owner, renewing)
+local function spilledDeadlineOf(owner, now, renewing)
   local d = deadlineOf(owner)
   if d then return d end
-  if not spill(renewing) then return false end
+  if not spill(now, renewing) then return false end
   return deadlineOf(owner)
 end
 
