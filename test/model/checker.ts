@@ -452,12 +452,23 @@ export class Checker {
   }
 
   /** A refusal's reason and retry time agree with the state it was refused in. */
-  private justified(w: World, i: number, mode: Mode, r: { retry: number; reason: string }, before: ServerHold[], disagree: (m: string) => void): void {
+  private justified(
+    w: World,
+    i: number,
+    mode: Mode,
+    r: { retry: number; reason: string },
+    before: ServerHold[],
+    disagree: (m: string) => void,
+  ): void {
     const { config } = this;
     const token = TOKEN(config, i);
     const others = before.filter((h) => h.owner !== token);
     const holding = before.some((h) => h.owner === token);
     if (mode === 'read' && holding) disagree(`${token} holds the lock: its read (reentrant, or a downgrade) is never refused`);
+    // The two-key layout's keys live through the ms of their deadline (as Redis keeps a key), and refuse
+    // in that ms (retry after 0), also their own owner: conservative, for one ms.
+    const legacy = config.owners[i]!.layout !== 'hash';
+    if (legacy && r.retry === 0 && Object.values(w.keys).some((kv) => kv.t === 'string' && kv.at === w.now)) return;
     const firstEnd = (hs: ServerHold[]) => Math.min(...hs.map((h) => h.deadline)) - w.now;
     const k = ownerKeys(token, config.owners[i]!.layout);
     const hash = w.keys[k.state];
@@ -465,7 +476,8 @@ export class Checker {
     const queue = w.keys[k.names[2]!];
     const queued = (queue?.t === 'zset' ? queue.v : []).filter(([m]) => m !== token && Number(fields.get(`q:${m}`) ?? 0) > w.now);
     const u = fields.get('u');
-    const upgrader = u !== undefined && u !== token && Number(fields.get('ud') ?? 0) > w.now && others.some((h) => h.owner === u && h.mode === 'read');
+    const upgrader =
+      u !== undefined && u !== token && Number(fields.get('ud') ?? 0) > w.now && others.some((h) => h.owner === u && h.mode === 'read');
     switch (r.reason) {
       case 'write': {
         const writers = others.filter((h) => h.mode === 'write');
@@ -512,6 +524,8 @@ export class Checker {
       )
         continue;
       const name = TOKEN(config, j);
+      // Each layout's state keeps its own queue: legacy and bridge owners do not queue behind each other.
+      if (ownerKeys(name, config.owners[j]!.layout).state !== ownerKeys(token, config.owners[i]!.layout).state) continue;
       // A reader waiting to upgrade waits so only while it still reads.
       if (ow.place === undefined && !liveHolds(config, w).some((h) => h.owner === name && h.mode === 'read')) continue;
       if (mode === 'read') {
@@ -676,7 +690,9 @@ export async function check(config: Config, options: CheckOptions): Promise<Chec
     const from = nodes[e.from]!;
     if (!target.grantable || !from.grantable || target.awakeGranted) return;
     for (const j of target.grantable) {
+      // (A waiter whose timer ends within the next ms is not left waiting: the two-key layout's keys refuse in their last ms.)
       if (j === e.caller || !sleeping(from.world, j) || from.grantable.has(j)) continue;
+      if (target.world.owners[j]!.wait!.retryAt <= target.world.now + 1) continue;
       const name = TOKEN(config, j);
       fail(
         'missed wake-up',

@@ -82,6 +82,32 @@ export const CI: readonly Config[] = [
     ...EVENTS,
     acrossSlots: true,
   },
+  {
+    name: 'legacy: a reader and a writer',
+    owners: [owner('A', [acquire('read'), release('read')], 'legacy'), owner('B', [acquire('write'), release('write')], 'legacy')],
+    ...EVENTS,
+  },
+  {
+    name: 'legacy and bridge: a writer of each',
+    owners: [owner('A', [acquire('write'), release('write')], 'legacy'), owner('B', [acquire('write'), release('write')], 'bridge')],
+    ...EVENTS,
+  },
+  {
+    name: 'legacy and bridge: a downgrade and a reader',
+    owners: [
+      owner('A', [acquire('write'), acquire('read'), release('write'), release('read')], 'bridge'),
+      owner('B', [acquire('read'), release('read')], 'legacy'),
+    ],
+    ...EVENTS,
+  },
+  {
+    name: 'hash and bridge: an upgrade and a reader',
+    owners: [
+      owner('A', [acquire('read'), acquire('write'), release('write'), release('read')], 'bridge'),
+      owner('B', [acquire('read'), release('read')], 'hash'),
+    ],
+    ...EVENTS,
+  },
 ];
 
 export const LARGER: readonly Config[] = [];
