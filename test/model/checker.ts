@@ -201,6 +201,14 @@ export class Checker {
         const c: Call = { kind: 'acquire', mode: o.wait.mode, id: o.wait.id, wait: true };
         if (o.wait.woken || w.now >= o.wait.retryAt) {
           out.push(...(await this.callSteps(w, i, c, o.wait.woken ? 'woken, tries again' : 'wakes by its timer, tries again', true)));
+          if (w.pauses > 0) {
+            // Paused (a stalled process): it sleeps through its timer and any message, until its queue heartbeat lapsed.
+            const owners = cloneOwners(w.owners);
+            const until = Math.max(o.wait.queuedUntil ?? w.now, w.now) + 1;
+            owners[i]!.wait = { ...o.wait, woken: false, retryAt: until, paused: true };
+            const text = `${name} pauses until ${at(until)}`;
+            out.push({ label: `${name}:pause`, text, world: { ...w, owners, pauses: w.pauses - 1 }, continues: false, broken: [] });
+          }
         }
         if (config.giveUp)
           out.push(...(await this.callSteps(w, i, { kind: 'abandon', id: o.wait.id }, 'gives up waiting', false, { wait: undefined })));
@@ -232,13 +240,18 @@ export class Checker {
         });
       }
     }
+    // Waiters are timely: the clock moves on once every due waiter tried (or paused).
     const next = nextDeadline(config, w);
     const due = w.owners.some((o, i) => o.wait !== undefined && !o.pending && !o.crashed && !sleeping(w, i));
-    if (next !== undefined && (!due || w.pauses > 0)) {
+    if (next !== undefined && !due) {
       const after = advanceClock(w, next);
-      if (due) after.pauses--;
-      const text = `clock +${next - w.now} ms (${at(next)})${due ? ', a due waiter paused' : ''}`;
-      out.push({ label: due ? 'clock:pause' : 'clock', text, world: after, continues: !due, broken: this.stateInvariants(w, after) });
+      out.push({
+        label: 'clock',
+        text: `clock +${next - w.now} ms (${at(next)})`,
+        world: after,
+        continues: true,
+        broken: this.stateInvariants(w, after),
+      });
     }
     return out;
   }
@@ -395,7 +408,9 @@ export class Checker {
             retryAt: w.now + Math.min(r.retry + 1, RECHECK_MS),
             woken: false,
             ...(queuedUntil !== undefined && { queuedUntil }),
-            ...(place !== undefined && !holding && { place: o.wait?.place ?? place }),
+            // Its place stays while its heartbeat is live (ZADD NX); once that lapsed, it queues anew.
+            ...(place !== undefined &&
+              !holding && { place: o.wait?.place !== undefined && (o.wait.queuedUntil ?? 0) > w.now ? o.wait.place : place }),
             ...(queuedUntil !== undefined && !holding && { handedUntil: Math.min(queuedUntil, w.now + LEASE_MS) }),
           };
         }
@@ -545,7 +560,7 @@ export class Checker {
     for (const [channel, message] of published) {
       for (let j = 0; j < config.owners.length; j++) {
         const o = w.owners[j]!;
-        if (o.crashed || !o.wait || o.pending) continue;
+        if (o.crashed || !o.wait || o.pending || o.wait.paused) continue;
         const token = TOKEN(config, j);
         const k = ownerKeys(token, config.owners[j]!.layout);
         const handed = /^handed (\S+) (\d+) (\d+) (.*)$/.exec(message);
@@ -692,7 +707,7 @@ export async function check(config: Config, options: CheckOptions): Promise<Chec
     for (const j of target.grantable) {
       // (A waiter whose timer ends within the next ms is not left waiting: the two-key layout's keys refuse in their last ms.)
       if (j === e.caller || !sleeping(from.world, j) || from.grantable.has(j)) continue;
-      if (target.world.owners[j]!.wait!.retryAt <= target.world.now + 1) continue;
+      if (target.world.owners[j]!.wait!.retryAt <= target.world.now + 1 || target.world.owners[j]!.wait!.paused) continue;
       const name = TOKEN(config, j);
       fail(
         'missed wake-up',

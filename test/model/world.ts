@@ -35,9 +35,9 @@ export interface Config {
   /** How many owners may stop for good on one path (no release, no renewal, no abandon). */
   readonly crashes: number;
   /**
-   * How often on one path the clock may move on while a waiter is due to try
-   * (woken, or its sleep over): a waiter paused past its timer. Otherwise
-   * waiters are timely: they try before the clock moves on.
+   * How often on one path a waiter due to try (woken, or its sleep over) may
+   * pause instead, until its queue heartbeat lapsed (a stalled process).
+   * Otherwise waiters are timely: they try before the clock moves on.
    */
   readonly pauses: number;
   /** A waiting owner may give up (its wait timed out) and abandon, at any moment. */
@@ -143,6 +143,8 @@ export interface Wait {
   place?: number;
   /** How long a hold a release hands it lasts at least: min(heartbeat, its try + lease). */
   handedUntil?: number;
+  /** Stalled: it sleeps through any message until `retryAt`. */
+  paused?: boolean;
 }
 
 export interface OwnerState {
@@ -258,6 +260,7 @@ export function canonical(config: Config, w: World): string {
       M(o.wait.queuedUntil),
       o.wait.place === undefined ? null : U(o.wait.place),
       M(o.wait.handedUntil),
+      o.wait.paused ?? false,
     ],
     call(o.pending),
     call(o.followUp),
