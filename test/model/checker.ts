@@ -70,6 +70,8 @@ interface Step {
   caller?: number;
   /** Invariants this step broke. */
   broken: { kind: string; message: string }[];
+  /** A message of this step was meant for a stalled waiter. */
+  stalled?: boolean;
 }
 
 const TOKEN = (config: Config, i: number) => config.owners[i]!.name;
@@ -92,7 +94,12 @@ function scriptCall(config: Config, i: number, c: Call): ScriptCall {
       return {
         script: legacy ? 'legacyAcquireWrite' : 'acquireWrite',
         keys: k.names,
-        args: [LEASE_MS, holderArg('write', c.id, owner), c.wait ? BEAT_MS : 0, `${config.fair ? '1' : '0'}${legacy ? '' : 'h'}`],
+        args: [
+          LEASE_MS,
+          holderArg('write', c.id, owner),
+          c.wait ? BEAT_MS : 0,
+          `${config.fair ? '1' : '0'}${legacy || config.handOver === false ? '' : 'h'}`,
+        ],
       };
     case 'release':
       return {
@@ -347,9 +354,9 @@ export class Checker {
         text += ` → ${this.apply(w, after, i, c, reply, before, now, mine, broken)}`;
       }
     }
-    this.deliver(after, ran.published);
+    const stalled = this.deliver(after, ran.published);
     broken.push(...this.stateInvariants(w, after));
-    return { label: step.label, text, world: after, continues: step.continues, caller: i, broken };
+    return { label: step.label, text, world: after, continues: step.continues, caller: i, broken, stalled };
   }
 
   /** The owner's view after a reply, and the reply's agreement with the state it left; returns the reply, readably. */
@@ -555,12 +562,18 @@ export class Checker {
   }
 
   /** Wake-up messages reach the waiters they are meant for (src/wakeups.ts, Watch.notify). */
-  private deliver(w: World, published: [string, string][]): void {
+  private deliver(w: World, published: [string, string][]): boolean {
     const { config } = this;
+    let stalled = false;
     for (const [channel, message] of published) {
       for (let j = 0; j < config.owners.length; j++) {
         const o = w.owners[j]!;
-        if (o.crashed || !o.wait || o.pending || o.wait.paused) continue;
+        if (o.crashed || !o.wait || o.pending) continue;
+        if (o.wait.paused) {
+          // A stalled waiter sleeps through it: the message was sent, but it cannot act on it.
+          stalled ||= channel === ownerKeys(TOKEN(config, j), config.owners[j]!.layout).channel;
+          continue;
+        }
         const token = TOKEN(config, j);
         const k = ownerKeys(token, config.owners[j]!.layout);
         const handed = /^handed (\S+) (\d+) (\d+) (.*)$/.exec(message);
@@ -577,6 +590,7 @@ export class Checker {
         o.wait.woken = true;
       }
     }
+    return stalled;
   }
 
   /** The invariants of one state, `w` the one before it. */
@@ -659,7 +673,7 @@ interface Node {
   /** Awake waiters whose try is granted, once expanded. */
   awakeGranted?: boolean;
   /** Steps into this state by a call (for the wake-up check): parent, caller. */
-  incoming: { from: number; caller: number; label: string; text: string }[];
+  incoming: { from: number; caller: number; label: string; text: string; stalled: boolean }[];
   /** Successors by steps that continue once holders stop. */
   continues: number[];
 }
@@ -703,7 +717,7 @@ export async function check(config: Config, options: CheckOptions): Promise<Chec
   const wakeCheck = (to: number, e: Node['incoming'][number]) => {
     const target = nodes[to]!;
     const from = nodes[e.from]!;
-    if (!target.grantable || !from.grantable || target.awakeGranted) return;
+    if (!target.grantable || !from.grantable || target.awakeGranted || e.stalled) return;
     for (const j of target.grantable) {
       // (A waiter whose timer ends within the next ms is not left waiting: the two-key layout's keys refuse in their last ms.)
       if (j === e.caller || !sleeping(from.world, j) || from.grantable.has(j)) continue;
@@ -760,7 +774,7 @@ export async function check(config: Config, options: CheckOptions): Promise<Chec
           }
           if (s.continues) node.continues.push(to);
           if (s.caller !== undefined) {
-            const e = { from: id, caller: s.caller, label: s.label, text: s.text };
+            const e = { from: id, caller: s.caller, label: s.label, text: s.text, stalled: s.stalled ?? false };
             nodes[to]!.incoming.push(e);
             wakeCheck(to, e);
           }

@@ -44,7 +44,7 @@ export const CI: readonly Config[] = [
   {
     name: 'hash: fenced writes of a writer whose lease runs out',
     owners: [
-      owner('A', [acquire('write'), { op: 'fencedSet' }, release('write')]),
+      owner('A', [acquire('write'), { op: 'fencedSet' }, { op: 'fencedSet' }, release('write')]),
       owner('B', [acquire('read'), { op: 'fencedGet' }, release('read')]),
     ],
     ...EVENTS,
@@ -53,7 +53,7 @@ export const CI: readonly Config[] = [
   },
   {
     name: 'hash: Cluster renewal across slots, a writer queued',
-    owners: [owner('A', [acquire('read'), extend, release('read')]), owner('B', [acquire('write'), release('write')])],
+    owners: [owner('A', [acquire('read'), extend, acquire('read'), release('read')]), owner('B', [acquire('write'), release('write')])],
     ...EVENTS,
     acrossSlots: true,
   },
@@ -78,7 +78,7 @@ export const CI: readonly Config[] = [
   {
     name: 'hash: reentrant reads, renewal and a writer',
     owners: [
-      owner('A', [acquire('read'), acquire('read'), extend, release('read'), release('read')]),
+      owner('A', [acquire('read'), extend, acquire('read'), release('read'), release('read')]),
       owner('B', [acquire('write'), release('write')]),
     ],
     ...EVENTS,
@@ -121,6 +121,14 @@ export const LARGER: readonly Config[] = [
     ...THREE,
     pauses: 2,
     fair: false,
+  },
+  {
+    name: 'hash: three writers, no hand-over (as in redlock mode)',
+    owners: ['A', 'B', 'C'].map((n) => owner(n, [acquire('write'), release('write')])),
+    ...THREE,
+    pauses: 2,
+    fair: false,
+    handOver: false,
   },
   {
     name: 'legacy: three writers, fair queue',

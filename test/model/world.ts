@@ -44,6 +44,8 @@ export interface Config {
   readonly giveUp: boolean;
   /** Fair queueing (only the longest-waiting writer takes a free lock). */
   readonly fair: boolean;
+  /** Hash-mode writers accept a lock a release hands them (false: as in redlock mode, where releases set when the lock was freed, for the pass-over rules). */
+  readonly handOver?: boolean;
   /** Renewal through lua/extend-across-slots.lua (a Cluster node's call) rather than lua/extend.lua (hash mode). */
   readonly acrossSlots?: boolean;
   /** The lock's fence `f` already this far (us) ahead of the clock: a clock stepped back, or a failover to a slower replica. */
