@@ -30,7 +30,14 @@ export interface Mutant {
   readonly class: MutantClass;
   /** Why it cannot be told from the original, if it cannot. */
   readonly equivalent?: string;
+  /** Why the model checker cannot reach it (the script suites must): it runs no such operation. */
+  readonly outsideModel?: string;
 }
+
+const INSPECT = 'the model runs no inspect';
+const ONE_LOCK = 'the model renews one lock per call: the budget never ends one';
+const OLD_LAYOUTS = 'the model starts from no lock, or one of this layout';
+const TWO_ACQUIRES = 'the model has one acquire per owner at a time';
 
 export const MUTANTS: readonly Mutant[] = [
   {
@@ -60,6 +67,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "redis.call('SPUBLISH', channel, 'release')",
     replacement: "redis.call('GET', channel)",
     class: 'missed wake-up',
+    outsideModel: 'the model runs no force-release',
   },
   {
     id: 'peer-wake-silent',
@@ -151,6 +159,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "if f or qx then return '1' end",
     replacement: "if f then return '1' end",
     class: 'layout detection',
+    outsideModel: OLD_LAYOUTS,
   },
   {
     id: 'inspect-checks-no-layout',
@@ -158,6 +167,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'checkLayout()',
     replacement: "rcall('TIME')",
     class: 'layout detection',
+    outsideModel: INSPECT,
   },
   {
     id: 'extend-stops-after-one-lock',
@@ -165,6 +175,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if k < locks and elapsedUs() >= budgetUs then break end',
     replacement: 'if k < locks then break end',
     class: 'renewal budget',
+    outsideModel: ONE_LOCK,
   },
   {
     id: 'legacy-extend-ignores-its-budget',
@@ -172,6 +183,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if k < locks and elapsedUs() >= budgetUs then break end',
     replacement: 'if k < 0 then break end',
     class: 'renewal budget',
+    outsideModel: ONE_LOCK,
     equivalent:
       'where TIME stands still in a script (Redis 7.2 and later, Valkey, the model) elapsedUs() is 0 and the budget never ends a call; the callers size their calls (call-sizer.ts)',
   },
@@ -181,6 +193,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "local ownPlace = not registered or drop == '' or drop == '*' or string.sub(registered, 1, #drop + 1) == drop .. ' '",
     replacement: 'local ownPlace = true',
     class: 'abandon',
+    outsideModel: TWO_ACQUIRES,
   },
   {
     id: 'abandon-star-is-withdraw',
@@ -370,6 +383,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "rcall('PTTL', writeKey),",
     replacement: "rcall('PTTL', readKey),",
     class: 'wrong field',
+    outsideModel: INSPECT,
   },
   {
     id: 'grant-shortens-a-longer-lease',
