@@ -39,7 +39,7 @@ for k = 1, locks do
   readKey, writeKey, readersKey = KEYS[at + 4], KEYS[at + 5], KEYS[at + 6]
   local owner, leaseMs = ARGV[2 * k], tonumber(ARGV[2 * k + 1])
   -- (false: the lock is another layout version's, so this lease is lost; nothing is written.)
-  local mine = spilledDeadlineOf(owner, true)
+  local mine = spilledDeadlineOf(owner, now, true)
   if mine and mine > now and peerIntact(owner) then
     rcall('ZADD', leasesKey, int(now + leaseMs), owner)
     refreshExpiry(now)

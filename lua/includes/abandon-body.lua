@@ -6,7 +6,7 @@
 ]]
 -- @needs rcall stateKey queueKey owner drop channel state peers
 local now = serverTime()
-spill(false, owner, drop)
+spill(now, false, owner, drop)
 local changed = 0
 -- The owner's place in the queue goes when it is this try's: a newer try of
 -- the same owner (an explicit owner may wait in two acquires at once)

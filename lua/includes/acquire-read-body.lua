@@ -6,7 +6,7 @@
 ]]
 -- @needs rcall stateKey owner holdId leaseMs honourIntent state peers
 local now, nowUs = serverTime()
-spill()
+spill(now)
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)

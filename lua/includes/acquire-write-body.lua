@@ -8,7 +8,7 @@
 local MAX_SKIPS = 2
 
 local now, nowUs = serverTime()
-spill()
+spill(now)
 pruneExpired(now)
 
 local mine = liveDeadlineOf(owner, now)

@@ -17,10 +17,12 @@ local function renewOne(owner, leaseArg, now)
     -- Not in leasesKey: a sole holder kept in the hash alone, or lost. Inline,
     -- its deadline is the hash's expiry, so its renewal is one PEXPIRE and it
     -- stays inline (no sorted set; its release stays the two-command one).
-    -- Another owner inline, or a lock of another layout version: this lease
-    -- is lost, and nothing is written.
+    -- Another owner inline, a lock of another layout version, or a deadline
+    -- that is now (the hash lives through the ms of its expiry, the lease
+    -- does not): this lease is lost, and nothing is written.
     local sole = rcall('HMGET', stateKey, 'o', 'v')
-    if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner then
+    if sole[1] and sole[2] == LAYOUT_VERSION and string.match(sole[1], '^%a %S+ (.*)$') == owner
+      and rcall('PEXPIRETIME', stateKey) > now then
       rcall('PEXPIRE', stateKey, leaseArg)
       return leaseMs
     else

@@ -6,7 +6,7 @@
 ]]
 -- @needs rcall stateKey leasesKey queueKey owner mode holdId channel requeue state peers
 local now, nowUs = serverTime()
-local mine = spilledDeadlineOf(owner)
+local mine = spilledDeadlineOf(owner, now)
 
 -- The caller is the only holder, with one hold (this one), and nobody
 -- queues: everything goes in a handful of commands, and waiters that saw it

@@ -260,6 +260,10 @@ end
 -- layout. (While `o` is set, nothing but the holder's own renewals has
 -- touched the lock since the grant, and those keep the hash's expiry at its
 -- deadline, so the hash expires exactly then, and `f` is its fence.)
+-- A sole holder whose deadline is `now` or past holds nothing: it goes
+-- (moved, it would keep its holds in the hash while its leasesKey, expiring
+-- at that deadline, is gone at once, so its next grant would take up its
+-- expired holds and their fence again).
 -- Renewing, another layout's lock is not refused but reported: false, and
 -- nothing written (one such lock must not fail a whole batch).
 -- With `owner` (a script that acts on that owner's own holds or place), a sole
@@ -269,7 +273,7 @@ end
 -- must never need memory (they run when the server is out of memory). So does
 -- the owner's own, with `holdId` (a script that acts on that one hold: '*'
 -- every hold, '' none) when it is another hold: the script has nothing to do.
-local function spill(renewing, owner, holdId)
+local function spill(now, renewing, owner, holdId)
   local held = rcall('HMGET', stateKey, 'o', 'f', 'v', 'qx')
   local layout = layoutOf(held[3], held[2], held[4])
   if layout and layout ~= LAYOUT_VERSION then
@@ -281,6 +285,8 @@ local function spill(renewing, owner, holdId)
   local m, hold, o = string.match(sole, '^(%a) (%S+) (.*)$')
   if owner and (o ~= owner or (holdId and holdId ~= '*' and holdId ~= hold)) then return true end
   local deadline = rcall('PEXPIRETIME', stateKey)
+  rcall('HDEL', stateKey, 'o')
+  if deadline <= now then return true end
   rcall('ZADD', leasesKey, deadline, o)
   rcall('PEXPIREAT', leasesKey, deadline)
   local holds = held[2] .. ' ' .. hold
@@ -289,7 +295,6 @@ local function spill(renewing, owner, holdId)
   else
     rcall('HSET', stateKey, 'r:' .. o, holds)
   end
-  rcall('HDEL', stateKey, 'o')
   return true
 end
 
@@ -301,10 +306,10 @@ end
 -- (Nor does it check the layout: only this layout put the owner there, and
 -- another one refuses this lock rather than write it.) Renewing, false when
 -- the lock is another layout version's (see spill).
-local function spilledDeadlineOf(owner, renewing)
+local function spilledDeadlineOf(owner, now, renewing)
   local d = deadlineOf(owner)
   if d then return d end
-  if not spill(renewing, owner) then return false end
+  if not spill(now, renewing, owner) then return false end
   return deadlineOf(owner)
 end
 

@@ -51,6 +51,26 @@ forEachTopology('layout version', (ctx) => {
     });
   });
 
+  describe('a lock that layout 1 left with waiters only', () => {
+    it('is told by its heartbeat fields, without a fence or a version, and refused, writing nothing', async () => {
+      const redis = ctx.client();
+      locks = new LockClient(redis, { recheckMs: 50 });
+      const R = 'waiters:1';
+      const keys = lockKeys(PREFIX, R);
+      // A writer waiting behind an old process's two-key hold: layout 1 wrote its heartbeat (q:, qx), no grant yet (no f).
+      const [seconds] = await redis.time();
+      const beat = (Number(seconds) + 600) * 1000;
+      await redis
+        .multi()
+        .hset(keys.state, 'q:old-waiter', beat, 'qx', beat)
+        .zadd(keys.queue, Number(seconds) * 1_000_000, 'old-waiter')
+        .pexpireat(keys.state, beat)
+        .pexpireat(keys.queue, beat)
+        .exec();
+      await expectRefusedAsLayoutOne(redis, locks, R, keys);
+    });
+  });
+
   describe('next to a build of layout 1', () => {
     it('each refuses the lock the other holds, in every operation, writing nothing', async () => {
       const redis = ctx.client();

@@ -39,6 +39,27 @@ forEachTopology('legacy mode', { clients: ONE_NODE_REDIS }, (ctx) => {
       },
     );
 
+    it("inspect shows each key of the two-key layout with its holder's token and its own TTL", async () => {
+      const locks = new LockClient(await ctx.lockRedis(), {
+        mode: 'legacy',
+        ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}),
+      });
+      const lock = locks.lock('inspect:ttl');
+      const w = await lock.acquireWrite({ leaseMs: 60_000 });
+      const writing = (await locks.inspect('inspect:ttl')).legacy!;
+      expect(writing.write.value).to.equal(w.token);
+      expect(writing.write.ttlMs).to.be.within(1, 60_000);
+      expect(writing.read).to.include({ value: null, ttlMs: null });
+      await w.release();
+      const r = await lock.acquireRead({ leaseMs: 30_000 });
+      const reading = (await locks.inspect('inspect:ttl')).legacy!;
+      expect(reading.read.value).to.equal(r.token);
+      expect(reading.read.ttlMs).to.be.within(1, 30_000);
+      expect(reading.write).to.include({ value: null, ttlMs: null });
+      await r.release();
+      await locks.close();
+    });
+
     it('takes any key names from legacyKeys, and refuses a lock whose names cannot be used', async () => {
       const redis = ctx.client();
       const locks = new LockClient(await ctx.lockRedis(), {

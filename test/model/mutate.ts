@@ -1,0 +1,141 @@
+/**
+ * The mutation tests (`npm run test:mutants`): each mutant of
+ * test/model/mutants.ts is applied to a scratch copy of lua/ (the real files
+ * are never touched), and checked by the model checker (every
+ * configuration, the larger ones too, until one breaks an invariant: a shortest counterexample;
+ * not the mutants it cannot reach, marked `outsideModel`) and by the script
+ * suites (the specs of .mocharc.declared-keys.json, with
+ * TEST_LUA_DIR naming the copy, stopping at their first failure). Prints
+ * each mutant's verdict and the score, over the mutants not marked
+ * equivalent, of the checker, of the suites, and of both.
+ *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker]
+ * CPU-heavy: run it under `nice`.
+ */
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+// @ts-expect-error: a plain .mjs build script, without declarations
+import { checkLuaContracts } from '../../scripts/lua-contracts.mjs';
+import { buildLuaSources } from '../support/lua-build.js';
+import { check, type Violation } from './checker.js';
+import { CI, LARGER } from './configs.js';
+import { MUTANTS, type Mutant } from './mutants.js';
+import { startModelServer } from './server.js';
+import { virtualClockScripts } from './virtual-clock.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const { values } = parseArgs({
+  options: { only: { type: 'string' }, 'no-suites': { type: 'boolean' }, 'no-checker': { type: 'boolean' } },
+});
+const only = values.only?.split(',');
+const mutants = MUTANTS.filter((m) => only === undefined || only.includes(m.id));
+/** A mutant's states per configuration at most: its counterexamples are short, and a survivor must not take the whole graph's time. */
+const MAX_STATES = Number(process.env.MODEL_MUTANT_MAX_STATES ?? 6000);
+
+/** The copy of lua/ with the mutant applied; throws when its line is not in the file exactly once (a stale list). */
+function mutated(m: Mutant): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rwlock-mutant-'));
+  cpSync(join(root, 'lua'), join(dir, 'lua'), { recursive: true });
+  const file = join(dir, 'lua', m.file);
+  const lines = readFileSync(file, 'utf8').split('\n');
+  const at = lines.flatMap((line, i) => (line.trim() === m.original ? [i] : []));
+  if (at.length !== 1) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`mutant ${m.id}: lua/${m.file} has the line ${JSON.stringify(m.original)} ${at.length} times, not once`);
+  }
+  const line = lines[at[0]!]!;
+  lines[at[0]!] = line.slice(0, line.length - line.trimStart().length) + m.replacement;
+  writeFileSync(file, lines.join('\n'));
+  return dir;
+}
+
+interface Verdict {
+  mutant: Mutant;
+  build?: string;
+  checker?: { config: string; violation: Violation } | 'survived';
+  suites?: 'killed' | 'survived';
+  seconds: number;
+}
+
+const started = performance.now();
+const verdicts: Verdict[] = [];
+const model = values['no-checker'] ? undefined : await startModelServer();
+try {
+  for (const m of mutants) {
+    const t0 = performance.now();
+    const dir = mutated(m);
+    const verdict: Verdict = { mutant: m, seconds: 0 };
+    try {
+      const problems = checkLuaContracts(join(dir, 'lua')) as string[];
+      if (problems.length > 0) verdict.build = problems.join('; ');
+      else {
+        if (model && !m.outsideModel) {
+          const scripts = virtualClockScripts(buildLuaSources(join(dir, 'lua')));
+          verdict.checker = 'survived';
+          for (const config of [...CI, ...LARGER]) {
+            const r = await check(config, { redis: model.redis, scripts, maxStates: MAX_STATES });
+            if (r.violation) {
+              verdict.checker = { config: config.name, violation: r.violation };
+              break;
+            }
+          }
+        }
+        if (!values['no-suites']) {
+          const run = spawnSync('npx', ['mocha', '--config', '.mocharc.declared-keys.json', '--bail', '--reporter', 'dot'], {
+            cwd: root,
+            env: { ...process.env, TEST_DECLARED_KEYS: '1', TEST_LUA_DIR: join(dir, 'lua') },
+            stdio: 'ignore',
+          });
+          verdict.suites = run.status === 0 ? 'survived' : 'killed';
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    verdict.seconds = (performance.now() - t0) / 1000;
+    verdicts.push(verdict);
+    const c = verdict.checker;
+    const notRun = m.outsideModel && model ? `checker: not run (${m.outsideModel})` : '';
+    const checker =
+      c === undefined ? notRun : c === 'survived' ? 'checker: survived' : `checker: killed in "${c.config}" (${c.violation.kind})`;
+    const suites = verdict.suites === undefined ? '' : `suites: ${verdict.suites}`;
+    console.log(
+      `${m.id} [${m.class}]${m.equivalent ? ' (equivalent)' : ''}: ${verdict.build ? `killed by the build: ${verdict.build}` : [checker, suites].filter(Boolean).join(', ')} (${verdict.seconds.toFixed(0)} s)`,
+    );
+    if (c !== undefined && c !== 'survived') console.log(`    ${c.violation.message}\n      ${c.violation.trace.join('\n      ')}`);
+  }
+} finally {
+  await model?.close();
+}
+
+const scored = verdicts.filter((v) => !v.mutant.equivalent);
+const killedBy = (f: (v: Verdict) => boolean) => scored.filter((v) => v.build !== undefined || f(v)).length;
+const score = (name: string, n: number) =>
+  console.log(`${name}: ${n} of ${scored.length} killed (${((100 * n) / Math.max(1, scored.length)).toFixed(0)} %)`);
+console.log(
+  `\n${verdicts.length} mutants, ${verdicts.length - scored.length} equivalent, ${((performance.now() - started) / 1000).toFixed(0)} s`,
+);
+if (!values['no-checker'])
+  score(
+    'model checker',
+    killedBy((v) => v.checker !== undefined && v.checker !== 'survived'),
+  );
+if (!values['no-suites'])
+  score(
+    'script suites',
+    killedBy((v) => v.suites === 'killed'),
+  );
+if (!values['no-checker'] && !values['no-suites']) {
+  score(
+    'both',
+    killedBy((v) => (v.checker !== undefined && v.checker !== 'survived') || v.suites === 'killed'),
+  );
+}
+const survivors = scored.filter(
+  (v) => v.build === undefined && (v.checker === undefined || v.checker === 'survived') && v.suites !== 'killed',
+);
+if (survivors.length > 0) console.log(`survivors: ${survivors.map((v) => v.mutant.id).join(', ')}`);
+process.exitCode = survivors.length > 0 ? 1 : 0;
