@@ -236,7 +236,7 @@ const RELEASE_LUA = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.
 type FloorClient = RedisClient & { benchFloorRelease(key: string, token: string): Promise<number> };
 
 /** The fenced floor's grant: SET NX PX and, when it took the lock, the server's clock in µs as the fence (0: taken). */
-const FENCED_GRANT_LUA = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+export const FENCED_GRANT_LUA = `if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local t = redis.call('TIME')
   return t[1] * 1000000 + t[2]
 end

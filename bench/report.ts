@@ -53,17 +53,25 @@ export function renderMarkdown(results: BenchResults): string {
   for (const [kind, r] of Object.entries(results.topologies) as [string, TopologyResults][]) {
     out.push('');
     out.push(`## ${kind}`);
-    out.push(...renderTopology(r));
+    out.push(...renderTopology(r, `${m.cpu}, ${m.cores} cores`));
   }
   out.push('');
   return out.join('\n');
 }
 
-function renderTopology(r: TopologyResults): string[] {
+/** Every command the server ran per cycle, in all and by name: `8.0 (del 1.0, evalsha 2.0, ...)`. */
+function commandMix(perCycle: Readonly<Record<string, number>> | undefined): string {
+  const entries = Object.entries(perCycle ?? {}).filter(([, n]) => n >= 0.005);
+  if (entries.length === 0) return '–';
+  const total = entries.reduce((a, [, n]) => a + n, 0);
+  return `${fmt(total, 1)} (${entries.map(([name, n]) => `${name} ${fmt(n, 1)}`).join(', ')})`;
+}
+
+function renderTopology(r: TopologyResults, cpu: string): string[] {
   const out: string[] = [];
   const ratios = r.ratios;
   if (r.uncontended) {
-    out.push('', '### (a) uncontended acquire+release cycles, distinct resources: a new name every cycle, and names reused', '');
+    out.push('', `### (a) uncontended acquire+release cycles, distinct resources: a new name every cycle, and names reused (${cpu})`, '');
     out.push(
       table(
         [
@@ -78,6 +86,8 @@ function renderTopology(r: TopologyResults): string[] {
           'vs semaphore',
           'scripts/cycle',
           'sent/cycle',
+          'round trips/cycle',
+          'server commands/cycle',
           'server µs/script',
           'server µs/cycle',
           'CPU µs/cycle: node + redis',
@@ -96,6 +106,8 @@ function renderTopology(r: TopologyResults): string[] {
           }),
           fmt(c.scriptsPerCycle),
           fmt(c.sentPerCycle),
+          fmt(c.writesPerCycle),
+          commandMix(c.serverCommandsPerCycle),
           fmt(c.serverUsecPerScript, 1),
           fmt(c.serverUsecPerCycle, 1),
           `${fmt(c.clientCpuUsPerCycle, 1)} + ${fmt(c.serverCpuUsPerCycle, 1)} = ${fmt(c.clientCpuUsPerCycle + c.serverCpuUsPerCycle, 1)}`,
@@ -268,7 +280,7 @@ function renderTopology(r: TopologyResults): string[] {
     );
   }
   if (r.anatomy) {
-    out.push('', '### (anatomy) server µs per call of one uncontended cycle (INFO commandstats, pipelined on one connection)', '');
+    out.push('', `### (anatomy) server µs per call of one uncontended cycle (INFO commandstats, pipelined on one connection; ${cpu})`, '');
     out.push(
       table(
         ['call', 'µs per call'],

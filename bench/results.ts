@@ -90,6 +90,11 @@ export function perRunRatios(run: {
           for (const base of [floor, peerOf(lib, 'semaphore'), ...(AUTOPIPELINED_LIBS.includes(lib) ? [] : ['redlock'])]) {
             out[`uncontended.${pattern}.${n}.${lib}/${base}`] = rate(at(lib, pattern, n), at(base, pattern, n));
           }
+          // Client CPU per cycle against the floor's: what the library's own work costs the application's process.
+          out[`uncontended.${pattern}.${n}.${lib}/${floor}.clientCpu`] = ratio(
+            find(lib, pattern, n)?.clientCpuUsPerCycle,
+            find(floor, pattern, n)?.clientCpuUsPerCycle,
+          );
           // Server µs per cycle against the floor's: how much more of a server's time a cycle takes.
           out[`uncontended.${pattern}.${n}.${lib}/${floor}.serverUsec`] = ratio(
             find(lib, pattern, n)?.serverUsecPerCycle,

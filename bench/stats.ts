@@ -30,7 +30,8 @@ export function ratio(a: number | null | undefined, b: number | null | undefined
 
 /**
  * Merges the per-run records of one measurement: every numeric field becomes
- * the median of the runs, other fields are taken from the first run.
+ * the median of the runs, and so does each count of a record of counts (a
+ * name missing from a run counts 0); other fields are taken from the first run.
  */
 export function medianRecord<T extends object>(runs: readonly T[]): T {
   if (runs.length === 0) throw new Error('medianRecord: no runs');
@@ -38,8 +39,17 @@ export function medianRecord<T extends object>(runs: readonly T[]): T {
   for (const key of Object.keys(out)) {
     const values = runs.map((r) => (r as Record<string, unknown>)[key]);
     if (values.some((v) => typeof v === 'number')) out[key] = median(values as (number | null)[]);
+    else if (values.every(isCounts)) {
+      // A record of counts (e.g. commands by name): the median of each, a name missing from a run counting 0.
+      const names = [...new Set(values.flatMap((v) => Object.keys(v)))].sort();
+      out[key] = Object.fromEntries(names.map((name) => [name, median(values.map((v) => v[name] ?? 0))]));
+    }
   }
   return out as T;
+}
+
+function isCounts(v: unknown): v is Record<string, number> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((n) => typeof n === 'number');
 }
 
 export function sleep(ms: number): Promise<void> {

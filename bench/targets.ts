@@ -62,6 +62,20 @@ export const AGAINST_FENCED_FLOOR = (inFlight: number, autopipelining: boolean):
  * take, at every concurrency (issue 27, which aims for 2x).
  */
 export const SERVER_USEC_VS_FLOOR = 2.5;
+/**
+ * The client CPU (user + sys, process.cpuUsage) of an uncontended cycle on a
+ * new name at most this many times the bare floor's, at 16 and 64 in flight
+ * without autopipelining, where many calls share the process.
+ */
+export const CLIENT_CPU_VS_FLOOR = 1.2;
+/**
+ * The server µs of an uncontended cycle on a new name at most this many
+ * times the fenced floor's (a lock with the same guarantee of a fence): in
+ * the commands each client sent, at every concurrency, and in the anatomy's
+ * pipelined calls (acquire and release against the fenced grant and the
+ * floor's release), where no round trip or batching moves it.
+ */
+export const SERVER_USEC_VS_FENCED_FLOOR = 1.3;
 /** Bytes a reader may cost per byte of its own data (owner token twice, count, deadline) once the encoding is counted. */
 export const MEMORY_OVERHEAD_PER_DATA_BYTE = 1.5;
 
@@ -252,6 +266,48 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         );
       }
     }
+    // The client's CPU per cycle, where many calls share the process.
+    for (const n of inFlight.filter((n) => n > 1)) {
+      if (!newAt('floor', n)) continue;
+      for (const mode of ['write', 'read'] as const) {
+        const v = ratio(`uncontended.new.${n}.rwlock-${mode}/floor.clientCpu`);
+        const mine = newAt(`rwlock-${mode}`, n);
+        const floor = newAt('floor', n)!;
+        add(
+          `a-${mode}-client-cpu-${n}`,
+          `uncontended ${mode}: client CPU µs per cycle vs floor, a new name per cycle, ${n} in flight`,
+          v,
+          `<= ${CLIENT_CPU_VS_FLOOR}`,
+          atMost(v, CLIENT_CPU_VS_FLOOR),
+          'x',
+          `on ${cpu}; floor ${floor.clientCpuUsPerCycle.toFixed(1)} µs at ${floor.writesPerCycle?.toFixed(2) ?? '?'} socket writes per cycle, ` +
+            `rwlock ${mine?.clientCpuUsPerCycle.toFixed(1) ?? '?'} µs at ${mine?.writesPerCycle?.toFixed(2) ?? '?'}`,
+        );
+      }
+    }
+    // The server's µs per cycle against the fenced floor's: as the clients sent them, and pipelined (anatomy).
+    if (inFlight.some((n) => newAt('fenced-floor', n))) {
+      for (const mode of ['write', 'read'] as const) {
+        const lib = `rwlock-${mode}`;
+        const byN = inFlight.map((n) => ({ n, v: ratio(`uncontended.new.${n}.${lib}/fenced-floor.serverUsec`) }));
+        const known = byN.filter((b): b is { n: number; v: number } => b.v !== null);
+        const worst = known.length === byN.length && known.length > 0 ? Math.max(...known.map((b) => b.v)) : null;
+        add(
+          `a-${mode}-server-usec-fenced`,
+          `uncontended ${mode}: server µs per cycle vs fenced floor, a new name per cycle, worst of ${inFlight.join(', ')} in flight`,
+          worst,
+          `<= ${SERVER_USEC_VS_FENCED_FLOOR}`,
+          atMost(worst, SERVER_USEC_VS_FENCED_FLOOR),
+          'x',
+          `on ${cpu}; ${byN
+            .map(
+              ({ n, v }) =>
+                `${n}: ${v?.toFixed(2) ?? '?'}x (fenced floor ${newAt('fenced-floor', n)?.serverUsecPerCycle?.toFixed(1) ?? '?'} µs, rwlock ${newAt(lib, n)?.serverUsecPerCycle?.toFixed(1) ?? '?'} µs)`,
+            )
+            .join(', ')}`,
+        );
+      }
+    }
     for (const lib of ['rwlock-write', 'rwlock-read'] as const) {
       const m = r.uncontended.median.filter((x) => x.lib === lib);
       const scripts = Math.max(...m.map((x) => x.scriptsPerCycle));
@@ -280,6 +336,27 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         '= 0',
         redirects === 0,
         'replies',
+      );
+    }
+  }
+  // The anatomy's pipelined calls: the server's own work for a cycle, no round trip or batching in it.
+  const perCall = (what: string) => r.anatomy?.find((a) => a.what.startsWith(what))?.usecPerCall;
+  const fencedCycle = [perCall('fenced floor acquire'), perCall('floor release')];
+  if (fencedCycle.every((v) => v !== undefined)) {
+    const fenced = fencedCycle[0]! + fencedCycle[1]!;
+    for (const mode of ['write', 'read'] as const) {
+      const acquire = perCall(`redis-rwlock acquire ${mode}`);
+      const release = perCall(`redis-rwlock release ${mode}`);
+      if (acquire === undefined || release === undefined) continue;
+      const v = (acquire + release) / fenced;
+      add(
+        `anatomy-${mode}-vs-fenced`,
+        `${mode} cycle, pipelined: server µs (acquire + release) vs fenced floor (fenced grant + floor release)`,
+        v,
+        `<= ${SERVER_USEC_VS_FENCED_FLOOR}`,
+        atMost(v, SERVER_USEC_VS_FENCED_FLOOR),
+        'x',
+        `on ${cpu}; rwlock ${acquire.toFixed(2)} + ${release.toFixed(2)} µs, fenced floor ${fencedCycle[0]!.toFixed(2)} + ${fencedCycle[1]!.toFixed(2)} µs`,
       );
     }
   }

@@ -4,6 +4,7 @@
  * the server-side counters the workloads read: INFO commandstats and
  * errorstats summed over the masters, SLOWLOG, MEMORY USAGE.
  */
+import type { Writable } from 'node:stream';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
 import type { RedisClient } from '../src/redis.js';
@@ -195,17 +196,28 @@ export function delta(before: ServerCounters[], after: ServerCounters[]): Counte
 /**
  * Counts the commands a client actually writes to its sockets (every
  * redirect retry and NOSCRIPT fallback included), by wrapping `sendCommand`
- * of the connection (standalone) or of every node connection (Cluster).
+ * of the connection (standalone) or of every node connection (Cluster); and
+ * the socket writes and reads those connections make, by wrapping their
+ * streams' own write functions (what is written, after any cork, goes
+ * through one of them) and counting their `data` events. A write is a round
+ * trip: the server answers what it carried; at one call in flight a cycle
+ * is two, and batching lowers it.
  */
 export class SentCounter {
   count = 0;
   readonly byName = new Map<string, number>();
+  /** Socket writes (`_write` or `_writev` calls) of the client's connections. */
+  writes = 0;
+  /** Reads (`data` events) on the client's connections. */
+  reads = 0;
+  private readonly connections = new Set<Redis>();
 
   attach(client: RedisClient): void {
     const wrap = (redis: Redis) => {
       const marked = redis as Redis & { __benchCounted?: boolean };
       if (marked.__benchCounted) return;
       marked.__benchCounted = true;
+      this.connections.add(redis);
       const send = redis.sendCommand.bind(redis);
       redis.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
         this.count++;
@@ -222,11 +234,39 @@ export class SentCounter {
     }
   }
 
+  /** Zeroes the counts, and counts the socket I/O of every connection made by now (their streams exist once connected). */
   reset(): void {
     this.count = 0;
     this.byName.clear();
+    this.writes = 0;
+    this.reads = 0;
+    for (const redis of this.connections) this.watch(redis.stream as CountedStream | undefined);
+  }
+
+  private watch(stream: CountedStream | undefined): void {
+    if (stream === undefined || stream.__benchCounter === this) return;
+    stream.__benchCounter = this;
+    const write = stream._write.bind(stream);
+    stream._write = (...args) => {
+      this.writes++;
+      write(...args);
+    };
+    const writev = stream._writev?.bind(stream);
+    if (writev) {
+      stream._writev = (...args) => {
+        this.writes++;
+        writev(...args);
+      };
+    }
+    stream.on('data', () => this.reads++);
   }
 }
+
+type CountedStream = Writable & {
+  _write: Writable['_write'];
+  _writev?: Writable['_writev'];
+  __benchCounter?: SentCounter;
+};
 
 /** CPU seconds (user + sys) every server process has used so far, summed (INFO cpu). */
 export async function serverCpuSeconds(topology: Topology): Promise<number> {

@@ -1,6 +1,7 @@
 /**
  * Server-side anatomy of one uncontended cycle: the µs a master spends per
- * call (INFO commandstats) on the floor's two commands, on redis-rwlock's
+ * call (INFO commandstats) on the floor's two commands, on the fenced floor's
+ * grant (SET NX PX and TIME in one script), on redis-rwlock's
  * scripts, and on reference scripts: one that does nothing, and the bare
  * commands of an uncontended write grant (EXISTS, TIME, HSET of 3 fields,
  * PEXPIRE) and of its release (HGET, DEL), without any of the library's
@@ -11,6 +12,8 @@
 import type { Redis } from 'ioredis';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
 import type { BenchConfig } from '../config.js';
+import { FENCED_GRANT_LUA } from '../libs.js';
+import { median } from '../stats.js';
 import { serverCounters, type Topology } from '../topology.js';
 
 export interface AnatomyRow {
@@ -33,28 +36,38 @@ const RELEASE_COMMANDS = `redis.call('HGET', KEYS[1], 'o')
 redis.call('DEL', KEYS[1])
 return 0`;
 
+/** µs per call of `command` (INFO commandstats) over calls `from` to `to` of `send`, pipelined 100 at a time. */
 async function timed(
   node: Redis,
   command: string,
-  calls: number,
+  from: number,
+  to: number,
   send: (pipeline: ReturnType<Redis['pipeline']>, i: number) => void,
-): Promise<AnatomyRow> {
+): Promise<{ usec: number; calls: number }> {
   const before = (await serverCounters(node)).calls.get(command) ?? { calls: 0, usec: 0 };
-  for (let i = 0; i < calls; i += 100) {
+  for (let i = from; i < to; i += 100) {
     const pipeline = node.pipeline();
-    for (let k = i; k < Math.min(calls, i + 100); k++) send(pipeline, k);
+    for (let k = i; k < Math.min(to, i + 100); k++) send(pipeline, k);
     await pipeline.exec();
   }
   const after = (await serverCounters(node)).calls.get(command)!;
-  return { what: '', usecPerCall: (after.usec - before.usec) / (after.calls - before.calls), calls: after.calls - before.calls };
+  return { usec: after.usec - before.usec, calls: after.calls - before.calls };
 }
+
+/**
+ * Rounds the calls of every row are cut into, the rows taking turns in each
+ * (a release right after its acquire), so that a loaded spell of the machine
+ * falls on every row alike; a row's figure is the median of its rounds'.
+ */
+const ROUNDS = 10;
 
 export async function measureAnatomy(topology: Topology, config: BenchConfig, tag: string): Promise<AnatomyRow[]> {
   const n = config.anatomy.calls;
   const node = await topology.masterFor(`{anatomy${tag}}`);
   const load = async (lua: string) => (await node.script('LOAD', lua)) as string;
-  const [floorRelease, empty, grantCommands, releaseCommands, acquireWrite, acquireRead, release] = await Promise.all([
+  const [floorRelease, fencedGrant, empty, grantCommands, releaseCommands, acquireWrite, acquireRead, release] = await Promise.all([
     load(FLOOR_RELEASE),
+    load(FENCED_GRANT_LUA),
     load(EMPTY),
     load(GRANT_COMMANDS),
     load(RELEASE_COMMANDS),
@@ -69,32 +82,43 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
     const part = `{anatomy${tag}}:${kind}:${i}`;
     return [`rwlock:${part}`, `rwlock#leases:${part}`, `rwlock#queue:${part}`] as const;
   };
-  const rows: AnatomyRow[] = [];
-  const row = async (what: string, command: string, send: (p: ReturnType<Redis['pipeline']>, i: number) => void) =>
-    rows.push({ ...(await timed(node, command, n, send)), what });
+  const rows: { what: string; command: string; send: (p: ReturnType<Redis['pipeline']>, i: number) => void }[] = [];
+  const row = (what: string, command: string, send: (p: ReturnType<Redis['pipeline']>, i: number) => void) =>
+    rows.push({ what, command, send });
 
-  await row('floor acquire: SET key token PX NX', 'set', (p, i) => p.set(`floor:{anatomy${tag}}:${i}`, owner(i), 'PX', 30_000, 'NX'));
-  await row('floor release: GET == token then DEL (script)', 'evalsha', (p, i) =>
+  row('floor acquire: SET key token PX NX', 'set', (p, i) => p.set(`floor:{anatomy${tag}}:${i}`, owner(i), 'PX', 30_000, 'NX'));
+  row('floor release: GET == token then DEL (script)', 'evalsha', (p, i) =>
     p.evalsha(floorRelease, 1, `floor:{anatomy${tag}}:${i}`, owner(i)),
   );
-  await row('redis-rwlock acquire write, free lock', 'evalsha', (p, i) =>
+  row('fenced floor acquire: SET NX PX and TIME (script)', 'evalsha', (p, i) =>
+    p.evalsha(fencedGrant, 1, `fenced:{anatomy${tag}}:${i}`, owner(i), 30_000),
+  );
+  row('redis-rwlock acquire write, free lock', 'evalsha', (p, i) =>
     p.evalsha(acquireWrite, 3, ...keys('w', i), 30_000, holder('w', i), 0, '0'),
   );
-  await row('redis-rwlock release write, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('w', i), holder('w', i)));
-  await row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) =>
-    p.evalsha(acquireRead, 3, ...keys('r', i), 30_000, holder('r', i), '1'),
-  );
-  await row('redis-rwlock release read, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('r', i), holder('r', i)));
-  await row('reference: a script that does nothing', 'evalsha', (p) => p.evalsha(empty, 0));
-  await row("reference: the write grant's commands alone, no logic", 'evalsha', (p, i) =>
+  row('redis-rwlock release write, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('w', i), holder('w', i)));
+  row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) => p.evalsha(acquireRead, 3, ...keys('r', i), 30_000, holder('r', i), '1'));
+  row('redis-rwlock release read, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('r', i), holder('r', i)));
+  row('reference: a script that does nothing', 'evalsha', (p) => p.evalsha(empty, 0));
+  row("reference: the write grant's commands alone, no logic", 'evalsha', (p, i) =>
     p.evalsha(grantCommands, 2, ...keys('x', i).slice(0, 2), holder('w', i)),
   );
-  await row("reference: the release's commands alone, no logic", 'evalsha', (p, i) => p.evalsha(releaseCommands, 1, keys('x', i)[0]));
+  row("reference: the release's commands alone, no logic", 'evalsha', (p, i) => p.evalsha(releaseCommands, 1, keys('x', i)[0]));
+  const rounds = rows.map(() => [] as { usec: number; calls: number }[]);
+  const chunk = Math.ceil(n / ROUNDS);
+  for (let from = 0; from < n; from += chunk) {
+    for (const [k, r] of rows.entries()) rounds[k]!.push(await timed(node, r.command, from, Math.min(n, from + chunk), r.send));
+  }
   // Leave nothing behind.
   for (let i = 0; i < n; i += 100) {
     const pipeline = node.pipeline();
-    for (let k = i; k < Math.min(n, i + 100); k++) pipeline.del(`floor:{anatomy${tag}}:${k}`, ...keys('x', k));
+    for (let k = i; k < Math.min(n, i + 100); k++)
+      pipeline.del(`floor:{anatomy${tag}}:${k}`, `fenced:{anatomy${tag}}:${k}`, ...keys('x', k));
     await pipeline.exec();
   }
-  return rows;
+  return rows.map((r, k) => ({
+    what: r.what,
+    usecPerCall: median(rounds[k]!.map((t) => t.usec / t.calls)) ?? NaN,
+    calls: rounds[k]!.reduce((a, t) => a + t.calls, 0),
+  }));
 }

@@ -23,6 +23,20 @@ export interface CycleResult {
   readonly scriptsPerCycle: number;
   /** Commands the client wrote per cycle (every round trip, redirect retries included). */
   readonly sentPerCycle: number;
+  /**
+   * Socket writes per cycle on the client's connections: round trips, each
+   * answered by the server (two at one call in flight; batched writes carry
+   * several commands). Null where the bench cannot see the sockets (node-redis).
+   */
+  readonly writesPerCycle: number | null;
+  /** Socket reads (`data` events) per cycle on the client's connections; null as above. */
+  readonly readsPerCycle: number | null;
+  /**
+   * Every command the masters ran per cycle, those a script runs included
+   * (INFO commandstats counts them under their own names), by name; the
+   * bench's own INFO left out.
+   */
+  readonly serverCommandsPerCycle: Readonly<Record<string, number>>;
   /** MOVED/ASK/TRYAGAIN replies during the measurement. */
   readonly redirects: number;
   /** µs the masters spent per script call. */
@@ -113,6 +127,9 @@ interface Contestant {
   readonly commandNames: Set<string>;
   redirects: number;
   sentCount: number;
+  writes: number;
+  reads: number;
+  readonly serverCommands: Map<string, number>;
   readonly sliceRates: number[];
 }
 
@@ -151,6 +168,9 @@ async function enter(
     commandNames: new Set(),
     redirects: 0,
     sentCount: 0,
+    writes: 0,
+    reads: 0,
+    serverCommands: new Map(),
     sliceRates: [],
   };
 }
@@ -168,6 +188,8 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant, sli
   const cpu = process.cpuUsage(cpuBefore);
   c.serverCpuS += (await serverCpuSeconds(topology)) - serverCpuBefore;
   c.sentCount += c.sent.count;
+  c.writes += c.sent.writes;
+  c.reads += c.sent.reads;
   const d = delta(before, await snapshot(topology));
   c.cycles += run.cycles;
   c.elapsedMs += run.elapsedMs;
@@ -184,6 +206,7 @@ async function slice(topology: Topology, config: BenchConfig, c: Contestant, sli
     c.commandNames.add(redisName);
     c.commandUsec += d.usec.get(redisName) ?? 0;
   }
+  for (const [name, calls] of d.commands) if (name !== 'info') c.serverCommands.set(name, (c.serverCommands.get(name) ?? 0) + calls);
   c.redirects += d.redirects;
 }
 
@@ -198,6 +221,10 @@ function result(c: Contestant, inFlight: number): CycleResult {
     p99Ms: percentile(c.latencies, 99),
     scriptsPerCycle: c.scriptCalls / c.cycles,
     sentPerCycle: c.sentCount / c.cycles,
+    // The sockets of node-redis are not ioredis': no writes seen at all.
+    writesPerCycle: c.writes > 0 ? c.writes / c.cycles : null,
+    readsPerCycle: c.writes > 0 ? c.reads / c.cycles : null,
+    serverCommandsPerCycle: Object.fromEntries([...c.serverCommands].sort().map(([name, calls]) => [name, calls / c.cycles])),
     redirects: c.redirects,
     serverUsecPerScript: c.scriptCalls > 0 ? c.scriptUsec / c.scriptCalls : null,
     serverUsecPerCycle: c.commandNames.size > 0 ? c.commandUsec / c.cycles : null,
