@@ -201,6 +201,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "if drop == '*' then",
     replacement: "if drop == '' then",
     class: 'abandon',
+    outsideModel: "the model abandons one acquire, by its hold id, never every hold ('*')",
   },
   {
     id: 'abandon-drops-nothing',
