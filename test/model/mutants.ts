@@ -216,6 +216,8 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if until_ and until_ > now then',
     replacement: 'if until_ and until_ >= now then',
     class: 'boundary',
+    equivalent:
+      'pruneExpired(now) has already forgotten a writer whose deadline is now (unless more than PRUNE_BATCH owners expired at once)',
   },
   {
     id: 'live-deadline-at-its-end',
