@@ -232,6 +232,8 @@ export const MUTANTS: readonly Mutant[] = [
     original: "return rcall('ZCOUNT', leasesKey, '(' .. int(now), '+inf')",
     replacement: "return rcall('ZCOUNT', leasesKey, int(now), '+inf')",
     class: 'boundary',
+    equivalent:
+      'every caller of liveCount ran pruneExpired(now) first, which forgot the owners whose deadline is now (unless more than PRUNE_BATCH expired at once)',
   },
   {
     id: 'writer-beside-one-reader',
