@@ -448,6 +448,8 @@ export class Checker {
       case 'abandon': {
         const changed = summary(config, after) !== summary(config, w);
         if (reply !== 1 && changed) disagree('the state changed');
+        // An acquire abandoned (its outcome unknown, or its wait given up) leaves nothing of it held.
+        if (mine(now).some((h) => h.ids.includes(c.id))) disagree(`${token} still holds ${c.id}`);
         o.wait = undefined;
         return reply === 1 ? 'changed' : 'nothing to do';
       }

@@ -201,6 +201,7 @@ export const MUTANTS: readonly Mutant[] = [
     original: "if drop == '*' then",
     replacement: "if drop == '' then",
     class: 'abandon',
+    outsideModel: "the model abandons one acquire, by its hold id, never every hold ('*')",
   },
   {
     id: 'abandon-drops-nothing',
@@ -215,6 +216,8 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if until_ and until_ > now then',
     replacement: 'if until_ and until_ >= now then',
     class: 'boundary',
+    equivalent:
+      'pruneExpired(now) has already forgotten a writer whose deadline is now (unless more than PRUNE_BATCH owners expired at once)',
   },
   {
     id: 'live-deadline-at-its-end',
@@ -229,6 +232,8 @@ export const MUTANTS: readonly Mutant[] = [
     original: "return rcall('ZCOUNT', leasesKey, '(' .. int(now), '+inf')",
     replacement: "return rcall('ZCOUNT', leasesKey, int(now), '+inf')",
     class: 'boundary',
+    equivalent:
+      'every caller of liveCount ran pruneExpired(now) first, which forgot the owners whose deadline is now (unless more than PRUNE_BATCH expired at once)',
   },
   {
     id: 'writer-beside-one-reader',
