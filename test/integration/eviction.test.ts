@@ -16,14 +16,30 @@ import { forgetEvictionWarnings } from '../../src/backends/eviction.js';
 import type { CliIO } from '../../src/cli/command.js';
 import { main } from '../../src/cli/main.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
-import { type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
+import { ClientClosedError, type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
-import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
-import { ALL_CLIENTS, forEachTopology, type TopologyContext } from '../setup/topologies.js';
+import {
+  type FaultProxy,
+  type RedisMastersHandle,
+  type RedisServerHandle,
+  startFaultProxy,
+  startRedisMasters,
+  startRedisServer,
+} from '../../src/testing/index.js';
+import {
+  ALL_CLIENTS,
+  disconnect,
+  forEachTopology,
+  ONE_NODE_REDIS,
+  quit,
+  selectedClients,
+  type TopologyContext,
+} from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { commandCalls, masters, scriptCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+import { connectLockClient, targetThrough } from '../support/targets.js';
 
 const CODE = 'RWLOCK_EVICTION_RISK';
 const MB_100 = 100 * 2 ** 20;
@@ -563,3 +579,103 @@ describe('eviction risk: the danger itself', function () {
 async function evictedKeys(redis: Redis): Promise<number> {
   return Number(/^evicted_keys:(\d+)/m.exec(await redis.info('stats'))?.[1]);
 }
+
+describe('eviction risk: redlock mode', function () {
+  this.timeout(30_000);
+  const warnings = processWarnings();
+  let nodes: RedisMastersHandle;
+  let admin: Redis[];
+  const opened: (LockClient | Redis)[] = [];
+  before(async () => {
+    nodes = await startRedisMasters(3);
+    admin = nodes.clients();
+  });
+  afterEach(async () => {
+    for (const item of opened.splice(0)) await (item instanceof LockClient ? item.close() : item.disconnect());
+    for (const node of admin) await node.config('SET', 'maxmemory', '0', 'maxmemory-policy', 'noeviction');
+    await nodes.flush();
+  });
+  after(async () => {
+    for (const node of admin) node.disconnect();
+    await nodes.stop();
+  });
+
+  /** A redlock LockClient on the three servers, whose first `evicting` evict. */
+  async function redlockOn(evicting: number): Promise<LockClient> {
+    for (const [i, node] of admin.entries()) {
+      await node.config('SET', 'maxmemory', '100mb', 'maxmemory-policy', i < evicting ? 'allkeys-lru' : 'noeviction');
+    }
+    const clients = nodes.clients();
+    const locks = new LockClient(clients, { mode: 'redlock', onEvictionRisk: 'refuse' });
+    opened.push(locks, ...clients);
+    return locks;
+  }
+  const keysOnEach = () => Promise.all(admin.map((node) => node.dbsize()));
+
+  it("'refuse': a node that may evict is left out, and the other two grant", async () => {
+    const locks = await redlockOn(1);
+    const lease = await locks.lock('evict').acquireWrite();
+    expect(await keysOnEach()).to.deep.equal([0, 1, 1]);
+    const info = await locks.inspect('evict');
+    expect(info.nodes?.map((view) => view?.evictionRisk?.policy)).to.deep.equal(['allkeys-lru', undefined, undefined]);
+    expect(locks.stats().evictionRisks.map((risk) => risk.node)).to.deep.equal([`127.0.0.1:${nodes.servers[0]!.port}`]);
+    await lease.release();
+    expect(await keysOnEach()).to.deep.equal([0, 0, 0]);
+  });
+
+  it("'refuse': a majority that may evict refuses the acquire with EvictionRiskError, and leaves nothing on any node", async () => {
+    const locks = await redlockOn(2);
+    const refusal = await rejection(locks.lock('evict').acquireWrite({ waitMs: 200 }));
+    expect(refusal).to.be.instanceOf(EvictionRiskError);
+    expect(refusal.message).to.match(
+      /^refused to acquire the write lock on "evict", and wrote nothing: the Redis master 127\.0\.0\.1:\d+ has maxmemory 100mb/,
+    );
+    expect(await keysOnEach()).to.deep.equal([0, 0, 0]);
+    await settled();
+    expect(warnings).to.have.length(0);
+  });
+});
+
+describe('eviction risk: close() while the first read waits for the server', function () {
+  this.timeout(30_000);
+  let server: RedisServerHandle;
+  let proxy: FaultProxy;
+  let admin: Redis;
+  before(async () => {
+    server = await startRedisServer({ args: ['--maxmemory', '100mb', '--maxmemory-policy', 'noeviction'] });
+    admin = new Redis({ host: '127.0.0.1', port: server.port });
+  });
+  beforeEach(async () => {
+    proxy = await startFaultProxy({ target: { port: server.port } });
+  });
+  afterEach(async () => {
+    proxy.resume();
+    await proxy.close();
+  });
+  after(async () => {
+    admin.disconnect();
+    await server.stop();
+  });
+
+  for (const kind of selectedClients(ONE_NODE_REDIS)) {
+    it(`${kind}: a refusing acquire waiting for it ends with ClientClosedError; close() settles once its late grant is given back`, async () => {
+      const redis = await connectLockClient(targetThrough(proxy, kind));
+      const locks = new LockClient(redis, { onEvictionRisk: 'refuse', redisTimeoutMs: 10_000 });
+      try {
+        const held = proxy.stallAtReply({ command: 'info', argument: 'memory' }); // its reply, and all after it
+        const acquiring = rejection(locks.lock('evict').acquireWrite({ waitMs: 10_000 }));
+        await held;
+        const closing = locks.close();
+        expect(await acquiring).to.be.instanceOf(ClientClosedError);
+        const scriptsBefore = await scriptCalls(admin);
+        proxy.resume(); // the server answers within redisTimeoutMs: the read, then the acquire's script
+        await closing;
+        await quit(redis);
+        expect(await admin.dbsize(), 'nothing held once the Redis client quit').to.equal(0);
+        expect((await scriptCalls(admin)) - scriptsBefore, 'the late grant and its give-back').to.equal(2);
+      } finally {
+        disconnect(redis);
+      }
+    });
+  }
+});
