@@ -10,7 +10,9 @@
   ARGV[2] holder     'w <holdId> <owner>': the owner token, last (it may hold
                      spaces), and the hold id, which names this acquire: a
                      repeated call with the same id (a resend after a lost
-                     reply) returns the first grant again and changes nothing.
+                     reply, or the writer's next try finding the hold a
+                     release handed it) returns the first grant again, its
+                     lease running leaseMs from now (never shortened).
                      A free lock keeps this string as its sole holder (see
                      fresh-grant.lua)
   ARGV[3] waitBeatMs a refused caller waits and re-tries within this many ms:

@@ -166,9 +166,9 @@ export class Holdings implements LeaseHost {
     this.leaseCount++;
     lease.holding = holding;
     this.setDeadline(holding, Math.max(holding.expiresAt, localDeadline(sentAt, grant.leaseRemainingMs)));
-    // A hold a release handed over lasts the writer's queue heartbeat when that is shorter than its
-    // lease, whether the writer took it from the message or a later try found it (the message late
-    // or lost, or replicaAck): it must be extended long before renewal would come.
+    // A hold a release handed over, taken from the message, lasts the writer's queue heartbeat when
+    // that is shorter than its lease (a later try that finds it runs it for the lease: the message
+    // late or lost, or replicaAck): it must be extended long before renewal would come.
     const handMs = handedMs(request);
     if (handMs < leaseMs && grant.leaseRemainingMs <= handMs) this.extendHanded(lease, handMs);
     if (autoRenew) {

@@ -14,11 +14,20 @@ pruneExpired(now)
 local mine = liveDeadlineOf(owner, now)
 local again = repeatedGrant('write', owner, holdId, mine, now, leaseMs)
 if again then
-  -- Written by another client (a release that handed it over) or by an earlier
-  -- delivery: write the keys' expiry again, so that this call propagates, and a
-  -- WAIT after it (replicaAck) counts the grant's replication (Redis 7.2+ moves
-  -- a client's replication offset only for commands that propagated something).
+  -- Written by another client (a release that handed it over, for the writer's
+  -- queue heartbeat only) or by an earlier delivery. Either way the writer is
+  -- alive and asks for its lease: the hold runs that long from now, as a renewal
+  -- would make it (never shorter than it was), so the writer need not extend a
+  -- handed hold with a call of its own before the heartbeat runs out. The keys'
+  -- expiry is written in any case, so that this call propagates, and a WAIT
+  -- after it (replicaAck) counts the grant's replication (Redis 7.2+ moves a
+  -- client's replication offset only for commands that propagated something).
+  if mine - now < leaseMs then
+    rcall('ZADD', leasesKey, int(now + leaseMs), owner)
+    again = fenceOfHolds(rcall('HGET', stateKey, 'wc'))
+  end
   refreshExpiry(now)
+  peerMirror(owner, now)
   return again
 end
 

@@ -32,7 +32,8 @@
   first hold of that mode (its reentrant holds share it), then one id per
   hold, each naming the acquire that took it. A repeated acquire or release
   (a command resent after its reply was lost, or retried by the caller) finds
-  its id already there, or already gone, and changes nothing.
+  its id already there, or already gone, and adds or drops no hold (a repeated
+  write acquire runs the owner's lease from then: acquire-write-body.lua).
 ]]
 -- @needs rcall stateKey leasesKey queueKey layout-version
 
@@ -349,7 +350,7 @@ local function grant(mode, owner, holdId, now, nowUs, leaseMs)
 end
 
 -- The reply again when `holdId` is already one of the owner's live holds of
--- `mode` (a repeated acquire: it changes nothing), else nil.
+-- `mode` (a repeated acquire: it adds no hold), else nil.
 local function repeatedGrant(mode, owner, holdId, mine, now, leaseMs)
   if not mine then return nil end
   local list = rcall('HGET', stateKey, holdField(mode, owner))

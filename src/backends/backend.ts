@@ -246,7 +246,7 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    * nodes: one, or a majority in `redlock` mode. `elapsedMs` is the time since
    * that try was sent; `leaseRemainingMs` counts from then too, and a grant
    * with less than a quarter of its handed length left is not taken (the next
-   * try finds the hold instead). `'wait'`: some nodes handed it the lock, and
+   * try finds the hold instead, and runs it for the writer's lease). `'wait'`: some nodes handed it the lock, and
    * the rest may still do so. Undefined: no grant to take.
    */
   takeHanded(

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
-import type { LockRedisClient } from '../../src/clients/index.js';
-import { CrossSlotError, LockClient, UpgradeConflictError } from '../../src/index.js';
+import { holderArg, runScript } from '../../src/backends/scripts.js';
+import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
+import { CrossSlotError, type LegacyLockKeys, LockClient, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -107,6 +108,25 @@ forEachTopology('bridge mode', { clients: ONE_NODE_REDIS }, (ctx) => {
         await slowHash.close();
         await slowBridge.close();
       }
+    });
+
+    it('renews a write hold its acquire finds again (a resend) for the lease from then, the write key with it', async () => {
+      const keys = bridge.lock(R).keys as LegacyLockKeys;
+      const all = [keys.state, keys.leases, keys.queue, keys.read, keys.write, keys.readers] as const;
+      const tryWrite = () => runScript(driverFor(redis), 'legacyAcquireWrite', all, [60_000, holderArg('write', 'b.1', 'b'), 0, '0']);
+      const fence = await tryWrite();
+      expect(fence).to.be.a('number');
+      // As if most of the lease had passed: a second left of it, and of the write key.
+      const [seconds, micros] = await redis.time();
+      const soon = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 1_000;
+      await redis.zadd(keys.leases, 'XX', soon, 'b');
+      await redis.pexpireat(keys.write, soon);
+      expect(await tryWrite(), 'the same grant, for exactly its lease').to.equal(fence);
+      expect(Number(await redis.zscore(keys.leases, 'b')), 'its deadline').to.be.above(soon + 50_000);
+      expect(await redis.get(keys.write)).to.equal('b');
+      expect(await redis.pttl(keys.write), 'the write key lives as long').to.be.above(50_000);
+      expect(await runScript(driverFor(redis), 'legacyRelease', all, [holderArg('write', 'b.1', 'b'), keys.peerChannel])).to.equal(0);
+      expect(await allKeys(redis)).to.deep.equal([]);
     });
 
     it('is what keeps old and hash-mode processes apart: a hash-mode process alone does not see old processes', async () => {

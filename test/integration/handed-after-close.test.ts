@@ -39,8 +39,13 @@ describe('a handed hold after close() [standalone]', function () {
     // Handed holds last 2 x recheckMs + 100 ms (6.1 s); extended 2 s in, they would last a minute.
     const locks = new LockClient(through, { leaseMs: 60_000, recheckMs: 3_000, redisTimeoutMs: 200 });
     const held = await holder.lock('handed').acquireWrite();
-    const waiting = locks.lock('handed').acquireWrite({ waitMs: 10_000 });
-    await eventually('the writer to queue', async () => (await holder.inspect('handed')).queue.length === 1);
+    const waiting = locks.lock('handed').acquireWrite({ owner: 'w', waitMs: 10_000 });
+    // Its first try queues; the second comes once it hears its channel, so it reads the message
+    // that hands it the lock (a later try that found the hold would make it a whole lease).
+    const beat = () => direct.hget(holder.lock('handed').keys.state, 'q:w');
+    await eventually('the writer to queue', async () => (await beat()) !== null);
+    const first = await beat();
+    await eventually('its try after subscribing', async () => (await beat()) !== first);
     await held.release(); // hands the lock to the waiting writer
     const lease = await waiting;
     proxy.stall();

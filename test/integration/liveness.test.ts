@@ -350,6 +350,32 @@ forEachTopology('liveness', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
     await next!.release();
   });
 
+  it("runs a handed hold the writer's next try finds for the writer's lease from that try (no extension needed), also when run twice", async () => {
+    const locks = await open();
+    const holder = await locks.lock('handed-tried').acquireWrite();
+    const keys = locks.lock('handed-tried').keys;
+    // The writer's try, as its acquire sends it each time: one hold id, heartbeat 10 s, lease 60 s.
+    const tryWrite = () =>
+      runScript(
+        driverFor(redis),
+        'acquireWrite',
+        [keys.state, keys.leases, keys.queue],
+        [60_000, holderArg('write', 'w.1', 'w'), 10_000, '0h'],
+      );
+    expect(await tryWrite(), 'refused: it queues').to.have.property('0', 0);
+    await holder.release(); // hands the lock to the writer, for its heartbeat (its message goes unread)
+    expect((await locks.inspect('handed-tried')).writer!.ttlMs).to.be.at.most(10_000);
+    const fence = await tryWrite();
+    expect(fence, 'granted for exactly its lease: the bare fence').to.be.a('number');
+    const found = await locks.inspect('handed-tried');
+    expect(found.writer?.owner).to.equal('w');
+    expect(found.writer!.ttlMs, 'its lease, not what was left of the heartbeat').to.be.above(50_000);
+    expect(await tryWrite(), 'run twice: the same grant').to.equal(fence);
+    expect((await locks.inspect('handed-tried')).fence).to.equal(fence);
+    await runScript(driverFor(redis), 'release', [keys.state, keys.leases, keys.queue], [holderArg('write', 'w.1', 'w')]);
+    expect((await locks.inspect('handed-tried')).mode).to.equal('free');
+  });
+
   it('takes no handed grant that names an earlier try of the writer (a late message)', async () => {
     const holder = await open({ leaseMs: 60_000 });
     const waiter = await open({ recheckMs: 200 });
