@@ -93,8 +93,12 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
   row('fenced floor acquire: SET NX PX and TIME (script)', 'evalsha', (p, i) =>
     p.evalsha(fencedGrant, 1, `fenced:{anatomy${tag}}:${i}`, owner(i), 30_000),
   );
+  // Each acquire's keys go in the next row: a database that grew meanwhile would rehash during the rows after.
+  row("fenced floor release: the floor's, on its key", 'evalsha', (p, i) =>
+    p.evalsha(floorRelease, 1, `fenced:{anatomy${tag}}:${i}`, owner(i)),
+  );
   row('redis-rwlock acquire write, free lock', 'evalsha', (p, i) =>
-    p.evalsha(acquireWrite, 3, ...keys('w', i), 30_000, holder('w', i), 0, '0'),
+    p.evalsha(acquireWrite, 3, ...keys('w', i), 30_000, holder('w', i), 0, '0h'),
   );
   row('redis-rwlock release write, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('w', i), holder('w', i)));
   row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) => p.evalsha(acquireRead, 3, ...keys('r', i), 30_000, holder('r', i), '1'));
