@@ -13,7 +13,9 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { forgetEvictionWarnings } from '../../src/backends/eviction.js';
+import { ioredisCli, withBounds } from '../../src/cli/cli-redis.js';
 import type { CliIO } from '../../src/cli/command.js';
+import { look } from '../../src/cli/commands/top.js';
 import { main } from '../../src/cli/main.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { ClientClosedError, type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
@@ -452,6 +454,21 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
       await lease.release();
     }
   });
+
+  if (ctx.clientKind === 'ioredis') {
+    // The CLI's own client (ioredis) on the topology: once per topology.
+    it("top's every refresh reads the masters' policy again: a policy set to noeviction leaves its summary, one that evicts joins it", async () => {
+      const { redis } = clients;
+      await configure(redis, '100mb', 'allkeys-lfu');
+      const ports = await masterPorts(redis);
+      const cli = withBounds(ioredisCli(redis), 5_000);
+      expect(portsOf((await look(cli, 'rwlock', 10)).evictionRisks)).to.deep.equal(ports);
+      await configure(redis, '100mb', 'noeviction');
+      expect((await look(cli, 'rwlock', 10)).evictionRisks).to.deep.equal([]);
+      await configure(redis, '100mb', 'volatile-ttl');
+      expect((await look(cli, 'rwlock', 10)).evictionRisks.map((risk) => risk.policy)).to.deep.equal(ports.map(() => 'volatile-ttl'));
+    });
+  }
 });
 
 /** A resource whose lock lives on the Cluster master on `port`. */
