@@ -292,6 +292,29 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
   });
 
+  it('a policy that stops evicting and starts again is warned of again; stats() leaves it meanwhile', async () => {
+    const { redis } = clients;
+    const ports = await masterPorts(redis);
+    const locks = clients.open();
+    const heard = heardBy(locks);
+    /** Sets `policy`, makes every master lose the scripts (as a failover does), and uses the client: its masters are read again. */
+    const turnTo = async (policy: string) => {
+      await configure(redis, '100mb', policy);
+      for (const node of await masters(redis)) await node.script('FLUSH');
+      for (const port of ports) await (await locks.lock(await resourceOnPort(port)).acquireWrite()).release();
+    };
+    const resourceOnPort = (port: string) =>
+      ctx.kind === 'cluster' ? resourceOn(ctx, locks, Number(port)) : Promise.resolve('evict:{flip}');
+    await turnTo('allkeys-lru');
+    await eventually('warned of allkeys-lru', () => warnings.length === ports.length);
+    await turnTo('noeviction');
+    await eventually('no risk left', () => locks.stats().evictionRisks.length === 0);
+    await turnTo('allkeys-lru');
+    await eventually('warned of allkeys-lru again', () => warnings.length === 2 * ports.length);
+    expect(heard.map((risk) => risk.policy)).to.deep.equal([...ports, ...ports].map(() => 'allkeys-lru'));
+    expect(portsOf(locks.stats().evictionRisks)).to.deep.equal(ports);
+  });
+
   it('asks again a master that could not answer at the first use (busy with a script), and hears it once it can', async () => {
     const { redis } = clients;
     await configure(redis, '100mb', 'volatile-lru');
