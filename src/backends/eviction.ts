@@ -65,11 +65,7 @@ class MemoryWatch {
         this.client.watchNodes((node) => {
           if (node === undefined || !this.nodes.has(node)) this.refresh();
         });
-        const read = this.refresh();
-        let timer: NodeJS.Timeout | undefined;
-        return Promise.race([read, new Promise<void>((resolve) => (timer = setTimeout(resolve, FIRST_READ_MS).unref()))]).finally(() =>
-          clearTimeout(timer),
-        );
+        return boundedRead(this.refresh());
       })
       .then(settle, settle);
   }
@@ -96,7 +92,7 @@ class MemoryWatch {
   }
 
   /** Reads every master again: one read at a time, and one more after it for whatever asked meanwhile. */
-  private refresh(): Promise<void> {
+  refresh(): Promise<void> {
     if (this.reading) {
       this.again = true;
       return this.reading;
@@ -164,6 +160,14 @@ class MemoryWatch {
 
 function noop(): void {}
 
+/** `read`, waited for at most {@link FIRST_READ_MS}: a master that answers later counts once it does. */
+function boundedRead(read: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([read, new Promise<void>((resolve) => (timer = setTimeout(resolve, FIRST_READ_MS).unref()))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
 const watches = new WeakMap<Driver, MemoryWatch>();
 
 function watchOf(client: Driver): MemoryWatch {
@@ -200,11 +204,14 @@ export function evictionRiskOf(client: Driver, slot: number): EvictionRisk | und
 /**
  * The masters of `client` that may evict lock keys, once its first read of
  * them is done (waited for at most a second; begun now if no call began it,
- * on a client that is connected and knows its masters).
+ * on a client that is connected and knows its masters). `again`: read them
+ * again first, if that first read was done, waited for as long (the CLI's
+ * `top`, each refresh).
  */
-export async function evictionChecked(client: Driver): Promise<EvictionRisk[]> {
+export async function evictionChecked(client: Driver, again = false): Promise<EvictionRisk[]> {
   const watch = watchOf(client);
   if (watch.first === undefined) watch.begin(Promise.resolve());
+  else if (again && watch.judged) await boundedRead(watch.refresh());
   await watch.first;
   return watch.risks();
 }

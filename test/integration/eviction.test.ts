@@ -13,7 +13,9 @@ import { expect } from 'chai';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { forgetEvictionWarnings } from '../../src/backends/eviction.js';
+import { ioredisCli, withBounds } from '../../src/cli/cli-redis.js';
 import type { CliIO } from '../../src/cli/command.js';
+import { look } from '../../src/cli/commands/top.js';
 import { main } from '../../src/cli/main.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { ClientClosedError, type EvictionRisk, EvictionRiskError, Lease, LockClient, LockLostError } from '../../src/index.js';
@@ -290,6 +292,29 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     await eventually('warned of the new policy', () => warnings.some((w) => /maxmemory-policy allkeys-random/.test(w.message)));
   });
 
+  it('a policy that stops evicting and starts again is warned of again; stats() leaves it meanwhile', async () => {
+    const { redis } = clients;
+    const ports = await masterPorts(redis);
+    const locks = clients.open();
+    const heard = heardBy(locks);
+    /** Sets `policy`, makes every master lose the scripts (as a failover does), and uses the client: its masters are read again. */
+    const turnTo = async (policy: string) => {
+      await configure(redis, '100mb', policy);
+      for (const node of await masters(redis)) await node.script('FLUSH');
+      for (const port of ports) await (await locks.lock(await resourceOnPort(port)).acquireWrite()).release();
+    };
+    const resourceOnPort = (port: string) =>
+      ctx.kind === 'cluster' ? resourceOn(ctx, locks, Number(port)) : Promise.resolve('evict:{flip}');
+    await turnTo('allkeys-lru');
+    await eventually('warned of allkeys-lru', () => warnings.length === ports.length);
+    await turnTo('noeviction');
+    await eventually('no risk left', () => locks.stats().evictionRisks.length === 0);
+    await turnTo('allkeys-lru');
+    await eventually('warned of allkeys-lru again', () => warnings.length === 2 * ports.length);
+    expect(heard.map((risk) => risk.policy)).to.deep.equal([...ports, ...ports].map(() => 'allkeys-lru'));
+    expect(portsOf(locks.stats().evictionRisks)).to.deep.equal(ports);
+  });
+
   it('asks again a master that could not answer at the first use (busy with a script), and hears it once it can', async () => {
     const { redis } = clients;
     await configure(redis, '100mb', 'volatile-lru');
@@ -452,6 +477,21 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
       await lease.release();
     }
   });
+
+  if (ctx.clientKind === 'ioredis') {
+    // The CLI's own client (ioredis) on the topology: once per topology.
+    it("top's every refresh reads the masters' policy again: a policy set to noeviction leaves its summary, one that evicts joins it", async () => {
+      const { redis } = clients;
+      await configure(redis, '100mb', 'allkeys-lfu');
+      const ports = await masterPorts(redis);
+      const cli = withBounds(ioredisCli(redis), 5_000);
+      expect(portsOf((await look(cli, 'rwlock', 10)).evictionRisks)).to.deep.equal(ports);
+      await configure(redis, '100mb', 'noeviction');
+      expect((await look(cli, 'rwlock', 10)).evictionRisks).to.deep.equal([]);
+      await configure(redis, '100mb', 'volatile-ttl');
+      expect((await look(cli, 'rwlock', 10)).evictionRisks.map((risk) => risk.policy)).to.deep.equal(ports.map(() => 'volatile-ttl'));
+    });
+  }
 });
 
 /** A resource whose lock lives on the Cluster master on `port`. */

@@ -51,7 +51,8 @@ upgrading reader, else the first queued writer), how many writers queue, the
 age of its last grant (its fence is the server's clock at the grant), and the
 longest lease left. Waiting readers do not show: they re-try and leave nothing
 in Redis; waiting writers queue, and do. A master that may evict lock keys
-(maxmemory set, maxmemory-policy not noeviction) is named under the summary.
+(maxmemory set, maxmemory-policy not noeviction), as each refresh reads its
+policy, is named under the summary.
 
 On a terminal it redraws the screen, and quits on q or Ctrl-C. Otherwise (a
 pipe, a file) it prints each refresh as a header line and a table, and quits
@@ -122,7 +123,7 @@ export async function look(redis: CliRedis, prefix: string, limit: number): Prom
     const infos = batch.map((f) => redis.bounded(backend.inspect(f.resource, f.keys), `inspect "${f.resource}"`));
     read.push(...(await Promise.all(infos)).map((info, j) => topLock(batch[j]!, info)));
   }
-  const evictionRisks = await evictionChecked(driver);
+  const evictionRisks = await evictionChecked(driver, true); // as the masters say now: a policy changes without a reconnect
   return { time: new Date().toISOString(), prefix, locks: read.sort(byContention), omitted: found.length - chosen.length, evictionRisks };
 }
 
