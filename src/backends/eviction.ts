@@ -235,9 +235,19 @@ export function refuseIfEvicting(client: Driver, context: RWLockErrorContext): P
   const watch = watches.get(client);
   if (watch?.first === undefined) return undefined;
   if (!watch.judged) return watch.first.then(() => refuseIfEvicting(client, context));
-  const [risk] = watch.risks();
-  if (risk) throw new EvictionRiskError(risk, context);
+  const refusal = evictionRefusal(client, context);
+  if (refusal) throw refusal;
   return undefined;
+}
+
+/**
+ * {@link refuseIfEvicting}'s refusal as the masters of `client` last said,
+ * at once: for a grant a release handed a queued writer, which waits for
+ * nothing (its tries waited for the first read).
+ */
+export function evictionRefusal(client: Driver, context: RWLockErrorContext): EvictionRiskError | undefined {
+  const [risk] = watches.get(client)?.risks() ?? [];
+  return risk && new EvictionRiskError(risk, context);
 }
 
 /** Each master warned of in this process, with the policy it was warned of. */

@@ -353,6 +353,29 @@ forEachTopology('eviction risk', { clients: ALL_CLIENTS }, (ctx) => {
     }
   });
 
+  it("'refuse': a queued writer that a release hands the lock to after the policy changed is refused, and gives it back", async () => {
+    const { redis } = clients;
+    await configure(redis, '100mb', 'noeviction');
+    const holder = clients.open({ onEvictionRisk: 'ignore' });
+    // Its tries come only when a release wakes it: the release's hand-over is what it meets.
+    const waiter = clients.open({ onEvictionRisk: 'refuse', recheckMs: 60_000 });
+    const held = await holder.lock('evict:{handed}').acquireWrite();
+    const waiting = waiter
+      .lock('evict:{handed}')
+      .acquireWrite({ waitMs: 50_000 })
+      .catch((error: unknown) => error);
+    await eventually('a writer queued', async () => (await holder.inspect('evict:{handed}')).queue.length === 1);
+    await configure(redis, '100mb', 'allkeys-lru');
+    for (const node of await masters(redis)) await node.script('FLUSH');
+    await eventually('the policy read again', async () => {
+      expect(await holder.lock('evict:{handed}').tryAcquireWrite()).to.equal(null); // NOSCRIPT on its master
+      return waiter.stats().evictionRisks.length > 0;
+    });
+    await held.release(); // hands the lock to the queued writer
+    expect(await waiting).to.be.instanceOf(EvictionRiskError);
+    await eventually('the handed hold given back', async () => (await totalKeys(redis)) === 0);
+  });
+
   it('reads INFO once per master for every LockClient on a Redis client, not on each acquire', async () => {
     const { redis } = clients;
     await configure(redis, '100mb', 'volatile-lru');
