@@ -247,7 +247,9 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    * that try was sent; `leaseRemainingMs` counts from then too, and a grant
    * with less than a quarter of its handed length left is not taken (the next
    * try finds the hold instead, and runs it for the writer's lease). `'wait'`: some nodes handed it the lock, and
-   * the rest may still do so. Undefined: no grant to take.
+   * the rest may still do so. Undefined: no grant to take. Throws
+   * `EvictionRiskError` for a grant `onEvictionRisk: 'refuse'` refuses (the
+   * acquire then gives the handed hold back).
    */
   takeHanded(
     request: AcquireRequest<K>,

@@ -15,7 +15,7 @@
  * `volatile-*` ones keys with a TTL, which every lock key has. A policy this
  * module does not know counts as one that evicts.
  */
-import type { Driver, MasterReply } from '../clients/driver.js';
+import { type Driver, type MasterReply, refusedForGood } from '../clients/driver.js';
 import { EVICTION_REMEDY, type EvictionRisk, EvictionRiskError, evictionRiskText, type RWLockErrorContext } from '../errors.js';
 
 /** How long the first read waits for the masters before it is judged without those that did not answer (they count once they do). */
@@ -23,8 +23,6 @@ const FIRST_READ_MS = 1_000;
 /** How long after a read that a master could not answer every master is read again: doubling from the first, up to the second. */
 const RETRY_FIRST_MS = 1_000;
 const RETRY_MAX_MS = 10_000;
-/** The error replies of a master that is there but cannot answer now (a script running past its time, a dataset loading, a Cluster in change). */
-const NOT_NOW = /^(?:BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
 
 type Listener = (risk: EvictionRisk) => void;
 
@@ -114,14 +112,9 @@ class MemoryWatch {
     for (const node of [...this.nodes.keys()]) if (!masters.has(node)) this.nodes.delete(node); // a master no longer
     for (const r of replies) if ('reply' in r) this.update(r.node, riskIn(r.node, r.reply));
     // A master that refuses INFO (an ACL without it, a proxy) cannot tell, and is not asked again.
-    this.unanswered = replies.some((r) => 'error' in r && !this.refused(r.error));
+    this.unanswered = replies.some((r) => 'error' in r && !refusedForGood(this.client, r.error));
     if (this.unanswered) this.askAgain();
     else this.retryMs = RETRY_FIRST_MS;
-  }
-
-  /** Whether `error` is a master's refusal of `INFO` for good, not one of now. */
-  private refused(error: unknown): boolean {
-    return this.client.isReplyError(error) && !NOT_NOW.test(error instanceof Error ? error.message : String(error));
   }
 
   /** Reads every master again after {@link retryMs}, doubled for the next time, while a LockClient listens and the client is open. */
@@ -235,9 +228,19 @@ export function refuseIfEvicting(client: Driver, context: RWLockErrorContext): P
   const watch = watches.get(client);
   if (watch?.first === undefined) return undefined;
   if (!watch.judged) return watch.first.then(() => refuseIfEvicting(client, context));
-  const [risk] = watch.risks();
-  if (risk) throw new EvictionRiskError(risk, context);
+  const refusal = evictionRefusal(client, context);
+  if (refusal) throw refusal;
   return undefined;
+}
+
+/**
+ * {@link refuseIfEvicting}'s refusal as the masters of `client` last said,
+ * at once: for a grant a release handed a queued writer, which waits for
+ * nothing (its tries waited for the first read).
+ */
+export function evictionRefusal(client: Driver, context: RWLockErrorContext): EvictionRiskError | undefined {
+  const [risk] = watches.get(client)?.risks() ?? [];
+  return risk && new EvictionRiskError(risk, context);
 }
 
 /** Each master warned of in this process, with the policy it was warned of. */

@@ -15,7 +15,7 @@ import {
   type Requeue,
 } from './backend.js';
 import { CallSizer } from './call-sizer.js';
-import { evictionChecked, evictionRiskOf } from './eviction.js';
+import { evictionChecked, evictionRefusal, evictionRiskOf } from './eviction.js';
 import { type ExtendRound, extendByGroup, extendInChunks, extendSizer, roundThrough } from './extend-groups.js';
 import type { Layout } from './layouts.js';
 import { acknowledged } from './replica-ack.js';
@@ -246,7 +246,11 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     elapsedMs: number,
   ): { fence: number; leaseRemainingMs: number } | undefined {
     const [node] = handedNodes(r, queuedUntil, handed);
-    return node === undefined ? undefined : handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
+    if (node === undefined) return undefined;
+    // Queued before a master was found to evict: refused as its next try would be (the acquire then gives the hold back).
+    const refusal = this.refusesEviction && evictionRefusal(this.client, { resource: r.resource, mode: r.mode, owner: r.owner });
+    if (refusal) throw refusal;
+    return handedGrant(r, handed[node]!.fence, handedMs(r), elapsedMs);
   }
 }
 

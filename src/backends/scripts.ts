@@ -1,4 +1,4 @@
-import type { Driver, SlotOf } from '../clients/driver.js';
+import { type Driver, refusedForGood, type SlotOf } from '../clients/driver.js';
 import { type LockMode, PLAIN_CLUSTER_NODE, type RWLockErrorContext, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { checkMemory, refuseIfEvicting } from './eviction.js';
@@ -202,7 +202,8 @@ const NEEDED_COMMANDS = {
  * without them the first acquire could be granted and its release fail,
  * leaving the lock held for a lease, so nothing runs until this passes. A
  * server that refuses `COMMAND INFO` (an ACL without it, a proxy) cannot
- * tell, and the scripts run: their own errors then say what failed.
+ * tell, and the scripts run: their own errors then say what failed. One
+ * that cannot answer now (BUSY, LOADING) is checked again on the next call.
  * It also begins reading every master's memory policy (`eviction.ts`; on a
  * Cluster once the client answered, and knows its masters), which no script
  * waits for.
@@ -224,8 +225,8 @@ function checkServer(client: Driver): Promise<void> {
       serverChecks.set(client, true);
     },
     (error: unknown) => {
-      if (!client.isReplyError(error)) {
-        serverChecks.delete(client); // not answered: check again on the next call
+      if (!refusedForGood(client, error)) {
+        serverChecks.delete(client); // not answered, or not now (BUSY, LOADING): check again on the next call
         throw error;
       }
       serverChecks.set(client, true);
@@ -266,7 +267,7 @@ function recheck<T>(client: Driver, joined: Promise<void>, error: unknown, then:
  */
 async function clusterNode(client: Driver): Promise<void> {
   const info = await client.command(['INFO', 'cluster']).catch((error: unknown) => {
-    if (client.isReplyError(error)) return '';
+    if (refusedForGood(client, error)) return '';
     throw error;
   });
   if (typeof info === 'string' && /^cluster_enabled:1\s*$/m.test(info))

@@ -209,3 +209,16 @@ const NOT_RUN_WHILE_MIGRATING =
 export function refusedWhileMigrating(error: unknown): boolean {
   return NOT_RUN_WHILE_MIGRATING.test(error instanceof Error ? error.message : String(error));
 }
+
+/** The error replies of a server that is there but cannot answer now: a script past its time, a dataset loading, a Cluster in change. */
+const NOT_NOW = /^(?:BUSY|LOADING|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
+
+/**
+ * Whether `error` is a server's refusal of a command for good (an ACL
+ * without it, a command renamed away or unknown to a proxy), not a failure
+ * to reach it or a reply that it cannot answer now ({@link NOT_NOW}): what
+ * the server check and the eviction read take for "cannot tell".
+ */
+export function refusedForGood(client: Pick<Driver, 'isReplyError'>, error: unknown): boolean {
+  return client.isReplyError(error) && !NOT_NOW.test(error instanceof Error ? error.message : String(error));
+}

@@ -12,6 +12,7 @@ import { createClient } from 'redis';
 import { LockClient, UnsupportedServerError } from '../../src/index.js';
 import { type RedisClusterHandle, type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
 import { ALL_CLIENTS, forEachTopology, sharedCluster } from '../setup/topologies.js';
+import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
 import { commandCalls, totalKeys } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
@@ -49,6 +50,31 @@ describe('server check: a server without SPUBLISH', function () {
       expect(await commandCalls(redis, ['eval', 'evalsha'])).to.equal(0);
     } finally {
       await locks.close();
+    }
+  });
+
+  it('a server busy with a script at the first use is checked again once it answers, and refused then', async () => {
+    const own = new Redis({ host: '127.0.0.1', port: server.port });
+    const looper = new Redis({ host: '127.0.0.1', port: server.port });
+    const locks = new LockClient(own);
+    await redis.config('SET', 'busy-reply-threshold', '50');
+    const looping = looper.eval('while true do end', 0).catch(() => undefined);
+    try {
+      await eventually('the server busy', async () =>
+        /^BUSY/.test(String(await redis.info('memory').catch((error: Error) => error.message))),
+      );
+      expect((await rejection(locks.lock('a:{2}').tryAcquireWrite())).message).to.match(/BUSY/);
+      await redis.call('SCRIPT', 'KILL');
+      await looping;
+      expect(await rejection(locks.lock('a:{2}').tryAcquireWrite())).to.be.instanceOf(UnsupportedServerError);
+      expect(await redis.dbsize()).to.equal(0);
+    } finally {
+      await redis.call('SCRIPT', 'KILL').catch(() => undefined);
+      await looping;
+      await redis.config('SET', 'busy-reply-threshold', '5000');
+      await locks.close();
+      own.disconnect();
+      looper.disconnect();
     }
   });
 });

@@ -98,6 +98,10 @@ describe('key routing', () => {
       expect(validateResource('x'.repeat(MAX_RESOURCE_BYTES))).to.have.length(MAX_RESOURCE_BYTES);
       expect(() => validateResource('é'.repeat(MAX_RESOURCE_BYTES / 2 + 1))).to.throw(InvalidArgumentError);
     });
+    it('names a value of the wrong type with its article: an object, a function', () => {
+      expect(() => validateResource({})).to.throw(InvalidArgumentError, /got an object$/);
+      expect(() => validateResource(() => 'a')).to.throw(InvalidArgumentError, /got a function$/);
+    });
     for (const bad of ['', 'a{b', 'a}b', 'a#b', 'a b', 7, 'p'.repeat(300)]) {
       it(`refuses the prefix ${JSON.stringify(bad).slice(0, 20)}`, () => {
         expect(() => validatePrefix(bad)).to.throw(InvalidArgumentError, /prefix/);
