@@ -246,10 +246,11 @@ forEachTopology('read-write lock', { clients: ALL_CLIENTS }, (ctx) => {
   });
 
   it('renews auto-renewed leases for as long as they are held', async () => {
-    const short = open({ leaseMs: 300 });
+    // Renewed every 500 ms: a loaded machine's late timer does not let a 1.5 s lease run out.
+    const short = open({ leaseMs: 1_500 });
     try {
       const lease = await short.lock('renewed').acquireWrite();
-      await sleep(1_000);
+      await sleep(2_000); // past its first lease
       expect(lease.signal.aborted).to.equal(false);
       expect((await short.inspect('renewed')).writer?.owner).to.equal(lease.token);
       await lease.release();
