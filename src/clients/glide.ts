@@ -45,6 +45,7 @@ interface GlideOptions {
   readonly clientName?: string;
   readonly advancedConfiguration?: {
     readonly tlsAdvancedConfiguration?: { readonly insecure?: boolean; readonly rootCertificates?: string | Buffer };
+    readonly pubsubReconciliationIntervalMs?: number;
   };
   readonly [option: string]: unknown;
 }
@@ -66,6 +67,8 @@ interface GlideApi {
   ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   sunsubscribeLazy?(channels: Iterable<string> | null): Promise<void>;
+  /** GLIDE 2.5 on: the subscriptions asked for, and those in force on the servers now, by channel mode. */
+  getSubscriptions?(): Promise<{ readonly actualSubscriptions: Partial<Record<number, Iterable<unknown>>> }>;
   updateConnectionPassword?(password: string | null, immediateAuth?: boolean): Promise<unknown>;
   close(): void;
 }
@@ -131,6 +134,21 @@ const CHECK_MS = 1_000;
  * shorter (`SubscriberOptions.confirmMs`, from `linkCheckMs`).
  */
 const SUBSCRIBE_TIMEOUT_MS = 2_000;
+/**
+ * How often a Cluster subscriber compares its confirmed subscriptions with
+ * those GLIDE has in force. GLIDE restores them itself after a reconnect but
+ * says nothing: a release published in the gap goes unheard, so a channel
+ * found missing is reported lost, and its waiters re-check once it is back.
+ */
+const SUBSCRIPTIONS_CHECK_MS = 100;
+/**
+ * How often GLIDE restores the subscriber's subscriptions after a reconnect
+ * (`pubsubReconciliationIntervalMs`; GLIDE's own default, about 3 s, keeps
+ * wake-ups deaf that long after every reconnect).
+ */
+const RECONCILE_MS = 100;
+/** GLIDE's `PubSubChannelModes.Sharded`: the mode of the library's channels on a Cluster. */
+const SHARDED = 2;
 /** One master, for a command any node could answer (a replica may refuse): the master of a fixed key's slot. */
 const ANY_MASTER = { route: { type: 'primarySlotKey', key: 'rwlock' } };
 /** How old a Cluster's slot map may get before renewal's grouping reads it again. */
@@ -532,9 +550,15 @@ function subscriberClient(client: GlideApi, events: SubscriberEvents): Promise<G
   const { pubsubSubscriptions: _theirs, ...own } = options;
   const callback = (message: GlideMessage) => events.message(String(message.channel), String(message.message));
   const credentials = own.credentials?.iamConfig === undefined ? credentialsOf(client) : own.credentials;
+  // A GLIDE that reports its subscriptions (2.5 on) takes the reconciliation interval too: never slower than the user's.
+  const theirs = own.advancedConfiguration?.pubsubReconciliationIntervalMs;
+  const reconcile = typeof client.getSubscriptions === 'function' && {
+    advancedConfiguration: { ...own.advancedConfiguration, pubsubReconciliationIntervalMs: Math.min(theirs ?? RECONCILE_MS, RECONCILE_MS) },
+  };
   return client.constructor.createClient({
     ...own,
     ...(credentials !== undefined && { credentials }),
+    ...reconcile,
     pubsubSubscriptions: { channelsAndPatterns: {}, callback },
   });
 }
@@ -559,13 +583,20 @@ class UnconfirmedSubscriptionError extends Error {
 /**
  * A Cluster: a `GlideClusterClient` of the library's own, whose `ssubscribe`
  * GLIDE keeps on the master of each channel's slot, moves with the slot and
- * restores after a reconnect.
+ * restores after a reconnect. GLIDE tells no one of the reconnect, so the
+ * subscriber watches GLIDE's subscriptions in force (GLIDE 2.5 on): a
+ * confirmed channel that drops out is reported lost, and the hub subscribes
+ * it again, which GLIDE confirms once it is back in force.
  */
 class ClusterSubscriber implements Subscriber {
   private connection: Promise<GlideApi> | undefined;
   private readonly timer: NodeJS.Timeout;
+  private readonly watcher: NodeJS.Timeout;
   /** The channels subscribed on the connection: all of them go with it when it is made again. */
   private readonly channels = new Set<string>();
+  /** Those GLIDE confirmed, and has not dropped since: what the watch compares with GLIDE's subscriptions in force. */
+  private readonly confirmed = new Set<string>();
+  private checking = false;
 
   constructor(
     private readonly client: GlideApi,
@@ -574,6 +605,7 @@ class ClusterSubscriber implements Subscriber {
     private readonly confirmMs: number,
   ) {
     this.timer = setInterval(() => this.client.isClosed && this.close(), CHECK_MS).unref();
+    this.watcher = setInterval(() => this.checkInForce(), SUBSCRIPTIONS_CHECK_MS).unref();
   }
 
   async subscribe(channel: string): Promise<void> {
@@ -589,6 +621,7 @@ class ClusterSubscriber implements Subscriber {
           error,
         );
       });
+      if (this.channels.has(channel)) this.confirmed.add(channel);
     } catch (error) {
       this.channels.delete(channel);
       throw error;
@@ -597,6 +630,7 @@ class ClusterSubscriber implements Subscriber {
 
   unsubscribe(channel: string): void {
     this.channels.delete(channel);
+    this.confirmed.delete(channel);
     this.connection?.then((c) => c.sunsubscribeLazy!(new Set([channel]))).catch(() => undefined);
   }
 
@@ -613,13 +647,16 @@ class ClusterSubscriber implements Subscriber {
     connection?.then((c) => c.close()).catch(() => undefined);
     const lost = [...this.channels].filter((channel) => !channels.includes(channel));
     this.channels.clear();
+    this.confirmed.clear();
     if (lost.length > 0) this.events.lost(lost);
   }
 
   /** Unsubscribes first: GLIDE logs an error when a client closes with sharded subscriptions. */
   close(): void {
     clearInterval(this.timer);
+    clearInterval(this.watcher);
     this.channels.clear();
+    this.confirmed.clear();
     const connection = this.connection;
     this.connection = undefined;
     connection
@@ -628,6 +665,30 @@ class ClusterSubscriber implements Subscriber {
         c.close();
       })
       .catch(() => undefined);
+  }
+
+  /** Reports the confirmed channels GLIDE no longer has in force (a reconnect under way): a release meanwhile went unheard. */
+  private checkInForce(): void {
+    const connection = this.connection;
+    if (this.checking || !connection || this.confirmed.size === 0) return;
+    this.checking = true;
+    connection
+      .then(async (c) => {
+        if (typeof c.getSubscriptions !== 'function') return;
+        // Strings, or Buffers under a client's `Decoder.Bytes`: compared as the callback reads channels.
+        const inForce = new Set([...((await c.getSubscriptions()).actualSubscriptions[SHARDED] ?? [])].map(String));
+        if (connection !== this.connection) return;
+        const lost = [...this.confirmed].filter((channel) => !inForce.has(channel));
+        for (const channel of lost) {
+          this.confirmed.delete(channel);
+          this.channels.delete(channel);
+        }
+        if (lost.length > 0) this.events.lost(lost);
+      })
+      .catch(() => undefined) // a client closing or closed: its close says so
+      .finally(() => {
+        this.checking = false;
+      });
   }
 
   private open(): Promise<GlideApi> {

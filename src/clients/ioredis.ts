@@ -421,6 +421,19 @@ class ClusterSubscriber implements Subscriber {
       connection.on('error', this.events.error);
       connection.on('moved', lost); // a channel's slot left this node (MOVED, or the server's sunsubscribe)
       connection.on('end', lost); // it gave up reconnecting
+      // ioredis reconnects it and subscribes again, silently: a release meanwhile went unheard, so its
+      // channels are reported once per outage, and the hub's subscriptions are confirmed once it is back.
+      let up = false;
+      connection.on('ready', () => (up = true));
+      connection.on('close', () => {
+        const current = this.byNode.get(key);
+        if (!up || current?.connection !== connection || current.channels.size === 0) return;
+        up = false;
+        this.events.error(
+          new Error(`the wake-up subscriber connection to ${key} closed; ioredis reconnects it, and waiters re-check once it is back`),
+        );
+        this.events.lost([...current.channels]);
+      });
       this.byNode.set(key, node);
     }
     return node;

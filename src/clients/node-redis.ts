@@ -81,7 +81,20 @@ interface NodeRedisApi {
 /** A Cluster master as node-redis describes it. */
 interface MasterNode {
   readonly address: string;
+  /** Not in node-redis' typings: the master's sharded pub/sub connection, once made. */
+  readonly pubSub?: { readonly client?: PubSubConnection };
 }
+
+/** A master's sharded pub/sub connection inside a node-redis Cluster client. */
+interface PubSubConnection {
+  readonly isReady?: boolean;
+  on(event: 'reconnecting' | 'ready', listener: () => void): unknown;
+  once(event: 'ready', listener: () => void): unknown;
+  off(event: 'ready', listener: () => void): unknown;
+}
+
+/** How long a Cluster subscription waits for its master's pub/sub connection to be back, at most (the hub bounds it too). */
+const PUB_SUB_READY_MS = 10_000;
 
 /** A node-redis Cluster client as the library uses it inside. */
 interface NodeRedisClusterApi {
@@ -422,16 +435,21 @@ class ServerSubscriber implements Subscriber {
  * subscribed on its new master (node-redis 5.12: the server's
  * `sunsubscribe` ends it, and nothing makes it again); the hub does so
  * once the client's slot map shows the move. A move node-redis reports
- * failed is reported, and handed back to the hub.
+ * failed is reported, and handed back to the hub. node-redis reconnects a
+ * master's pub/sub connection and subscribes again silently: its channels
+ * are reported lost at the reconnect (a release meanwhile went unheard),
+ * and the hub's subscriptions are confirmed once it is ready again.
  */
 class ClusterSubscriber implements Subscriber {
   private readonly channels = new Set<string>();
   private readonly listener: Listener;
   private readonly moveFailed: (error: Error, channel: string) => void;
+  /** The pub/sub connections watched for reconnects, each once. */
+  private readonly watched = new WeakSet<PubSubConnection>();
 
   constructor(
     private readonly cluster: NodeRedisClusterApi,
-    events: SubscriberEvents,
+    private readonly events: SubscriberEvents,
   ) {
     this.listener = (message, channel) => events.message(channel, message);
     this.moveFailed = (error, channel) => {
@@ -448,6 +466,11 @@ class ClusterSubscriber implements Subscriber {
     // Unsubscribed (or closed) while node-redis made the master's pub/sub connection: its sUnsubscribe found
     // nothing to end then, and the subscription would stay on the user's client.
     if (!this.channels.has(channel) && this.cluster.isOpen) await this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
+    const connection = this.connectionOf(channel);
+    if (!connection) return; // not node-redis' shape: its reconnects go unreported, and waiters re-check meanwhile
+    this.watch(connection);
+    // node-redis confirms a channel it keeps at once, also while that connection reconnects: confirmed once it is back.
+    if (connection.isReady === false) await ready(connection);
   }
 
   unsubscribe(channel: string): void {
@@ -485,4 +508,40 @@ class ClusterSubscriber implements Subscriber {
     this.cluster.off('sharded-shannel-moved-error', this.moveFailed);
     for (const channel of [...this.channels]) this.unsubscribe(channel);
   }
+
+  /** The pub/sub connection of the master serving `channel` now, where node-redis' shape shows it. */
+  private connectionOf(channel: string): PubSubConnection | undefined {
+    return this.cluster.slots[calculateSlot(channel)]?.master.pubSub?.client;
+  }
+
+  /** Reports the channels a connection serves when it reconnects: once per outage. */
+  private watch(connection: PubSubConnection): void {
+    if (this.watched.has(connection)) return;
+    this.watched.add(connection);
+    let up = connection.isReady !== false;
+    connection.on('ready', () => (up = true));
+    connection.on('reconnecting', () => {
+      if (!up) return;
+      up = false;
+      const lost = [...this.channels].filter((channel) => this.connectionOf(channel) === connection);
+      if (lost.length === 0) return;
+      this.events.error(
+        new Error('a wake-up subscriber connection closed; node-redis reconnects it, and waiters re-check once it is back'),
+      );
+      this.events.lost(lost);
+    });
+  }
+}
+
+/** Resolves once `connection` is ready, or after {@link PUB_SUB_READY_MS}. */
+function ready(connection: PubSubConnection): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      connection.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, PUB_SUB_READY_MS);
+    connection.once('ready', done);
+  });
 }

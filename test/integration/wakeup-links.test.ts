@@ -16,7 +16,7 @@ import type { Redis } from 'ioredis';
 import type { Driver } from '../../src/clients/driver.js';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { RespSubscriber } from '../../src/clients/resp-subscriber.js';
-import { LockClient } from '../../src/index.js';
+import { Lease, LockClient, RedisUnavailableError } from '../../src/index.js';
 import { type ClusterFaultProxy, type FaultProxy, proxyCluster, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
 import { WakeupHub } from '../../src/wakeups.js';
 import { ALL_CLIENTS, disconnect, forEachTopology, selectedClients, selectedTopologies } from '../setup/topologies.js';
@@ -131,6 +131,54 @@ forEachTopology('wake-up links', { clients: ALL_CLIENTS }, (ctx) => {
     // One silenced link, said once: not again as the connection the hub made again closes.
     expect(reported, 'subscriberError events').to.have.length(1);
     expect(reported[0]).to.match(/^the wake-up subscriber connection stopped delivering/);
+  });
+
+  // GLIDE restores a Cluster subscription after a reconnect by itself and says nothing of it:
+  // before, a release in the gap went unheard until the waiter's re-check (here never).
+  it('a waiting reader re-checks once its subscription is back after its connections were reset, a release in the gap unheard', async function () {
+    this.timeout(60_000);
+    proxy = ctx.kind === 'cluster' ? await proxyCluster(ctx.cluster) : await startFaultProxy({ target: { port: ctx.server.port } });
+    const proxies = 'proxies' in proxy ? proxy.proxies : [proxy];
+    const through = await connectLockClient(targetThrough(proxy, ctx.clientKind));
+    clients.push(through);
+    const holderLocks = open(await ctx.lockRedis());
+    // No echo check within the test: only the subscriber's own report of the reconnect can wake it.
+    const waiterLocks = open(through, RECHECK_MS);
+    waiterLocks.on('subscriberError', () => undefined);
+    // Once uncontended: its scripts are loaded, so that each try is one EVALSHA through the proxy.
+    await (await waiterLocks.lock('reset').acquireRead()).release();
+    const scripts = () => (proxy!.stats.commands.evalsha ?? 0) + (proxy!.stats.commands.eval ?? 0);
+    const before = scripts();
+    const holder = await holderLocks.lock('reset').acquireWrite();
+    // A reader: it sends nothing while it waits (a queued writer keeps its place by tries, which GLIDE fails at once mid-reconnect).
+    const waiting = waiterLocks.lock('reset').acquireRead({ waitMs: 50_000 });
+    waiting.catch(() => undefined);
+    const nodes = await masters(ctx.client());
+    const subscribers = async () => (await Promise.all(nodes.map(shardChannels))).reduce((n, c) => n + c.locks, 0);
+    await eventually('its channel subscribed', async () => (await subscribers()) > 0, 10_000);
+    // Its try once subscribed made: it sleeps now, until woken (the holder's lease and recheckMs are far off).
+    await eventually('its second try', () => scripts() >= before + 2, 10_000);
+    // Every connection through the proxies reset, and none let in again until the library said it noticed
+    // (a subscriber error: its subscription closed, or could not be made again) and the release was
+    // published to nobody.
+    const errors = waiterLocks.stats().subscriberErrors;
+    for (const p of proxies) await p.refuse();
+    await eventually('its subscription gone from the server', async () => (await subscribers()) === 0, 10_000);
+    await eventually('the subscriber noticed', () => waiterLocks.stats().subscriberErrors > errors, 10_000);
+    await holder.release();
+    for (const p of proxies) await p.accept();
+    const back = performance.now();
+    const outcome = await waiting.catch((error: unknown) => error);
+    const tookMs = performance.now() - back;
+    console.log(`      [${ctx.kind}, ${ctx.clientKind}] connections reset: settled ${Math.round(tookMs)} ms after they were let in again`);
+    expect(tookMs, 'woken once its subscription was back').to.be.below(RESTORED_MS);
+    if (outcome instanceof RedisUnavailableError && ctx.clientKind === 'glide') {
+      // GLIDE fails a call at once while its own connection is still being made again: the re-check was made.
+      expect(outcome.message).to.match(/Connection in recovery/);
+      return;
+    }
+    expect(outcome).to.be.instanceOf(Lease);
+    await (outcome as Lease).release();
   });
 
   it(`checks the link by one echo per subscriber connection, not per lock (${WAITERS} waiters on distinct locks)`, async function () {
