@@ -640,16 +640,24 @@ export function maxGapMs(history: History, resource: string, from: number, to: n
 }
 
 /**
- * The longest time a lock stayed taken after a release while another process
- * waited for it: per release that succeeded, the time from its end to the
- * next grant on its resource, when that grant had been requested before the
- * release; time inside `pauses` (a stalled network, when nothing can move)
- * is not counted. A hold the server counted twice (a resent acquire) would
- * keep its lock taken for a whole lease after its release.
+ * The longest time a lock stood free in the history, by every process's
+ * account, while a process that asked for it before then still waited: per
+ * release that succeeded, the time from its end to the next grant on its
+ * resource to an earlier request, less the time another hold of the
+ * resource covered (a writer that came later and went first is not a stuck
+ * lock) and the time inside `pauses` (a stalled network, when nothing can
+ * move). A hold the server counted twice (a resent acquire) keeps its lock
+ * taken, held by nobody the history knows, for the rest of its lease.
  */
 export function longestHandoffMs(history: History, pauses: readonly FaultWindow[] = []): number {
-  const paused = (from: number, to: number) =>
-    pauses.reduce((sum, p) => sum + Math.max(0, Math.min(to, p.end) - Math.max(from, p.start)), 0);
+  const byResource = new Map<string, { start: number; end: number }[]>();
+  for (const h of history.holds) {
+    const end = h.releasedAt ?? h.lostAt ?? h.releaseAt;
+    if (end === undefined) continue;
+    let list = byResource.get(h.resource);
+    if (!list) byResource.set(h.resource, (list = []));
+    list.push({ start: h.grantedAt, end });
+  }
   let longest = 0;
   for (const h of history.holds) {
     if (h.release !== 'ok' || h.releasedAt === undefined) continue;
@@ -658,9 +666,27 @@ export function longestHandoffMs(history: History, pauses: readonly FaultWindow[
     for (const w of history.holds) {
       if (w.resource === h.resource && w.grantedAt >= r && w.grantedAt < next && w.requestedAt < r) next = w.grantedAt;
     }
-    if (next !== Infinity) longest = Math.max(longest, next - r - paused(r, next));
+    if (next === Infinity) continue;
+    const covered = [...(byResource.get(h.resource) ?? []), ...pauses];
+    longest = Math.max(longest, next - r - coveredMs(covered, r, next));
   }
   return longest;
+}
+
+/** How much of [from, to] the union of `spans` covers. */
+function coveredMs(spans: readonly { start: number; end: number }[], from: number, to: number): number {
+  const clipped = spans
+    .map((s) => ({ start: Math.max(from, s.start), end: Math.min(to, s.end) }))
+    .filter((s) => s.end > s.start)
+    .sort((a, b) => a.start - b.start);
+  let total = 0;
+  let reached = from;
+  for (const s of clipped) {
+    if (s.end <= reached) continue;
+    total += s.end - Math.max(s.start, reached);
+    reached = s.end;
+  }
+  return total;
 }
 
 /** One row of the fault report table. */
