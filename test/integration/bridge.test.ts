@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { holderArg, runScript } from '../../src/backends/scripts.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
-import { CrossSlotError, type LegacyLockKeys, LockClient, UpgradeConflictError } from '../../src/index.js';
+import { CrossSlotError, type LegacyLockKeys, LockClient, LockLostError, UpgradeConflictError } from '../../src/index.js';
 import type { RedisClient } from '../../src/redis.js';
 import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
@@ -127,6 +127,27 @@ forEachTopology('bridge mode', { clients: ONE_NODE_REDIS }, (ctx) => {
       expect(await redis.pttl(keys.write), 'the write key lives as long').to.be.above(50_000);
       expect(await runScript(driverFor(redis), 'legacyRelease', all, [holderArg('write', 'b.1', 'b'), keys.peerChannel])).to.equal(0);
       expect(await allKeys(redis)).to.deep.equal([]);
+    });
+
+    it("never overwrites an old process's write key with its own, when its owner acquires again after the key was taken by force", async () => {
+      const keys = bridge.lock(R).keys as LegacyLockKeys;
+      const bw = await bridge.lock(R).acquireWrite({ owner: 'job-1' });
+      expect(await redis.get(keys.write)).to.equal(bw.token);
+      // An operator's tool of the old scheme deletes the write key, and an old process takes it.
+      await redis.del(keys.write);
+      expect(await new OldLocker(redis, keys.read, keys.write).tryWrite()).to.equal(true);
+      const theirs = await redis.get(keys.write);
+      expect(theirs).to.not.equal(bw.token);
+      // The same owner again (reentrant): granted by the hash state, and the old process's key stays its own.
+      const again = await bridge.lock(R).acquireWrite({ owner: 'job-1' });
+      expect(await redis.get(keys.write), "the old process's write key").to.equal(theirs);
+      // Its renewal then finds another writer on the old keys: the lease is lost, the key still theirs.
+      expect(await bw.extend().catch((error: unknown) => error)).to.be.instanceOf(LockLostError);
+      expect(await redis.get(keys.write)).to.equal(theirs);
+      await again.release().catch(() => undefined);
+      await bw.release().catch(() => undefined);
+      expect(await redis.get(keys.write), 'left to its holder by the releases too').to.equal(theirs);
+      await redis.del(keys.write);
     });
 
     it('is what keeps old and hash-mode processes apart: a hash-mode process alone does not see old processes', async () => {

@@ -4,8 +4,8 @@
  * are never touched), and checked by the model checker (every
  * configuration, the larger ones too, until one breaks an invariant: a shortest counterexample;
  * not the mutants it cannot reach, marked `outsideModel`) and by the script
- * suites (the specs of .mocharc.declared-keys.json, with
- * TEST_LUA_DIR naming the copy, stopping at their first failure). Prints
+ * suites (the specs of .mocharc.declared-keys.json and the bridge suite,
+ * with TEST_LUA_DIR naming the copy, stopping at their first failure). Prints
  * each mutant's verdict and the score, over the mutants not marked
  * equivalent, of the checker, of the suites, and of both.
  *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker]
@@ -32,6 +32,8 @@ const { values } = parseArgs({
 });
 const only = values.only?.split(',');
 const mutants = MUTANTS.filter((m) => only === undefined || only.includes(m.id));
+/** Beside the script suites: bridge mode next to old processes, whose two-key mirror only they see. */
+const MORE_SUITES = ['test/integration/bridge.test.ts'];
 /** A mutant's states per configuration at most: its counterexamples are short, and a survivor must not take the whole graph's time. */
 const MAX_STATES = Number(process.env.MODEL_MUTANT_MAX_STATES ?? 6000);
 
@@ -84,11 +86,15 @@ try {
           }
         }
         if (!values['no-suites']) {
-          const run = spawnSync('npx', ['mocha', '--config', '.mocharc.declared-keys.json', '--bail', '--reporter', 'dot'], {
-            cwd: root,
-            env: { ...process.env, TEST_DECLARED_KEYS: '1', TEST_LUA_DIR: join(dir, 'lua') },
-            stdio: 'ignore',
-          });
+          const run = spawnSync(
+            'npx',
+            ['mocha', '--config', '.mocharc.declared-keys.json', '--bail', '--reporter', 'dot', ...MORE_SUITES],
+            {
+              cwd: root,
+              env: { ...process.env, TEST_DECLARED_KEYS: '1', TEST_LUA_DIR: join(dir, 'lua') },
+              stdio: 'ignore',
+            },
+          );
           verdict.suites = run.status === 0 ? 'survived' : 'killed';
         }
       }
