@@ -2,10 +2,12 @@
  * The mutation tests (`npm run test:mutants`): each mutant of
  * test/model/mutants.ts is applied to a scratch copy of lua/ (the real files
  * are never touched), and checked by the model checker (every
- * configuration, the larger ones too, until one breaks an invariant: a shortest counterexample;
- * not the mutants it cannot reach, marked `outsideModel`) and by the script
- * suites (the specs of .mocharc.declared-keys.json and the bridge suite,
- * with TEST_LUA_DIR naming the copy, stopping at their first failure). Prints
+ * configuration, the larger ones too, until one breaks an invariant: a
+ * shortest counterexample; not the mutants it cannot reach, marked
+ * `outsideModel`) and by the script suites (the specs of
+ * .mocharc.declared-keys.json, the bridge suite and the exact-deadline
+ * test, with TEST_LUA_DIR naming the copy, stopping at their first
+ * failure). Prints
  * each mutant's verdict and the score, over the mutants not marked
  * equivalent, of the checker, of the suites, and of both.
  *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker]
@@ -32,8 +34,11 @@ const { values } = parseArgs({
 });
 const only = values.only?.split(',');
 const mutants = MUTANTS.filter((m) => only === undefined || only.includes(m.id));
-/** Beside the script suites: bridge mode next to old processes, whose two-key mirror only they see. */
-const MORE_SUITES = ['test/integration/bridge.test.ts'];
+/**
+ * Beside the script suites: bridge mode next to old processes (the two-key
+ * mirror only they see), and a clock that stands on a deadline.
+ */
+const MORE_SUITES = ['test/integration/bridge.test.ts', 'test/model/exact-deadline.test.ts'];
 /** A mutant's states per configuration at most: its counterexamples are short, and a survivor must not take the whole graph's time. */
 const MAX_STATES = Number(process.env.MODEL_MUTANT_MAX_STATES ?? 6000);
 

@@ -1,0 +1,59 @@
+// A hold is over at its deadline's millisecond, in every script: an owner
+// whose read lease ends at `now` acquires afresh, never as a holder, so it
+// queues behind a waiting writer as a new reader does (a holder would not:
+// that would deadlock a downgrade). Only a clock that stands on the
+// deadline tells `<=` from `<`, so this runs the scripts of the model
+// checker's build (virtual clock). It takes more expired owners than one
+// call prunes (PRUNE_BATCH, 8): the deadline's owner is still in the leases
+// when its own acquire reads its deadline.
+import { expect } from 'chai';
+import type { Redis } from 'ioredis';
+import { holderArg } from '../../src/backends/scripts.js';
+import { lockKeys } from '../../src/keys/keys.js';
+import { type ModelServer, startModelServer } from './server.js';
+import { NOW_KEY, TICK_KEY, virtualClockScripts } from './virtual-clock.js';
+
+const LEASE_MS = 3_000;
+/** Two calls' prune batches of expired readers, so that the third call still finds the deadline's owner. */
+const EXPIRED = 16;
+
+describe('a hold ends at its deadline (virtual clock)', () => {
+  let model: ModelServer;
+  let redis: Redis;
+  const shas = new Map<string, string>();
+  const k = lockKeys('mc', 'edge');
+  const keys = [k.state, k.leases, k.queue];
+
+  before(async () => {
+    model = await startModelServer(1);
+    redis = model.redis[0]!;
+    for (const [name, source] of Object.entries(virtualClockScripts())) shas.set(name, (await redis.script('LOAD', source)) as string);
+  });
+  after(async () => model?.close());
+
+  const at = async (ms: number) => {
+    await redis.set(NOW_KEY, ms);
+    await redis.set(TICK_KEY, 0);
+  };
+  const run = (script: string, args: readonly (string | number)[]) =>
+    redis.evalsha(shas.get(script)!, keys.length, ...keys, ...args.map(String));
+  const read = (owner: string, id: string) => run('acquireRead', [LEASE_MS, holderArg('read', id, owner), '1']);
+  /** A waiting writer's try: it takes a place in the queue when refused. */
+  const write = (owner: string, id: string) => run('acquireWrite', [LEASE_MS, holderArg('write', id, owner), 2 * LEASE_MS, '0h']);
+  /** A grant's reply is its fence; a refusal is `[0, retryAfterMs, reason, ...]`. */
+  const granted = (reply: unknown) => !(Array.isArray(reply) && reply[0] === 0);
+
+  it('an owner reading again on the millisecond its lease ends queues behind a waiting writer, as a new reader does', async () => {
+    const start = 1_000_000;
+    await at(start);
+    for (let i = 0; i < EXPIRED; i++) expect(granted(await read(`old-${i}`, `old-${i}.1`)), `reader old-${i}`).to.equal(true);
+    await at(start + 10);
+    expect(granted(await read('edge', 'edge.1'))).to.equal(true);
+    await at(start + 20);
+    expect(granted(await read('live', 'live.1'))).to.equal(true);
+    // The edge reader's deadline, to the millisecond: the old readers lapsed 10 ms ago, the live one holds on.
+    await at(start + 10 + LEASE_MS);
+    expect(await write('w', 'w.1'), 'the writer waits for the live reader').to.deep.include.members([0, 'read']);
+    expect(await read('edge', 'edge.2'), 'the edge reader again: behind the waiting writer').to.deep.include.members([0, 'intent']);
+  });
+});
