@@ -10,7 +10,10 @@
  * failure). Prints
  * each mutant's verdict and the score, over the mutants not marked
  * equivalent, of the checker, of the suites, and of both.
- *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker]
+ *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker] [--suites-on-survivors]
+ * With --suites-on-survivors the suites run only for the mutants the checker
+ * did not kill: the score of both in a fraction of the time (the suites'
+ * own score is then not known).
  * CPU-heavy: run it under `nice`.
  */
 import { spawnSync } from 'node:child_process';
@@ -30,7 +33,12 @@ import { virtualClockScripts } from './virtual-clock.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { values } = parseArgs({
-  options: { only: { type: 'string' }, 'no-suites': { type: 'boolean' }, 'no-checker': { type: 'boolean' } },
+  options: {
+    only: { type: 'string' },
+    'no-suites': { type: 'boolean' },
+    'no-checker': { type: 'boolean' },
+    'suites-on-survivors': { type: 'boolean' },
+  },
 });
 const only = values.only?.split(',');
 const mutants = MUTANTS.filter((m) => only === undefined || only.includes(m.id));
@@ -90,7 +98,8 @@ try {
             }
           }
         }
-        if (!values['no-suites']) {
+        const killedByChecker = verdict.checker !== undefined && verdict.checker !== 'survived';
+        if (!values['no-suites'] && !(values['suites-on-survivors'] && killedByChecker)) {
           const run = spawnSync(
             'npx',
             ['mocha', '--config', '.mocharc.declared-keys.json', '--bail', '--reporter', 'dot', ...MORE_SUITES],
@@ -134,7 +143,7 @@ if (!values['no-checker'])
     'model checker',
     killedBy((v) => v.checker !== undefined && v.checker !== 'survived'),
   );
-if (!values['no-suites'])
+if (!values['no-suites'] && !values['suites-on-survivors'])
   score(
     'script suites',
     killedBy((v) => v.suites === 'killed'),
