@@ -1,5 +1,5 @@
 /**
- * The targets of issues 6, 14 and 27, evaluated on one topology's results. Ratios are
+ * The bench's targets (bench/README.md, "Targets"), evaluated on one topology's results. Ratios are
  * medians of per-run ratios (both sides measured in the same run).
  */
 
@@ -29,21 +29,21 @@ const atMost = (v: number | null, b: number) => (v === null ? null : v <= b);
 export const RACE_WAIT_CYCLES_PER_WAITER = 2;
 /**
  * Leases one renewal call renews at least, on average: calls stop after 250 µs
- * of server time (issue 27), 24 leases in the full run of round nine; one
+ * of server time, 24 leases in a full run on 2 cores; one
  * call per lease is what a lock without batching sends.
  */
 export const RENEWAL_LEASES_PER_CALL = 8;
-/** The longest command a library may run on the server (issue 27), in ms. */
+/** The longest command a library may run on the server, in ms. */
 export const LONGEST_COMMAND_MS = 1;
-/** How much later a neighbour's p99 GET may answer while leases renew than with none held (issue 27), in ms. */
+/** How much later a neighbour's p99 GET may answer while leases renew than with none held, in ms. */
 export const NEIGHBOUR_P99_EXTRA_MS = 1;
 /**
  * Uncontended cycles/s on a new name, write and read, at every concurrency
- * (issue 27): at least this many times the floor's, and redis-semaphore's.
+ * at least this many times the floor's, and redis-semaphore's.
  */
 export const NEW_NAME_VS_FLOOR = 0.95;
 export const NEW_NAME_VS_SEMAPHORE = 1.1;
-/** At 64 in flight, issue 14's bound vs redis-semaphore stands: it is the higher one. */
+/** At 64 in flight, the names-reused bound vs redis-semaphore stands: it is the higher one. */
 export const NEW_NAME_VS_SEMAPHORE_AT_64 = 1.15;
 /**
  * The rows judged against the fenced floor (a fenced grant in one script, the
@@ -59,7 +59,7 @@ export const AGAINST_FENCED_FLOOR = (inFlight: number, autopipelining: boolean):
   autopipelining ? inFlight > 1 : inFlight === 1;
 /**
  * How many times the floor's server µs an uncontended cycle on a new name may
- * take, at every concurrency (issue 27, which aims for 2x).
+ * take, at every concurrency (the aim is 2x).
  */
 export const SERVER_USEC_VS_FLOOR = 2.5;
 /**
@@ -104,7 +104,7 @@ function fencedNote(ratio: (key: string) => number | null, at: string, lib: stri
 }
 
 /**
- * Issue 45: one call in flight against the bare lock (`SET NX PX`, the
+ * One call in flight against the bare lock (`SET NX PX`, the
  * compare-and-delete release), write and read on ioredis, write on
  * node-redis; and the baton hand-over against the faster polling floor on
  * either client.
@@ -123,7 +123,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
     const top = Math.max(...inFlight);
     const us = (what: string) => r.anatomy?.find((a) => a.what.startsWith(what))?.usecPerCall;
     for (const pattern of ['new', 'reused'] as const) {
-      // Issue 27: a new name per cycle, the headline, at every concurrency; names reused keep issue 6's bounds, at the top one.
+      // A new name per cycle, the headline, at every concurrency; names reused keep their own bounds, at the top one.
       for (const n of pattern === 'new' ? inFlight : [top]) {
         const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === pattern && m.inFlight === n);
         if (!at('floor')) continue;
@@ -181,7 +181,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         }
       }
     }
-    // Issue 45: one call in flight against the bare lock itself (the row above may be judged against the fenced floor).
+    // One call in flight against the bare lock itself (the row above may be judged against the fenced floor).
     const one = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === 1);
     if (one('floor')) {
       for (const [lib, label] of [
@@ -203,7 +203,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         );
       }
     }
-    // Issue 27: the same bounds for an application client with enableAutoPipelining, against a floor and a Mutex on one too.
+    // The same bounds for an application client with enableAutoPipelining, against a floor and a Mutex on one too.
     for (const n of inFlight) {
       const at = (lib: string) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
       if (!at('floor-ap')) continue;
@@ -234,7 +234,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         );
       }
     }
-    // Issue 27: what a cycle costs the server, in the µs INFO commandstats gives the commands the client sent.
+    // What a cycle costs the server, in the µs INFO commandstats gives the commands the client sent.
     const newAt = (lib: string, n: number) => r.uncontended!.median.find((m) => m.lib === lib && m.pattern === 'new' && m.inFlight === n);
     if (inFlight.some((n) => newAt('floor', n))) {
       for (const mode of ['write', 'read'] as const) {
@@ -403,7 +403,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         note,
       );
     }
-    // Issue 14: a handoff as fast as a client that polls with no sleep, without its commands; issue 27: the faster
+    // A handoff as fast as a client that polls with no sleep, without its commands: the faster
     // of a tight loop and a loop on setImmediate, in each run.
     const polling = ratio('baton.rwlock-write/floor-polling');
     const pollingNodeRedis = ratio('baton.rwlock-node-redis/floor-polling');
@@ -481,7 +481,7 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         ? `longest wait ${raceRw.longestWaitMs?.toFixed(1)} ms at ${raceRw.grantsPerSec.toFixed(0)} grants/s; ${(100 * (raceRw.previousHolderShare ?? 0)).toFixed(0)} % of grants to the previous holder; ${raceNote(raceRw)}`
         : undefined,
     );
-    // Issue 14: redlock mode on three servers hands over nearly as fast as the hash mode on one.
+    // Redlock mode on three servers hands over nearly as fast as the hash mode on one.
     const redlock = r.contended.median.find((m) => m.lib === 'rwlock-redlock' && m.variant === 'baton');
     if (redlock) {
       const v = ratio('baton.rwlock-redlock/rwlock-write');

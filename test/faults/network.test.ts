@@ -126,7 +126,7 @@ forEachTopology('network faults between clients and Redis', { clients: ['ioredis
     expect(handoff, 'longest a released lock stayed taken').to.be.below(LEASE_MS);
   });
 
-  // The lifecycle rows run on ioredis (issue 26); the network row above on node-redis 6 and GLIDE too.
+  // The lifecycle rows run on ioredis; the network row above on node-redis 6 and GLIDE too.
   if (ctx.clientKind === 'ioredis')
     it('graceful shutdowns (close, then quit) of random processes in the middle of acquires: exactly once, nothing of theirs left held', async function () {
       this.timeout(120_000);

@@ -1,5 +1,5 @@
 // Renewal that rides out an outage, whatever its phase against the renewal
-// period (issue 36, item 4). A fault proxy stalls every connection of a
+// period. A fault proxy stalls every connection of a
 // LockClient (leaseMs 3000, redisTimeoutMs 200, renewed every 1000 ms) at a
 // phase after a renewal round starts. A round that fails is retried soon,
 // not a period later, so the lease must survive an outage of the documented

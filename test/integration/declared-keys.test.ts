@@ -1,5 +1,5 @@
 /**
- * Every script call declares every key it touches (issue 43), and renewal
+ * Every script call declares every key it touches, and renewal
  * holds on where the server refuses keys of several slots in one script.
  *
  * - The declared-keys guard (test/support/declared-keys.ts) knows where every

@@ -1,5 +1,5 @@
 /**
- * A lease's `held` and `signal` say what the library knows (issue 36): a
+ * A lease's `held` and `signal` say what the library knows: a
  * release in flight is not turned into a loss by a renewal that ran after
  * it on the server, and a lease whose release `close()` could not confirm
  * is lost by its local deadline like any other, never held forever.

@@ -1,6 +1,6 @@
 /**
- * A server that lost its scripts costs one load of each script per node
- * (issue 42): the calls in flight that meet NOSCRIPT wait for that load
+ * A server that lost its scripts costs one load of each script per node:
+ * the calls in flight that meet NOSCRIPT wait for that load
  * instead of each sending the whole script, and a client's first calls to a
  * node send each script once. Counted on the servers (`INFO commandstats`:
  * EVAL and SCRIPT LOAD carry a whole script), with every call in its bound.

@@ -1,4 +1,4 @@
-// Wake-up links that never die silently (issue 42, item 1). A subscriber
+// Wake-up links that never die silently. A subscriber
 // connection whose link goes silent (an idle timeout in a NAT or load
 // balancer: the fault proxy drops everything on that one connection, and
 // tells neither side) is noticed by the hub's echo check within two checks

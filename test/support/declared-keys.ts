@@ -1,5 +1,5 @@
 /**
- * The declared-keys guard (issue 43): a test-only build of the scripts in
+ * The declared-keys guard: a test-only build of the scripts in
  * which every `redis.call` / `redis.pcall` goes through a local wrapper that
  * checks the command's keys against KEYS and raises an error naming any key
  * the script did not declare. Servers and proxies that route by declared keys
