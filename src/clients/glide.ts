@@ -144,9 +144,10 @@ const SUBSCRIPTIONS_CHECK_MS = 100;
 /**
  * How often GLIDE restores the subscriber's subscriptions after a reconnect
  * (`pubsubReconciliationIntervalMs`; GLIDE's own default, about 3 s, keeps
- * wake-ups deaf that long after every reconnect).
+ * wake-ups deaf that long after every reconnect). Not shorter: GLIDE logs an
+ * error for each try that fails while a master is down.
  */
-const RECONCILE_MS = 100;
+const RECONCILE_MS = 500;
 /** GLIDE's `PubSubChannelModes.Sharded`: the mode of the library's channels on a Cluster. */
 const SHARDED = 2;
 /** One master, for a command any node could answer (a replica may refuse): the master of a fixed key's slot. */
@@ -356,9 +357,12 @@ export class CallGate {
 }
 const NO_ROOM = /maximum inflight requests/i;
 
-/** Whether a failed call may be sent again: its connection was lost, or GLIDE had no room for it. */
+/** GLIDE refuses a call, unsent, while it makes its connection to the call's node again. */
+const RECOVERING = /Connection in recovery/i;
+
+/** Whether a failed call may be sent again: its connection was lost or is being made again, or GLIDE had no room for it. */
 function lostCall(error: unknown): 'lost' | 'no-room' | undefined {
-  if ((error as { name?: unknown }).name === 'ConnectionError') return 'lost';
+  if ((error as { name?: unknown }).name === 'ConnectionError' || RECOVERING.test((error as Error).message)) return 'lost';
   if (NO_ROOM.test((error as Error).message)) return 'no-room';
   return undefined;
 }

@@ -89,12 +89,13 @@ interface MasterNode {
 interface PubSubConnection {
   readonly isReady?: boolean;
   on(event: 'reconnecting' | 'ready', listener: () => void): unknown;
-  once(event: 'ready', listener: () => void): unknown;
-  off(event: 'ready', listener: () => void): unknown;
+  off(event: 'reconnecting' | 'ready', listener: () => void): unknown;
 }
 
 /** How long a Cluster subscription waits for its master's pub/sub connection to be back, at most (the hub bounds it too). */
 const PUB_SUB_READY_MS = 10_000;
+/** node-redis 5 names its event so; node-redis 6 fixed the spelling. */
+const MOVE_FAILED_EVENTS = ['sharded-shannel-moved-error', 'sharded-channel-moved-error'] as const;
 
 /** A node-redis Cluster client as the library uses it inside. */
 interface NodeRedisClusterApi {
@@ -444,8 +445,8 @@ class ClusterSubscriber implements Subscriber {
   private readonly channels = new Set<string>();
   private readonly listener: Listener;
   private readonly moveFailed: (error: Error, channel: string) => void;
-  /** The pub/sub connections watched for reconnects, each once. */
-  private readonly watched = new WeakSet<PubSubConnection>();
+  /** The pub/sub connections watched for reconnects, each once: their state, and the listeners to take off at close(). */
+  private readonly watched = new Map<PubSubConnection, Watched>();
 
   constructor(
     private readonly cluster: NodeRedisClusterApi,
@@ -457,7 +458,7 @@ class ClusterSubscriber implements Subscriber {
       events.error(error);
       events.lost([channel]);
     };
-    cluster.on('sharded-shannel-moved-error', this.moveFailed); // sic: node-redis' event name
+    for (const event of MOVE_FAILED_EVENTS) cluster.on(event, this.moveFailed);
   }
 
   async subscribe(channel: string): Promise<void> {
@@ -468,9 +469,9 @@ class ClusterSubscriber implements Subscriber {
     if (!this.channels.has(channel) && this.cluster.isOpen) await this.cluster.sUnsubscribe(channel, this.listener).catch(() => undefined);
     const connection = this.connectionOf(channel);
     if (!connection) return; // not node-redis' shape: its reconnects go unreported, and waiters re-check meanwhile
-    this.watch(connection);
     // node-redis confirms a channel it keeps at once, also while that connection reconnects: confirmed once it is back.
-    if (connection.isReady === false) await ready(connection);
+    const watched = this.watch(connection);
+    if (!watched.up) await watched.back();
   }
 
   unsubscribe(channel: string): void {
@@ -505,8 +506,10 @@ class ClusterSubscriber implements Subscriber {
   }
 
   close(): void {
-    this.cluster.off('sharded-shannel-moved-error', this.moveFailed);
+    for (const event of MOVE_FAILED_EVENTS) this.cluster.off(event, this.moveFailed);
     for (const channel of [...this.channels]) this.unsubscribe(channel);
+    for (const watched of this.watched.values()) watched.stop();
+    this.watched.clear();
   }
 
   /** The pub/sub connection of the master serving `channel` now, where node-redis' shape shows it. */
@@ -514,34 +517,69 @@ class ClusterSubscriber implements Subscriber {
     return this.cluster.slots[calculateSlot(channel)]?.master.pubSub?.client;
   }
 
-  /** Reports the channels a connection serves when it reconnects: once per outage. */
-  private watch(connection: PubSubConnection): void {
-    if (this.watched.has(connection)) return;
-    this.watched.add(connection);
-    let up = connection.isReady !== false;
-    connection.on('ready', () => (up = true));
-    connection.on('reconnecting', () => {
-      if (!up) return;
-      up = false;
-      const lost = [...this.channels].filter((channel) => this.connectionOf(channel) === connection);
-      if (lost.length === 0) return;
+  /** Watches a connection for its reconnects (once per connection): it reports the channels it serves, once per outage. */
+  private watch(connection: PubSubConnection): Watched {
+    let watched = this.watched.get(connection);
+    if (watched) return watched;
+    const lost = () => [...this.channels].filter((channel) => this.connectionOf(channel) === connection);
+    watched = new Watched(connection, () => {
+      const channels = lost();
+      if (channels.length === 0) return;
       this.events.error(
         new Error('a wake-up subscriber connection closed; node-redis reconnects it, and waiters re-check once it is back'),
       );
-      this.events.lost(lost);
+      this.events.lost(channels);
     });
+    this.watched.set(connection, watched);
+    return watched;
   }
 }
 
-/** Resolves once `connection` is ready, or after {@link PUB_SUB_READY_MS}. */
-function ready(connection: PubSubConnection): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      connection.off('ready', done);
-      resolve();
-    };
-    const timer = setTimeout(done, PUB_SUB_READY_MS);
-    connection.once('ready', done);
-  });
+/** One node-redis pub/sub connection as a Cluster subscriber watches it: up or reconnecting, and the wait for it to be back. */
+class Watched {
+  up: boolean;
+  private backAgain: Promise<void> | undefined;
+  private readonly onReady = () => {
+    this.up = true;
+  };
+  private readonly onReconnecting = () => {
+    if (!this.up) return;
+    this.up = false;
+    this.reconnecting();
+  };
+
+  constructor(
+    private readonly connection: PubSubConnection,
+    private readonly reconnecting: () => void,
+  ) {
+    this.up = connection.isReady !== false;
+    connection.on('ready', this.onReady);
+    connection.on('reconnecting', this.onReconnecting);
+  }
+
+  /** Resolves once the connection is ready again; rejects after {@link PUB_SUB_READY_MS} (the hub then tries again later). */
+  back(): Promise<void> {
+    this.backAgain ??= new Promise<void>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.connection.off('ready', done);
+        this.backAgain = undefined;
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        this.connection.off('ready', done);
+        this.backAgain = undefined;
+        reject(new Error(`the wake-up subscriber connection was not back within ${PUB_SUB_READY_MS} ms; waiters re-check meanwhile`));
+      }, PUB_SUB_READY_MS);
+      timer.unref();
+      this.connection.on('ready', done);
+    });
+    return this.backAgain;
+  }
+
+  /** Takes the watch's listeners off the connection (node-redis' own, shared with the application). */
+  stop(): void {
+    this.connection.off('ready', this.onReady);
+    this.connection.off('reconnecting', this.onReconnecting);
+  }
 }
