@@ -34,6 +34,13 @@ const LEASE_MS = WORKLOAD_DEFAULTS.leaseMs;
 const RESOURCES = WORKLOAD_DEFAULTS.resources;
 /** The workers' redisTimeoutMs (the library's default). */
 const REDIS_TIMEOUT_MS = 1_000;
+/**
+ * The longest a lock may stand free while a process waits for it. A hold
+ * counted twice (a resent acquire) keeps it taken for the rest of its lease
+ * past the real hold's release, nearly LEASE_MS (holds last a few ms); a
+ * waiter whose wake-up a reset lost waits out one recheckMs (500 ms).
+ */
+const STUCK_MS = 0.75 * LEASE_MS;
 /** Graceful shutdowns per run, and the proxy's delay meanwhile. */
 const SHUTDOWNS = 5;
 const SHUTDOWN_DELAY_MS = 10;
@@ -123,7 +130,7 @@ forEachTopology('network faults between clients and Redis', { clients: ['ioredis
     expect(result.violations).to.deep.equal([]);
     expect(result.grants).to.be.greaterThan(100);
     // Each lock was taken again soon after its release: never held on by a hold counted twice.
-    expect(handoff, 'longest a released lock stayed taken').to.be.below(LEASE_MS);
+    expect(handoff, 'longest a released lock stood free while a process waited').to.be.below(STUCK_MS);
   });
 
   // The lifecycle rows run on ioredis; the network row above on node-redis 6 and GLIDE too.

@@ -34,6 +34,12 @@ describe('longestHandoffMs', () => {
     expect(longestHandoffMs(history([hold('a', 0, 0, 100), hold('a', 50, 1_900, 2_000)]))).to.equal(1_800);
   });
 
+  it('shows a hold counted twice: the rest of its lease after the real hold ends', () => {
+    // A grant counted twice at 0 (2 s lease), the real hold released at 8: free until 2,000 while a waiter asked at 5.
+    const holds = [hold('a', 0, 0, 8), hold('a', 5, 2_000, 2_010)];
+    expect(longestHandoffMs(history(holds))).to.equal(1_992);
+  });
+
   it('leaves out the time other holds covered: later writers that went first are no stuck lock', () => {
     const holds = [hold('a', 0, 0, 100), hold('a', 110, 120, 900), hold('a', 800, 850, 1_500), hold('a', 50, 1_600, 1_700)];
     // The first waiter's wait, 100-1,600, stood free 100-120 and 1,500-1,600 only.
