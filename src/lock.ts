@@ -255,8 +255,9 @@ export class RWLock {
           // it ran: a waiting acquire waits that out, and rejects with it only once waitMs is over.
           const left = deadline - performance.now();
           if (!(failure instanceof ServerRefusedError) || left <= 0) throw failure;
-          // Out of memory, the server runs no try, but it keeps a writer's place (lua/keep-place.lua).
-          if (leftIntent && failure instanceof ServerOutOfMemoryError) queued = await this.keepPlace(request, bound, queued);
+          // Out of memory, the server runs no try, but it keeps a writer's place (lua/keep-place.lua). A
+          // place found gone may have been handed over since the last one known, which names that hand-over.
+          if (leftIntent && failure instanceof ServerOutOfMemoryError) queued = (await this.keepPlace(request, bound, queued)) ?? queued;
           watch ??= await bound.race(ctx.wakeups.watch(keys.channel, Math.min(left, recheckMs), writer));
           await watch.sleep(Math.min(recheckMs, left), signal);
           let handed =

@@ -18,6 +18,7 @@
  *   mode hands over, and otherwise gets it once memory is back, before a
  *   writer that came later.
  */
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { expect } from 'chai';
 import type { AcquireRequest, LockBackend } from '../../src/backends/backend.js';
@@ -26,13 +27,14 @@ import { ScriptedBackend } from '../../src/backends/scripted.js';
 import { driverFor, type LockRedisClient } from '../../src/clients/index.js';
 import { type Lease, LockClient, type LockClientMode, type LockKeys, ServerOutOfMemoryError } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
-import { type RedisServerHandle, startRedisServer } from '../../src/testing/index.js';
+import { type RedisServerHandle, startFaultProxy, startRedisServer } from '../../src/testing/index.js';
 import { type ClientKind, disconnect, forEachTopology, NODE_REDIS_IN_CI_AND_GLIDE, nodeRedisClient } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { glideClient } from '../support/glide-clients.js';
 import { outOfMemory } from '../support/out-of-memory.js';
 import { masters } from '../support/redis-stats.js';
 import { rejection } from '../support/rejection.js';
+import { connectTarget, targetThrough } from '../support/targets.js';
 
 /** How long the episode of the lease suite lasts. */
 const EPISODE_MS = Number(process.env.OOM_EPISODE_MS ?? 3_000);
@@ -301,6 +303,44 @@ forEachTopology('a server out of memory: leases', { clients: NODE_REDIS_IN_CI_AN
       await locks.close();
     }
   });
+
+  // The hand-over lands between the waiter's refused try and its heartbeat, which then finds no place
+  // left: before, the waiter forgot the place the hand-over named, and waited out its waitMs out of memory.
+  if (ctx.kind === 'standalone' && ctx.clientKind === 'ioredis')
+    it('a waiting writer takes the lock a release handed it while its heartbeat was on the way', async function () {
+      this.timeout(30_000);
+      const redis = ctx.client();
+      const proxy = await startFaultProxy({ target: { port: ctx.server.port } });
+      const through = connectTarget(targetThrough(proxy));
+      through.on('error', () => undefined);
+      const holderLocks = new LockClient(redis, { leaseMs: LEASE_MS });
+      const waiterLocks = new LockClient(through, { leaseMs: LEASE_MS });
+      try {
+        const holder = await holderLocks.lock('{oom-handed}').acquireWrite();
+        const waiting = waiterLocks.lock('{oom-handed}').acquireWrite({ waitMs: 20_000, owner: 'waiter' });
+        waiting.catch(() => undefined);
+        await eventually('the writer queued', async () => (await holderLocks.lock('{oom-handed}').inspect()).queue.length === 1);
+        const restore = await outOfMemory(await masters(redis));
+        try {
+          // Its next heartbeat held back before the server sees it; the release hands the lock over meanwhile.
+          const keepPlaceSha = createHash('sha1').update(LUA_SOURCES.keepPlace).digest('hex');
+          await proxy.stallAtCommand({ command: 'evalsha', argument: keepPlaceSha });
+          await holder.release();
+          expect((await holderLocks.lock('{oom-handed}').inspect()).writer?.owner, 'handed to').to.equal('waiter');
+          proxy.resume();
+          const lease = await Promise.race([waiting, sleep(5_000).then(() => undefined)]);
+          expect(lease?.held, 'the handed lease, taken within 5 s, out of memory still').to.equal(true);
+          await lease!.release();
+        } finally {
+          await restore();
+        }
+      } finally {
+        await waiterLocks.close();
+        await holderLocks.close();
+        through.disconnect();
+        await proxy.close();
+      }
+    });
 
   it(`every lease held rides out ${EPISODE_MS} ms, in every mode; releases free, new grants are refused, a waiting writer keeps its place`, async function () {
     this.timeout(EPISODE_MS + 60_000);
