@@ -84,8 +84,10 @@ forEachTopology('renewal batches', (ctx) => {
     const LEASES = 10_000;
     const redis = ctx.client();
     const nodes = await masters(redis);
-    // A third of the lease is the period: a round every second.
-    const locks = new LockClient(redis, { leaseMs: 3_000 });
+    // A third of the lease is the period: a round every second. Each call waits up to 5 s for its reply:
+    // on 2 cores starved by other suites a reply can take over the default 1 s, and its leases would
+    // wait for the next try (unreached), which is the machine, not batching.
+    const locks = new LockClient(redis, { leaseMs: 3_000, redisTimeoutMs: 5_000 });
     let lost = 0;
     locks.on('lost', (_error, leases) => (lost += leases.length));
     const rounds: RenewTraceContext[] = [];
@@ -125,9 +127,11 @@ forEachTopology('renewal batches', (ctx) => {
 
       const full = rounds.slice(from).filter((r) => r.holdings >= LEASES - 1);
       expect(
-        full.every((r) => r.renewed === r.holdings - r.lost),
-        'every round renewed every lease still held',
-      ).to.equal(true);
+        full
+          .filter((r) => r.renewed !== r.holdings - r.lost)
+          .map((r) => `${r.renewed} of ${r.holdings} (${r.lost} lost, ${r.unreached} unreached)`),
+        'rounds that did not renew every lease still held',
+      ).to.deep.equal([]);
       expect(
         full.every((r) => r.calls >= LEASES / EXTEND_MAX_LEASES),
         'each round reports its calls',
