@@ -245,25 +245,29 @@ forEachTopology('hard bounds', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) =>
     expect(await totalKeys(redis)).to.equal(0);
   });
 
-  it('a reply that came in during an event-loop stall settles its call, though the bound passed in the same stall', async () => {
-    const quick = open({ redisTimeoutMs: 50 });
-    await quick.inspect('stall'); // connected, script loaded
-    const inspecting = quick.inspect('stall'); // ioredis: on the wire now
-    // node-redis writes in a setImmediate queued once the call reaches it (after microtasks): the second
-    // of two immediates runs right after that write, in the same check phase, before any reply is read.
-    if (isNodeRedis(ctx.clientKind)) for (let turn = 0; turn < 2; turn++) await new Promise(setImmediate);
-    const until = performance.now() + 300;
-    while (performance.now() < until); // a synchronous stall, past the 50 ms bound
-    // Still inside the stall: once every server has answered a PING sent after our script, its reply is in our socket.
-    const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
-    for (const port of ports)
-      expect(
-        execFileSync(process.env.REDIS_CLI_BIN ?? 'redis-cli', ['-p', String(port), 'PING'])
-          .toString()
-          .trim(),
-      ).to.equal('PONG');
-    expect((await inspecting).mode).to.equal('free');
-  });
+  // Not on a GLIDE Cluster: its client hands each call to its own thread, which on 2 busy cores may not
+  // have sent it before the stall begins, so no stall can be sure its reply is in (3 of 6 runs failed so
+  // on a heavily loaded machine); on one server it holds.
+  if (!(ctx.kind === 'cluster' && ctx.clientKind === 'glide'))
+    it('a reply that came in during an event-loop stall settles its call, though the bound passed in the same stall', async () => {
+      const quick = open({ redisTimeoutMs: 50 });
+      await quick.inspect('stall'); // connected, script loaded
+      const inspecting = quick.inspect('stall'); // ioredis: on the wire now
+      // node-redis writes in a setImmediate queued once the call reaches it (after microtasks): the second
+      // of two immediates runs right after that write, in the same check phase, before any reply is read.
+      if (isNodeRedis(ctx.clientKind)) for (let turn = 0; turn < 2; turn++) await new Promise(setImmediate);
+      const until = performance.now() + 300;
+      while (performance.now() < until); // a synchronous stall, past the 50 ms bound
+      // Still inside the stall: once every server has answered a PING sent after our script, its reply is in our socket.
+      const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
+      for (const port of ports)
+        expect(
+          execFileSync(process.env.REDIS_CLI_BIN ?? 'redis-cli', ['-p', String(port), 'PING'])
+            .toString()
+            .trim(),
+        ).to.equal('PONG');
+      expect((await inspecting).mode).to.equal('free');
+    });
 
   it('a lease read right after a synchronous stall past its deadline says it is lost', async () => {
     const lease = await locks.lock('stall').acquireWrite({ leaseMs: 200 });
