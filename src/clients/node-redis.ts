@@ -521,9 +521,8 @@ class ClusterSubscriber implements Subscriber {
   private watch(connection: PubSubConnection): Watched {
     let watched = this.watched.get(connection);
     if (watched) return watched;
-    const lost = () => [...this.channels].filter((channel) => this.connectionOf(channel) === connection);
     watched = new Watched(connection, () => {
-      const channels = lost();
+      const channels = [...this.channels].filter((channel) => this.connectionOf(channel) === connection);
       if (channels.length === 0) return;
       this.events.error(
         new Error('a wake-up subscriber connection closed; node-redis reconnects it, and waiters re-check once it is back'),
