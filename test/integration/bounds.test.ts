@@ -258,14 +258,22 @@ forEachTopology('hard bounds', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) =>
       if (isNodeRedis(ctx.clientKind)) for (let turn = 0; turn < 2; turn++) await new Promise(setImmediate);
       const until = performance.now() + 300;
       while (performance.now() < until); // a synchronous stall, past the 50 ms bound
-      // Still inside the stall: once every server has answered a PING sent after our script, its reply is in our socket.
+      // Still inside the stall: once every server has answered a PING sent after our script, it ran our
+      // script; once no client of any server (its replicas' links aside) has a reply left to send, its
+      // reply is in our socket.
       const ports = ctx.kind === 'cluster' ? ctx.cluster.startupNodes.map((n) => n.port) : [ctx.server.port];
-      for (const port of ports)
-        expect(
-          execFileSync(process.env.REDIS_CLI_BIN ?? 'redis-cli', ['-p', String(port), 'PING'])
-            .toString()
-            .trim(),
-        ).to.equal('PONG');
+      const cli = (port: number, ...args: string[]) =>
+        execFileSync(process.env.REDIS_CLI_BIN ?? 'redis-cli', ['-p', String(port), ...args]).toString();
+      for (const port of ports) expect(cli(port, 'PING').trim()).to.equal('PONG');
+      const repliesLeft = () =>
+        ports.flatMap((port) =>
+          cli(port, 'CLIENT', 'LIST')
+            .split('\n')
+            .filter((c) => c !== '' && !/ flags=S | cmd=client\|list /.test(c) && !/ obl=0 oll=0 /.test(c)),
+        );
+      const stallEnds = performance.now() + 5_000;
+      while (repliesLeft().length > 0)
+        if (performance.now() > stallEnds) expect.fail(`replies still unsent after 5 s: ${repliesLeft().join('; ')}`);
       expect((await inspecting).mode).to.equal('free');
     });
 
