@@ -7,8 +7,9 @@
  * `outsideModel`) and by the script suites (the specs of
  * .mocharc.declared-keys.json, the bridge suite and the exact-deadline
  * test, with TEST_LUA_DIR naming the copy, stopping at their first
- * failure). Prints
- * each mutant's verdict and the score, over the mutants not marked
+ * failure; first on the real scripts, which must pass, or a failure of
+ * the machine would count as a kill). Prints each mutant's verdict (with
+ * the test that killed it) and the score, over the mutants not marked
  * equivalent, of the checker, of the suites, and of both.
  *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker] [--suites-on-survivors]
  * With --suites-on-survivors the suites run only for the mutants the checker
@@ -19,7 +20,7 @@
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 // @ts-expect-error: a plain .mjs build script, without declarations
@@ -72,10 +73,61 @@ interface Verdict {
   build?: string;
   checker?: { config: string; violation: Violation } | 'survived';
   suites?: 'killed' | 'survived';
+  /** The first test of the suites that failed on the mutant. */
+  killedBy?: string;
   seconds: number;
 }
 
+/**
+ * Runs the script suites on the scripts of `dir`/lua (the real lua/ without
+ * `dir`), stopping at the first failure; the title of the test that failed,
+ * or undefined when all passed.
+ */
+function runSuites(dir?: string): string | undefined {
+  const report = join(mkdtempSync(join(tmpdir(), 'rwlock-suites-')), 'report.json');
+  try {
+    const run = spawnSync(
+      'npx',
+      [
+        'mocha',
+        '--config',
+        '.mocharc.declared-keys.json',
+        '--bail',
+        '--reporter',
+        'json',
+        '--reporter-option',
+        `output=${report}`,
+        ...MORE_SUITES,
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, TEST_DECLARED_KEYS: '1', ...(dir ? { TEST_LUA_DIR: join(dir, 'lua') } : {}) },
+        stdio: 'ignore',
+      },
+    );
+    if (run.status === 0) return undefined;
+    let failures: { fullTitle: string; err: { message?: string } }[] = [];
+    try {
+      failures = JSON.parse(readFileSync(report, 'utf8')).failures;
+    } catch {
+      // no report: the run ended before mocha wrote one
+    }
+    const first = failures[0];
+    return first ? `${first.fullTitle}: ${String(first.err.message).split('\n')[0]!.slice(0, 200)}` : `mocha exited with ${run.status}`;
+  } finally {
+    rmSync(dirname(report), { recursive: true, force: true });
+  }
+}
+
 const started = performance.now();
+// The suites must pass on the real scripts first: a suite that fails on this machine anyway would count as a kill.
+if (!values['no-suites']) {
+  const failed = runSuites();
+  if (failed) {
+    console.error(`the script suites fail on the unmutated scripts, so no mutant can be judged by them: ${failed}`);
+    process.exit(2);
+  }
+}
 const verdicts: Verdict[] = [];
 const model = values['no-checker'] ? undefined : await startModelServer();
 try {
@@ -100,16 +152,9 @@ try {
         }
         const killedByChecker = verdict.checker !== undefined && verdict.checker !== 'survived';
         if (!values['no-suites'] && !(values['suites-on-survivors'] && killedByChecker)) {
-          const run = spawnSync(
-            'npx',
-            ['mocha', '--config', '.mocharc.declared-keys.json', '--bail', '--reporter', 'dot', ...MORE_SUITES],
-            {
-              cwd: root,
-              env: { ...process.env, TEST_DECLARED_KEYS: '1', TEST_LUA_DIR: join(dir, 'lua') },
-              stdio: 'ignore',
-            },
-          );
-          verdict.suites = run.status === 0 ? 'survived' : 'killed';
+          const failed = runSuites(dir);
+          verdict.suites = failed === undefined ? 'survived' : 'killed';
+          if (failed) verdict.killedBy = failed;
         }
       }
     } finally {
@@ -121,7 +166,7 @@ try {
     const notRun = m.outsideModel && model ? `checker: not run (${m.outsideModel})` : '';
     const checker =
       c === undefined ? notRun : c === 'survived' ? 'checker: survived' : `checker: killed in "${c.config}" (${c.violation.kind})`;
-    const suites = verdict.suites === undefined ? '' : `suites: ${verdict.suites}`;
+    const suites = verdict.suites === undefined ? '' : `suites: ${verdict.suites}${verdict.killedBy ? ` by "${verdict.killedBy}"` : ''}`;
     console.log(
       `${m.id} [${m.class}]${m.equivalent ? ' (equivalent)' : ''}: ${verdict.build ? `killed by the build: ${verdict.build}` : [checker, suites].filter(Boolean).join(', ')} (${verdict.seconds.toFixed(0)} s)`,
     );
