@@ -11,12 +11,14 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { expect } from 'chai';
 import { EXTEND_MAX_LEASES, type ExtendRound } from '../../src/backends/extend-groups.js';
-import { hashLayout } from '../../src/backends/layouts.js';
+import { hashLayout, legacyLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
+import { runScript } from '../../src/backends/scripts.js';
 import { ioredisCli, withBounds } from '../../src/cli/cli-redis.js';
 import { scanKeys } from '../../src/cli/scan.js';
 import { driverFor } from '../../src/clients/index.js';
 import { LockClient, lockKeys, type RenewTraceContext, TRACING_CHANNELS } from '../../src/index.js';
+import { defaultLegacyKeys } from '../../src/keys/legacy.js';
 import { forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { commandCalls, masters } from '../support/redis-stats.js';
@@ -52,6 +54,27 @@ forEachTopology('renewal batches', (ctx) => {
       expect(await redis.pttl(state), 'the last lease extended on the server').to.be.above(10_000);
     } finally {
       await locks.close();
+    }
+  });
+
+  it('ends an extend call once its budget is spent, in hash and legacy mode: at 0 µs, after the first lease', async () => {
+    const redis = ctx.client();
+    for (const mode of ['hash', 'legacy'] as const) {
+      const locks = new LockClient(redis, { mode });
+      try {
+        const leases = await Promise.all([0, 1, 2].map((i) => locks.lock(`{budget}:${mode}:${i}`).acquireWrite({ leaseMs: 10_000 })));
+        const layout = mode === 'hash' ? hashLayout('rwlock') : legacyLayout('rwlock', defaultLegacyKeys, 'legacy', ctx.kind === 'cluster');
+        const keys = leases.flatMap((lease) => layout.names(layout.keysFor(lease.resource) as never));
+        const args = (budgetUs: number) => [budgetUs, ...leases.flatMap((lease) => [lease.token, 20_000])];
+        const script = mode === 'hash' ? 'extend' : 'legacyExtend';
+        // The reply: when the call started, how long it ran, then the lease left of each lock it reached.
+        const spent = await runScript(driverFor(redis), script, keys, args(0) as never);
+        expect(spent.slice(2), `${mode}: a budget of 0 µs`).to.deep.equal([20_000]);
+        const ample = await runScript(driverFor(redis), script, keys, args(1_000_000) as never);
+        expect(ample.slice(2), `${mode}: a budget of a second`).to.deep.equal([20_000, 20_000, 20_000]);
+      } finally {
+        await locks.close();
+      }
     }
   });
 

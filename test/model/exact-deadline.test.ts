@@ -1,7 +1,8 @@
 // A hold is over at its deadline's millisecond, in every script: an owner
 // whose read lease ends at `now` acquires afresh, never as a holder, so it
 // queues behind a waiting writer as a new reader does (a holder would not:
-// that would deadlock a downgrade). Only a clock that stands on the
+// that would deadlock a downgrade); a writer whose lease ends at `now`
+// refuses no reader, and a reader whose lease ends then refuses no writer. Only a clock that stands on the
 // deadline tells `<=` from `<`, so this runs the scripts of the model
 // checker's build (virtual clock). It takes more expired owners than one
 // call prunes (PRUNE_BATCH, 8): the deadline's owner is still in the leases
@@ -55,5 +56,32 @@ describe('a hold ends at its deadline (virtual clock)', () => {
     await at(start + 10 + LEASE_MS);
     expect(await write('w', 'w.1'), 'the writer waits for the live reader').to.deep.include.members([0, 'read']);
     expect(await read('edge', 'edge.2'), 'the edge reader again: behind the waiting writer').to.deep.include.members([0, 'intent']);
+  });
+
+  /** EXPIRED readers granted at `start`: their leases lapse together, more than one call prunes. */
+  const lapsedReaders = async (start: number) => {
+    await at(start);
+    for (let i = 0; i < EXPIRED; i++) expect(granted(await read(`old-${i}`, `old-${i}.1`)), `reader old-${i}`).to.equal(true);
+  };
+
+  it('a writer whose lease ends on this millisecond refuses no reader', async () => {
+    const start = 2_000_000;
+    await redis.del(...keys);
+    await lapsedReaders(start);
+    // Past the old readers' leases: the writer gets in, and one call prunes only some of them.
+    await at(start + LEASE_MS + 10);
+    expect(granted(await write('w', 'w.1')), 'the writer, once the readers lapsed').to.equal(true);
+    await at(start + LEASE_MS + 10 + LEASE_MS);
+    expect(granted(await read('r', 'r.1')), "a reader on the writer's last millisecond").to.equal(true);
+  });
+
+  it('a reader whose lease ends on this millisecond refuses no writer', async () => {
+    const start = 3_000_000;
+    await redis.del(...keys);
+    await lapsedReaders(start);
+    await at(start + 10);
+    expect(granted(await read('edge', 'edge.1'))).to.equal(true);
+    await at(start + 10 + LEASE_MS);
+    expect(granted(await write('w', 'w.1')), "a writer on the last reader's last millisecond").to.equal(true);
   });
 });

@@ -184,8 +184,6 @@ export const MUTANTS: readonly Mutant[] = [
     replacement: 'if k < 0 then break end',
     class: 'renewal budget',
     outsideModel: ONE_LOCK,
-    equivalent:
-      'where TIME stands still in a script (Redis 7.2 and later, Valkey, the model) elapsedUs() is 0 and the budget never ends a call; the callers size their calls (call-sizer.ts)',
   },
   {
     id: 'abandon-drops-a-newer-place',
@@ -216,8 +214,6 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if until_ and until_ > now then',
     replacement: 'if until_ and until_ >= now then',
     class: 'boundary',
-    equivalent:
-      'pruneExpired(now) has already forgotten a writer whose deadline is now (unless more than PRUNE_BATCH owners expired at once)',
   },
   {
     id: 'live-deadline-at-its-end',
@@ -232,8 +228,6 @@ export const MUTANTS: readonly Mutant[] = [
     original: "return rcall('ZCOUNT', leasesKey, '(' .. int(now), '+inf')",
     replacement: "return rcall('ZCOUNT', leasesKey, int(now), '+inf')",
     class: 'boundary',
-    equivalent:
-      'every caller of liveCount ran pruneExpired(now) first, which forgot the owners whose deadline is now (unless more than PRUNE_BATCH expired at once)',
   },
   {
     id: 'writer-beside-one-reader',
