@@ -65,7 +65,7 @@ export const MUTANTS: readonly Mutant[] = [
     id: 'force-release-wakes-nobody',
     file: 'force-release.lua',
     original: "redis.call('SPUBLISH', channel, 'release')",
-    replacement: "redis.call('GET', channel)",
+    replacement: "redis.call('TIME')",
     class: 'missed wake-up',
     outsideModel: 'the model runs no force-release',
   },
