@@ -1,4 +1,4 @@
-# Sourced by .ci/run: `beside CMD...` starts a command in the background, its output kept, while the
+# Sourced by .ci/run and scripts/npm-test.sh: `beside CMD...` starts a command in the background, its output kept, while the
 # next lines run; `joined LABEL` waits for it, prints its output, and fails if it failed. Used for
 # `TEST_SERVER=valkey npm test` beside `npm test`: each run mostly waits on its servers and its
 # bounds (about a third of one core), so together they take little longer than one.
