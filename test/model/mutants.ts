@@ -60,6 +60,8 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if live == 0 then',
     replacement: 'if live <= 1 then',
     class: 'missed wake-up',
+    equivalent:
+      'with one holder left no waiting writer but an upgrader (named before) can get in, so naming the head wakes fewer writers and misses none: the checker finds nothing in any configuration without a cap on states',
   },
   {
     id: 'force-release-wakes-nobody',

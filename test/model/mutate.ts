@@ -7,9 +7,11 @@
  * `outsideModel`) and by the script suites (the specs of
  * .mocharc.declared-keys.json, the bridge suite and the exact-deadline
  * test, with TEST_LUA_DIR naming the copy, stopping at their first
- * failure; first on the real scripts, which must pass, or a failure of
- * the machine would count as a kill). Prints each mutant's verdict (with
- * the test that killed it) and the score, over the mutants not marked
+ * failure; first on an unmutated copy, which must pass). A kill by the
+ * suites counts once the test that failed passes when run again alone on
+ * the unmutated copy; else the machine failed it, and the mutant is
+ * unjudged (counted as a survivor). Prints each mutant's verdict (with the
+ * test that killed it) and the score, over the mutants not marked
  * equivalent, of the checker, of the suites, and of both.
  *   node --import tsx test/model/mutate.ts [--only <id>,<id>] [--no-suites] [--no-checker] [--suites-on-survivors]
  * With --suites-on-survivors the suites run only for the mutants the checker
@@ -72,18 +74,25 @@ interface Verdict {
   mutant: Mutant;
   build?: string;
   checker?: { config: string; violation: Violation } | 'survived';
-  suites?: 'killed' | 'survived';
+  /** 'unjudged': the test that failed on the mutant failed on the real scripts too, when run again alone. */
+  suites?: 'killed' | 'survived' | 'unjudged';
   /** The first test of the suites that failed on the mutant. */
   killedBy?: string;
   seconds: number;
 }
 
+/** A failed test of the suites: its full title, and the first line of its message. */
+interface Failure {
+  title: string;
+  message: string;
+}
+
 /**
- * Runs the script suites on the scripts of `dir`/lua (the real lua/ without
- * `dir`), stopping at the first failure; the title of the test that failed,
- * or undefined when all passed.
+ * Runs the script suites on the scripts of `lua` (a copy of lua/, mutated
+ * or not), stopping at the first failure, or only the tests whose titles
+ * hold `grep`; the test that failed, or undefined when all passed.
  */
-function runSuites(dir?: string): string | undefined {
+function runSuites(lua: string, grep?: string): Failure | undefined {
   const report = join(mkdtempSync(join(tmpdir(), 'rwlock-suites-')), 'report.json');
   try {
     const run = spawnSync(
@@ -93,17 +102,14 @@ function runSuites(dir?: string): string | undefined {
         '--config',
         '.mocharc.declared-keys.json',
         '--bail',
+        ...(grep === undefined ? [] : ['--fgrep', grep]),
         '--reporter',
         'json',
         '--reporter-option',
         `output=${report}`,
         ...MORE_SUITES,
       ],
-      {
-        cwd: root,
-        env: { ...process.env, TEST_DECLARED_KEYS: '1', ...(dir ? { TEST_LUA_DIR: join(dir, 'lua') } : {}) },
-        stdio: 'ignore',
-      },
+      { cwd: root, env: { ...process.env, TEST_DECLARED_KEYS: '1', TEST_LUA_DIR: lua }, stdio: 'ignore' },
     );
     if (run.status === 0) return undefined;
     let failures: { fullTitle: string; err: { message?: string } }[] = [];
@@ -113,18 +119,26 @@ function runSuites(dir?: string): string | undefined {
       // no report: the run ended before mocha wrote one
     }
     const first = failures[0];
-    return first ? `${first.fullTitle}: ${String(first.err.message).split('\n')[0]!.slice(0, 200)}` : `mocha exited with ${run.status}`;
+    if (first) return { title: first.fullTitle, message: String(first.err.message).split('\n')[0]!.slice(0, 200) };
+    return { title: '', message: `mocha ended with ${run.signal ?? `exit code ${run.status}`}` };
   } finally {
     rmSync(dirname(report), { recursive: true, force: true });
   }
 }
 
+/** An unmutated copy of lua/: the suites run on the scripts built the same way as a mutant's. */
+const realLua = mkdtempSync(join(tmpdir(), 'rwlock-unmutated-'));
+cpSync(join(root, 'lua'), join(realLua, 'lua'), { recursive: true });
+process.on('exit', () => rmSync(realLua, { recursive: true, force: true }));
+
 const started = performance.now();
 // The suites must pass on the real scripts first: a suite that fails on this machine anyway would count as a kill.
 if (!values['no-suites']) {
-  const failed = runSuites();
+  const failed = runSuites(join(realLua, 'lua'));
   if (failed) {
-    console.error(`the script suites fail on the unmutated scripts, so no mutant can be judged by them: ${failed}`);
+    console.error(
+      `the script suites fail on the unmutated scripts, so no mutant can be judged by them: ${failed.title}: ${failed.message}`,
+    );
     process.exit(2);
   }
 }
@@ -152,9 +166,14 @@ try {
         }
         const killedByChecker = verdict.checker !== undefined && verdict.checker !== 'survived';
         if (!values['no-suites'] && !(values['suites-on-survivors'] && killedByChecker)) {
-          const failed = runSuites(dir);
-          verdict.suites = failed === undefined ? 'survived' : 'killed';
-          if (failed) verdict.killedBy = failed;
+          const failed = runSuites(join(dir, 'lua'));
+          if (failed === undefined) verdict.suites = 'survived';
+          else {
+            // A kill counts once the test that failed passes on the real scripts: else the machine failed it.
+            const again = failed.title === '' ? failed : runSuites(join(realLua, 'lua'), failed.title);
+            verdict.suites = again === undefined ? 'killed' : 'unjudged';
+            verdict.killedBy = `${failed.title}: ${failed.message}`;
+          }
         }
       }
     } finally {
