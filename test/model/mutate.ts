@@ -81,6 +81,14 @@ interface Verdict {
   seconds: number;
 }
 
+/**
+ * The tests left out of the mutants' suites: 10,000 leases renewed or read
+ * with no command over 1 ms. Their bounds are the machine's time, which a
+ * loaded machine misses whatever the scripts; the renewal budget's own test
+ * (a call at 0 µs ends after one lease) judges a script's budget check.
+ */
+const SERVER_TIME_TESTS = 'no library command over 1 ms';
+
 /** A failed test of the suites: its full title, and the first line of its message. */
 interface Failure {
   title: string;
@@ -102,7 +110,8 @@ function runSuites(lua: string, grep?: string): Failure | undefined {
         '--config',
         '.mocharc.declared-keys.json',
         '--bail',
-        ...(grep === undefined ? [] : ['--fgrep', grep]),
+        // One test, or all but those that judge the server's time by SLOWLOG: machine time, not a script's outcome.
+        ...(grep === undefined ? ['--grep', SERVER_TIME_TESTS, '--invert'] : ['--fgrep', grep]),
         '--reporter',
         'json',
         '--reporter-option',
