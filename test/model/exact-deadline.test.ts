@@ -7,7 +7,9 @@
 // the scripts of the model checker's build (virtual clock), and keys expire
 // by that clock as in the checker. It takes more expired owners than one
 // call prunes (PRUNE_BATCH): the deadline's owner is still in the leases
-// when the next acquire reads its deadline.
+// when the next acquire reads its deadline. Last, a fair queue: no waiting
+// writer takes a freed lock ahead of the queue's head, where without
+// fairness one that waited since before the free may.
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import { holderArg } from '../../src/backends/scripts.js';
@@ -100,5 +102,26 @@ describe('a hold ends at its deadline (virtual clock)', () => {
     await at(start + 10 + LEASE_MS);
     await stillListed('edge', start + 10 + LEASE_MS);
     expect(granted(await write('w', 'w.1')), "a writer on the last reader's last millisecond").to.equal(true);
+  });
+
+  it('a fair queue lets no waiting writer pass its head when the lock is freed; an unfair one lets one that waited', async () => {
+    for (const fair of [true, false]) {
+      await redis.del(...keys);
+      const start = fair ? 4_000_000 : 5_000_000;
+      const tryWrite = (owner: string, id: string) =>
+        run('acquireWrite', [LEASE_MS, holderArg('write', id, owner), 2 * LEASE_MS, fair ? '1' : '0']);
+      await at(start);
+      expect(granted(await tryWrite('holder', 'h.1')), 'the holder').to.equal(true);
+      await at(start + 10);
+      expect(await tryWrite('head', 'a.1'), 'the head queues').to.deep.include.members([0, 'write']);
+      await at(start + 20);
+      expect(await tryWrite('second', 'b.1'), 'the second queues').to.deep.include.members([0, 'write']);
+      await at(start + 30);
+      await run('release', [holderArg('write', 'h.1', 'holder')]);
+      await at(start + 40);
+      const second = await tryWrite('second', 'b.2');
+      if (fair) expect(second, 'fair: the second, before the head').to.deep.include.members([0, 'queue']);
+      else expect(granted(second), 'unfair: the second, which waited since before the free').to.equal(true);
+    }
   });
 });
