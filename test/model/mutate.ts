@@ -53,10 +53,16 @@ const MORE_SUITES = ['test/integration/bridge.test.ts', 'test/model/exact-deadli
 /** A mutant's states per configuration at most: its counterexamples are short, and a survivor must not take the whole graph's time. */
 const MAX_STATES = Number(process.env.MODEL_MUTANT_MAX_STATES ?? 6000);
 
+/** A scratch directory holding a copy of lua/ (as `<dir>/lua`). */
+function copyOfLua(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  cpSync(join(root, 'lua'), join(dir, 'lua'), { recursive: true });
+  return dir;
+}
+
 /** The copy of lua/ with the mutant applied; throws when its line is not in the file exactly once (a stale list). */
 function mutated(m: Mutant): string {
-  const dir = mkdtempSync(join(tmpdir(), 'rwlock-mutant-'));
-  cpSync(join(root, 'lua'), join(dir, 'lua'), { recursive: true });
+  const dir = copyOfLua('rwlock-mutant-');
   const file = join(dir, 'lua', m.file);
   const lines = readFileSync(file, 'utf8').split('\n');
   const at = lines.flatMap((line, i) => (line.trim() === m.original ? [i] : []));
@@ -136,8 +142,7 @@ function runSuites(lua: string, grep?: string): Failure | undefined {
 }
 
 /** An unmutated copy of lua/: the suites run on the scripts built the same way as a mutant's. */
-const realLua = mkdtempSync(join(tmpdir(), 'rwlock-unmutated-'));
-cpSync(join(root, 'lua'), join(realLua, 'lua'), { recursive: true });
+const realLua = copyOfLua('rwlock-unmutated-');
 process.on('exit', () => rmSync(realLua, { recursive: true, force: true }));
 
 const started = performance.now();
