@@ -61,6 +61,14 @@ export class PacedQueue {
     }
   }
 
+  /**
+   * Sends `call` as {@link push} does, and settles as it settles. Only on a
+   * queue never stopped ({@link stopAt}): a call dropped would never settle.
+   */
+  run<R>(call: () => Promise<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => this.push(() => call().then(resolve, reject)));
+  }
+
   /** Sends nothing after `at` (a `performance.now()` time). */
   stopAt(at: number): void {
     this.until = at;

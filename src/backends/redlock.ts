@@ -106,6 +106,15 @@ export class RedlockBackend implements LockBackend {
    * call on its connection. Each call is bounded by `nodeTimeoutMs`.
    */
   private readonly lostCleanUps = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, () => undefined);
+  /**
+   * Per node, the abandons of {@link abandon} (the clean-ups above, the
+   * give-backs of leases that ran out here, a release that found too few
+   * holds): at most {@link RELEASE_CALLS_IN_FLIGHT} in flight on a node,
+   * each counted until that node answers. Paced only by the callers, those
+   * streams add up, and a node that answers after the quorum's wait ended
+   * would be sent the next ones on top of those still in flight.
+   */
+  private readonly abandonsByNode: readonly PacedQueue[];
 
   constructor(
     clients: readonly Driver[],
@@ -114,6 +123,7 @@ export class RedlockBackend implements LockBackend {
     private readonly options: ResolvedRedlockOptions,
   ) {
     this.quorum = quorumOf(nodes.length);
+    this.abandonsByNode = nodes.map(() => new PacedQueue(RELEASE_CALLS_IN_FLIGHT, () => undefined));
     this.addresses = clients.map(addressOf);
   }
 
@@ -361,7 +371,7 @@ export class RedlockBackend implements LockBackend {
 
   async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
     const gathered = await this.gather(
-      (node) => node.abandon(keys, owner, drop),
+      (node, _answered, i) => this.abandonsByNode[i]!.run(() => node.abandon(keys, owner, drop)),
       this.options.nodeTimeoutMs,
       () => false,
     );
@@ -426,7 +436,7 @@ export class RedlockBackend implements LockBackend {
    * that ended the wait.
    */
   private gather<T>(
-    op: (node: NodeBackend, answered: () => void) => Promise<T>,
+    op: (node: NodeBackend, answered: () => void, i: number) => Promise<T>,
     timeoutMs: number,
     enough: (settled: readonly Settled<T>[]) => boolean,
   ): Promise<Gathered<T>> {
@@ -457,9 +467,9 @@ export class RedlockBackend implements LockBackend {
       const answered = () => {
         if (!done) arm();
       };
-      promises = this.nodes.map((node) => {
+      promises = this.nodes.map((node, i) => {
         try {
-          return op(node, answered);
+          return op(node, answered, i);
         } catch (error) {
           return Promise.reject(error);
         }

@@ -7,6 +7,7 @@
  * them lose every lock (FLUSHALL), so the next round finds every lease lost.
  */
 import { expect } from 'chai';
+import type { Redis } from 'ioredis';
 import type { NodeBackend } from '../../src/backends/redlock.js';
 import { LockClient } from '../../src/index.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../../src/paced.js';
@@ -27,7 +28,12 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     await masters?.stop();
   });
 
-  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, async () => {
+  /**
+   * Acquires LEASES leases, makes two nodes lose every lock, runs `then`,
+   * and checks that no node had more than a few abandons in flight at once
+   * and that no node is left holding any of them.
+   */
+  async function loseEveryLease(then: (clients: readonly Redis[]) => Promise<void>): Promise<void> {
     const clients = masters.clients();
     const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000 });
     try {
@@ -51,12 +57,28 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
       locks.on('lost', (_error, leases) => (lost += leases.length));
       await clients[0]!.flushall();
       await clients[1]!.flushall();
+      await then(clients);
       await eventually('every lease lost', () => lost === LEASES, 20_000);
       await eventually('every abandon sent', () => abandons >= 3 * LEASES, 20_000);
+      await eventually(
+        'no node holds a lease',
+        async () => (await Promise.all(clients.map((c) => c.dbsize()))).every((n) => n === 0),
+        20_000,
+      );
       expect(Math.max(...most), `abandons in flight at once, per node: ${most.join(', ')}`).to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
     } finally {
       await locks.close();
       for (const c of clients) c.disconnect();
     }
-  });
+  }
+
+  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease(async () => undefined));
+
+  it(`sends them a few at a time per node when the renewal's answers come after the leases ran out here`, () =>
+    // Both nodes that lost the locks answer nothing past the leases' end: every lease runs out
+    // here (each given back), and then the renewal's late answers judge each one lost (each
+    // cleaned up): two streams of abandons at once, on nodes still answering the first ones.
+    loseEveryLease(async (clients) => {
+      await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
+    }));
 });
