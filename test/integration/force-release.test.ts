@@ -4,9 +4,10 @@
  * holder finds its lease lost at its next renewal, repeating it is harmless,
  * and bad input changes nothing. On both topologies, in hash and legacy mode.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
 import { expect } from 'chai';
-import { InvalidArgumentError, LockLostError } from '../../src/index.js';
+import { InvalidArgumentError, LockLostError, TRACING_CHANNELS } from '../../src/index.js';
 import { ALL_CLIENTS, forEachTopology } from '../setup/topologies.js';
 import { eventually } from '../support/eventually.js';
 import { suiteLockClients } from '../support/lock-clients.js';
@@ -19,23 +20,29 @@ forEachTopology('forceRelease', { clients: ALL_CLIENTS }, (ctx) => {
   const clients = suiteLockClients(ctx);
 
   it('deletes the held lock, wakes its waiter at once, and the holder loses its lease at its next renewal', async () => {
-    const holder = clients.open({ leaseMs: 1_500 });
-    const waiting = clients.open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up, not a poll
-    const operator = clients.open();
+    const holder = clients.open({ leaseMs: 6_000 });
+    // A grant within 2 s is the wake-up: not a poll (20 s), nor the holder's lease running out (6 s).
+    const waiting = clients.open({ recheckMs: 20_000 });
     const lease = await holder.lock('job:{1}').acquireWrite();
-    const waiter = waiting.lock('job:{1}').acquireWrite({ waitMs: 10_000 });
-    await eventually('the writer queued', async () => {
-      const info = await operator.inspect('job:{1}');
-      return info.waitingWriter !== null || info.queue.length > 0;
-    });
+    // The waiter asleep: its second try (sent once it subscribed) refused too. The force-release
+    // goes on the waiter's connection after that try, so that try cannot be what lets it in.
+    let tries: { attempts: number } | undefined;
+    const starts = `tracing:${TRACING_CHANNELS.acquire}:start`;
+    const onStart = (context: unknown) => void (tries ??= context as { attempts: number });
+    subscribe(starts, onStart);
+    const waiter = waiting.lock('job:{1}').acquireWrite({ waitMs: 15_000 });
+    unsubscribe(starts, onStart);
+    await eventually('the waiter subscribed and tried again', () => (tries?.attempts ?? 0) >= 2);
     const lost = once(holder, 'lost');
 
-    const result = await operator.forceRelease('job:{1}');
+    const released = performance.now();
+    const result = await waiting.forceRelease('job:{1}');
     expect(result.resource).to.equal('job:{1}');
-    expect([...result.deleted].sort()).to.include.members([operator.lock('job:{1}').keys.state]);
+    expect([...result.deleted].sort()).to.include.members([waiting.lock('job:{1}').keys.state]);
 
     const next = await waiter;
     expect(next.held).to.equal(true);
+    expect(performance.now() - released, 'ms from the force-release to the grant').to.be.below(2_000);
     const [error] = (await lost) as [LockLostError];
     expect(error).to.be.instanceOf(LockLostError);
     expect(lease.held).to.equal(false);
