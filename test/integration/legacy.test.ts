@@ -2,7 +2,6 @@ import { expect } from 'chai';
 import type { LockRedisClient } from '../../src/clients/index.js';
 import { CrossSlotError, InvalidArgumentError, LockClient, type RWLockError } from '../../src/index.js';
 import { forEachTopology, ONE_NODE_REDIS } from '../setup/topologies.js';
-import { eventually } from '../support/eventually.js';
 import { interopSuite, legacyKeysFor } from '../support/interop-suite.js';
 import { allKeys, expectNoLostUpdates, runMixedWorkers } from '../support/mixed-workers.js';
 import { OldLocker, taggedLegacyKeys } from '../support/old-scripts.js';
@@ -75,31 +74,6 @@ forEachTopology('legacy mode', { clients: ONE_NODE_REDIS }, (ctx) => {
       expect(w).to.not.equal(null);
       expect(await old.tryRead()).to.equal(false);
       await locks.close();
-    });
-  });
-
-  describe('the read key beside an old reader', () => {
-    it("holds '1' once the library readers left are gone, not the name of one whose lease ran out", async () => {
-      const redis = ctx.client();
-      const locks = new LockClient(await ctx.lockRedis(), {
-        mode: 'legacy',
-        ...(ctx.kind === 'cluster' ? { legacyKeys: taggedLegacyKeys } : {}),
-      });
-      try {
-        const keys = legacyKeysFor(ctx)('report:7');
-        const old = new OldLocker(redis, keys.read, keys.write);
-        // More readers whose leases run out together than one call forgets (8): some are still listed at the release.
-        const lapsing = await Promise.all(Array.from({ length: 12 }, () => locks.lock('report:7').acquireRead({ leaseMs: 300 })));
-        const staying = await locks.lock('report:7').acquireRead({ leaseMs: 30_000 });
-        expect(await old.tryRead(), 'an old process reads too').to.equal(true);
-        await eventually('the short leases to run out', () => lapsing.every((lease) => !lease.held), 5_000);
-        await staying.release();
-        // The old reader holds on: the key stays, and names no library reader, as an old process left it.
-        expect(await redis.get(keys.read)).to.equal('1');
-        await old.releaseRead();
-      } finally {
-        await locks.close();
-      }
     });
   });
 

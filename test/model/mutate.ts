@@ -5,7 +5,7 @@
  * configuration, the larger ones too, until one breaks an invariant: a
  * shortest counterexample; not the mutants it cannot reach, marked
  * `outsideModel`) and by the script suites (the specs of
- * .mocharc.declared-keys.json, the bridge suite and the exact-deadline
+ * .mocharc.declared-keys.json, the bridge suite and the exact-replies
  * test, with TEST_LUA_DIR naming the copy, stopping at their first
  * failure; first on an unmutated copy, which must pass). A kill by the
  * suites counts once the test that failed passes when run again alone on
@@ -49,7 +49,7 @@ const mutants = MUTANTS.filter((m) => only === undefined || only.includes(m.id))
  * Beside the script suites: bridge mode next to old processes (the two-key
  * mirror only they see), and a clock that stands on a deadline.
  */
-const MORE_SUITES = ['test/integration/bridge.test.ts', 'test/model/exact-deadline.test.ts'];
+const MORE_SUITES = ['test/integration/bridge.test.ts', 'test/model/exact-replies.test.ts'];
 /** A mutant's states per configuration at most: its counterexamples are short, and a survivor must not take the whole graph's time. */
 const MAX_STATES = Number(process.env.MODEL_MUTANT_MAX_STATES ?? 6000);
 
