@@ -9,6 +9,8 @@
  *
  * Options: --topology standalone|cluster (default cluster), --lib <name>
  * (default rwlock-write; see bench/libs.ts), --seconds N (default 8),
+ * --part <one of the parts printed> (whose functions are listed; default
+ * redis-rwlock),
  * --in-flight N (default 64; at 1 a cycle is two round trips, and the part
  * the socket writes take includes the server's own run on a small machine).
  * To compare a change, run it in both checkouts.
@@ -49,6 +51,7 @@ const { values } = parseArgs({
     lib: { type: 'string', default: 'rwlock-write' },
     seconds: { type: 'string', default: '8' },
     'in-flight': { type: 'string', default: '64' },
+    part: { type: 'string', default: 'redis-rwlock' },
   },
 });
 const kind = values.topology as TopologyKind;
@@ -82,8 +85,8 @@ try {
     const us = profile.timeDeltas[i] ?? 0;
     const part = partOf(functionName, url);
     byPart.set(part, (byPart.get(part) ?? 0) + us);
-    if (part === 'redis-rwlock') {
-      const name = `${functionName || '(anonymous)'} (${url.replace(/.*\/src\//, 'src/')})`;
+    if (part === values.part) {
+      const name = `${functionName || '(anonymous)'} (${url.replace(/.*\/(src|node_modules)\//, '$1/')})`;
       byFunction.set(name, (byFunction.get(name) ?? 0) + us);
     }
   });
@@ -95,7 +98,7 @@ try {
   console.log('client µs per cycle, by part (profiler samples):');
   for (const [part, us] of [...byPart].sort((a, b) => b[1] - a[1])) console.log(`  ${perCycle(us)}  ${part}`);
   console.log(`  ${perCycle([...byPart.values()].reduce((a, b) => a + b, 0))}  in all`);
-  console.log('redis-rwlock, by function:');
+  console.log(`${values.part}, by function:`);
   for (const [name, us] of [...byFunction].sort((a, b) => b[1] - a[1]).slice(0, 10)) console.log(`  ${perCycle(us)}  ${name}`);
 } finally {
   await topology.stop();
