@@ -13,8 +13,13 @@ const COALESCE_BATCH = 16;
 /** ioredis' queue of the commands a connection sent and awaits answers to (not in its typings). */
 type InFlight = { readonly commandQueue?: { readonly length: number } };
 
-/** Connections holding back writes until the end of this tick, with how many more commands the batch takes. */
+/**
+ * Connections that sent a script call this tick, with how many more
+ * commands the batch being held back takes; {@link SENT} while none is.
+ */
 const corked = new WeakMap<Writable, number>();
+/** The tick's first call went out at once; the next one starts a batch. */
+const SENT = -1;
 
 /**
  * Holds back the writes on `connection` (the next command is about to be
@@ -30,19 +35,22 @@ const corked = new WeakMap<Writable, number>();
  * of writes, the user's own commands on the connection among them, stays as
  * it was.
  *
- * A call on a connection with nothing in flight goes out at once: nothing
- * would join it, and synchronous work after it in the same tick (an
- * event-loop stall) must not keep it off the wire past its bound.
+ * The tick's first call goes out at once, as ioredis writes it: synchronous
+ * work after it in the same tick (an event-loop stall) must not keep it off
+ * the wire past its bound, whatever else is in flight. So does a call on a
+ * connection with nothing in flight: nothing would join it.
  */
 export function coalesceWrites(connection: Redis | undefined): void {
   const stream = connection?.stream as Writable | undefined;
   if (stream === undefined || !stream.writable) return;
   const left = corked.get(stream);
   if (left === undefined) {
+    corked.set(stream, SENT);
+    process.nextTick(writeOut, stream);
+  } else if (left === SENT) {
     const inFlight = (connection as unknown as InFlight).commandQueue?.length;
     if (inFlight === 0) return;
     stream.cork();
-    process.nextTick(writeOut, stream);
     corked.set(stream, (inFlight !== undefined && inFlight < COALESCE_BATCH ? FIRST_BATCH : COALESCE_BATCH) - 1);
   } else if (left === 0) {
     // A full batch goes now; this command starts the next.
@@ -55,6 +63,7 @@ export function coalesceWrites(connection: Redis | undefined): void {
 }
 
 function writeOut(stream: Writable): void {
+  const left = corked.get(stream);
   corked.delete(stream);
-  stream.uncork();
+  if (left !== SENT) stream.uncork();
 }
