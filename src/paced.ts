@@ -66,7 +66,15 @@ export class PacedQueue {
    * queue never stopped ({@link stopAt}): a call dropped would never settle.
    */
   run<R>(call: () => Promise<R>): Promise<R> {
-    return new Promise<R>((resolve, reject) => this.push(() => call().then(resolve, reject)));
+    return new Promise<R>((resolve, reject) =>
+      this.push(async () => {
+        try {
+          resolve(await call()); // a call that throws at once rejects too, and the queue goes on
+        } catch (error) {
+          reject(error);
+        }
+      }),
+    );
   }
 
   /** Sends nothing after `at` (a `performance.now()` time). */

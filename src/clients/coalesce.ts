@@ -37,8 +37,7 @@ const SENT = -1;
  *
  * The tick's first call goes out at once, as ioredis writes it: synchronous
  * work after it in the same tick (an event-loop stall) must not keep it off
- * the wire past its bound, whatever else is in flight. So does a call on a
- * connection with nothing in flight: nothing would join it.
+ * the wire past its bound, whatever else is in flight.
  */
 export function coalesceWrites(connection: Redis | undefined): void {
   const stream = connection?.stream as Writable | undefined;
@@ -48,8 +47,7 @@ export function coalesceWrites(connection: Redis | undefined): void {
     corked.set(stream, SENT);
     process.nextTick(writeOut, stream);
   } else if (left === SENT) {
-    const inFlight = (connection as unknown as InFlight).commandQueue?.length;
-    if (inFlight === 0) return;
+    const inFlight = (connection as unknown as InFlight).commandQueue?.length; // the tick's first among them
     stream.cork();
     corked.set(stream, (inFlight !== undefined && inFlight < COALESCE_BATCH ? FIRST_BATCH : COALESCE_BATCH) - 1);
   } else if (left === 0) {
