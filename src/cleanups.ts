@@ -13,6 +13,8 @@ export class Cleanups {
   /** Resolved when `acquiring` drops to 0 (only while someone waits for it). */
   private idle: (() => void) | undefined;
   private idleWait: Promise<void> | undefined;
+  /** Set by `close()`: the `performance.now()` time after which a clean-up not sent yet is dropped. */
+  private sendUntil = Infinity;
 
   /** An acquire starts: `close()` waits until it has settled (and tracked its clean-up). */
   acquireStarted(): void {
@@ -30,6 +32,16 @@ export class Cleanups {
   track(work: Promise<unknown>): void {
     const done: Promise<void> = work.then(ignore, ignore).finally(() => this.pending.delete(done));
     this.pending.add(done);
+  }
+
+  /** `close()` began: a clean-up still queued past `until` (a `performance.now()` time) is not sent. */
+  closing(until: number): void {
+    this.sendUntil = until;
+  }
+
+  /** Whether a queued clean-up may still be sent (see {@link closing}). */
+  get sending(): boolean {
+    return performance.now() < this.sendUntil;
   }
 
   /** Settles once no acquire is in flight and every clean-up started so far has ended. */

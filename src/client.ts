@@ -134,7 +134,8 @@ export class LockClient extends EventEmitter {
     }
     this.clients = clients;
     this.options = resolveClientOptions(options, validatePrefix);
-    const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options);
+    const cleanups = new Cleanups();
+    const backend: LockBackend = createBackend(redlock ? clients : clients[0]!, this.options, cleanups);
     const deadlines = new Deadlines(() => {
       for (const client of clients) {
         const why = client.connectionTrouble?.();
@@ -142,7 +143,6 @@ export class LockClient extends EventEmitter {
       }
       return undefined;
     });
-    const cleanups = new Cleanups();
     const telemetry = (this.telemetry = new Telemetry(this));
     const warns = this.options.onEvictionRisk === 'warn';
     this.unwatchEviction = clients.map((client) =>

@@ -105,7 +105,7 @@ export class Holdings implements LeaseHost {
    * leases does not queue thousands of calls ahead of the renewals and every
    * other command on the connection. After close(), none past its bound.
    */
-  private readonly giveBacks = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, (loop) => this.cleanups.track(loop));
+  private readonly giveBacks: PacedQueue;
   /** Leases held, for stats. */
   private leaseCount = 0;
 
@@ -120,7 +120,9 @@ export class Holdings implements LeaseHost {
     private readonly observer?: HoldingsObserver,
     /** Where a grant that came after close() is given back from; `LockClient.close()` waits for it. */
     private readonly cleanups = new Cleanups(),
-  ) {}
+  ) {
+    this.giveBacks = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, cleanups);
+  }
 
   /** Number of (lock, owner) pairs held; for tests and introspection. */
   get size(): number {
@@ -331,7 +333,7 @@ export class Holdings implements LeaseHost {
   async close(): Promise<void> {
     this.closed = true;
     if (this.round) this.round.cancelled = true;
-    this.giveBacks.stopAt(performance.now() + this.redisTimeoutMs);
+    this.cleanups.closing(performance.now() + this.redisTimeoutMs);
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
     clearTimeout(this.retryTimer);

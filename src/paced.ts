@@ -1,3 +1,6 @@
+import type { Cleanups } from './cleanups.js';
+import { ClientClosedError } from './errors.js';
+
 /**
  * Release calls in flight at once when many go out together (`close()`, a
  * group's release, the give-backs of leases a stall lost together). Sent
@@ -39,53 +42,51 @@ export async function paced<T, R>(
 /**
  * {@link paced} for calls that come one at a time: each goes out in the
  * order it came, at most `inFlight` at once; the first ones at once, in the
- * caller's tick, the rest as those settle. `track` is given each loop that
- * sends them (so that `close()` can wait for it). A call handles its own
- * failure. After `stopAt`'s time, the calls not sent yet are dropped.
+ * caller's tick, the rest as those settle. `cleanups` tracks each loop that
+ * sends them (so that `close()` waits for it, bounded); once `close()`'s
+ * bound has passed, the calls not sent yet are dropped. A call handles its
+ * own failure.
  */
 export class PacedQueue {
-  private readonly calls: (() => Promise<void>)[] = [];
+  private readonly calls: { send: () => Promise<void>; drop?: () => void }[] = [];
   private loops = 0;
-  private until = Infinity;
 
   constructor(
     private readonly inFlight: number,
-    private readonly track: (loop: Promise<void>) => void,
+    private readonly cleanups: Cleanups,
   ) {}
 
-  push(call: () => Promise<void>): void {
-    this.calls.push(call);
+  push(call: () => Promise<void>, drop?: () => void): void {
+    this.calls.push(drop ? { send: call, drop } : { send: call });
     if (this.loops < this.inFlight) {
       this.loops++;
-      this.track(this.send());
+      this.cleanups.track(this.send());
     }
   }
 
   /**
-   * Sends `call` as {@link push} does, and settles as it settles. Only on a
-   * queue never stopped ({@link stopAt}): a call dropped would never settle.
+   * Sends `call` as {@link push} does, and settles as it settles; rejects
+   * with {@link ClientClosedError} if it was dropped unsent.
    */
-  run<R>(call: () => Promise<R>): Promise<R> {
+  run<R>(call: () => Promise<R>, what: string): Promise<R> {
     return new Promise<R>((resolve, reject) =>
-      this.push(async () => {
-        try {
-          resolve(await call()); // a call that throws at once rejects too, and the queue goes on
-        } catch (error) {
-          reject(error);
-        }
-      }),
+      this.push(
+        async () => {
+          try {
+            resolve(await call()); // a call that throws at once rejects too, and the queue goes on
+          } catch (error) {
+            reject(error);
+          }
+        },
+        () => reject(new ClientClosedError(`${what} was not sent: the LockClient was closed first (its hold expires by itself)`)),
+      ),
     );
-  }
-
-  /** Sends nothing after `at` (a `performance.now()` time). */
-  stopAt(at: number): void {
-    this.until = at;
   }
 
   private async send(): Promise<void> {
     try {
-      while (this.calls.length > 0 && performance.now() < this.until) await this.calls.shift()!();
-      if (performance.now() >= this.until) this.calls.length = 0;
+      while (this.calls.length > 0 && this.cleanups.sending) await this.calls.shift()!.send();
+      if (!this.cleanups.sending) for (const dropped of this.calls.splice(0)) dropped.drop?.();
     } finally {
       this.loops--;
     }

@@ -1,3 +1,4 @@
+import type { Cleanups } from '../cleanups.js';
 import type { Driver } from '../clients/driver.js';
 import {
   EvictionRiskError,
@@ -100,19 +101,14 @@ export class RedlockBackend implements LockBackend {
    */
   private readonly tries = new WeakMap<AcquireRequest, number>();
   /**
-   * The clean-up of holds renewal judged lost, a few at a time (as hash mode
-   * gives back leases lost together, `holdings.ts`): 10,000 lost at once
-   * would otherwise send 10,000 abandons to every node ahead of every other
-   * call on its connection. Each call is bounded by `nodeTimeoutMs`.
-   */
-  private readonly lostCleanUps = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, () => undefined);
-  /**
-   * Per node, the abandons of {@link abandon} (the clean-ups above, the
-   * give-backs of leases that ran out here, a release that found too few
-   * holds): at most {@link RELEASE_CALLS_IN_FLIGHT} in flight on a node,
-   * each counted until that node answers. Paced only by the callers, those
-   * streams add up, and a node that answers after the quorum's wait ended
-   * would be sent the next ones on top of those still in flight.
+   * Per node, the abandons of {@link abandon} (the clean-up of holds renewal
+   * judged lost, the give-backs of leases that ran out here, a release that
+   * found too few holds): at most {@link RELEASE_CALLS_IN_FLIGHT} in flight
+   * on a node, each counted until that node answers, whatever stream sent
+   * it: 10,000 leases lost at once must not send 10,000 abandons ahead of
+   * every other call on a node's connection, and a node that answers after
+   * the quorum's wait ended must not be sent the next ones on top of those
+   * still in flight. `close()` waits for them, and sends none past its bound.
    */
   private readonly abandonsByNode: readonly PacedQueue[];
 
@@ -121,9 +117,10 @@ export class RedlockBackend implements LockBackend {
     private readonly nodes: readonly NodeBackend[],
     private readonly prefix: string,
     private readonly options: ResolvedRedlockOptions,
+    cleanups: Cleanups,
   ) {
     this.quorum = quorumOf(nodes.length);
-    this.abandonsByNode = nodes.map(() => new PacedQueue(RELEASE_CALLS_IN_FLIGHT, () => undefined));
+    this.abandonsByNode = nodes.map(() => new PacedQueue(RELEASE_CALLS_IN_FLIGHT, cleanups));
     this.addresses = clients.map(addressOf);
   }
 
@@ -361,7 +358,7 @@ export class RedlockBackend implements LockBackend {
         // Held by too few nodes to count: let go of the rest too, by hold id. Not every hold of
         // the owner: this verdict may come after the owner released these holds and was granted
         // the lock again, and that grant is no part of this lease.
-        for (const holdId of r.holdIds) this.lostCleanUps.push(() => this.abandon(r.keys, r.owner, holdId).catch(() => undefined));
+        for (const holdId of r.holdIds) void this.abandon(r.keys, r.owner, holdId).catch(() => undefined);
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);
@@ -371,7 +368,7 @@ export class RedlockBackend implements LockBackend {
 
   async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
     const gathered = await this.gather(
-      (node, _answered, i) => this.abandonsByNode[i]!.run(() => node.abandon(keys, owner, drop)),
+      (node, _answered, i) => this.abandonsByNode[i]!.run(() => node.abandon(keys, owner, drop), 'withdrawing from the lock'),
       this.options.nodeTimeoutMs,
       () => false,
     );

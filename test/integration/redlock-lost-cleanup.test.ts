@@ -75,4 +75,46 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     loseEveryLease(async (clients) => {
       await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
     }, 5_000));
+
+  it('sends no abandon still queued once close() has settled', async () => {
+    const clients = masters.clients();
+    const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, redisTimeoutMs: 1_000 });
+    let paused = false;
+    try {
+      // Abandons sent to the third node (the one that still holds every lease), and in flight there.
+      const third = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes[2]!;
+      const abandon = third.abandon.bind(third);
+      let sent = 0;
+      let inFlight = 0;
+      third.abandon = (...args) => {
+        sent++;
+        inFlight++;
+        return abandon(...args).finally(() => inFlight--);
+      };
+      for (let i = 0; i < LEASES; i += 200) {
+        await Promise.all(Array.from({ length: 200 }, (_, k) => locks.lock(`{closing}:${i + k}`).acquireWrite()));
+      }
+      let lost = 0;
+      locks.on('lost', (_error, leases) => (lost += leases.length));
+      await clients[0]!.flushall();
+      await clients[1]!.flushall();
+      // The third node answers nothing for a while: the first abandons wait there, the rest queue here.
+      await clients[2]!.call('client', 'pause', '6000', 'all');
+      paused = true;
+      await eventually('every lease lost', () => lost === LEASES, 20_000);
+      await eventually('the third node has its abandons in flight', () => inFlight === RELEASE_CALLS_IN_FLIGHT, 5_000);
+      await locks.close();
+      const sentByClose = sent;
+      expect(sentByClose, 'abandons sent to the third node by the time close() settled').to.be.below(LEASES);
+      // Once the node answers those in flight, a queue that outlived close() would send the rest.
+      await eventually('the third node answered the abandons in flight', () => inFlight === 0, 20_000);
+      paused = false;
+      await clients[2]!.ping();
+      expect(sent - sentByClose, 'abandons sent after close() settled').to.equal(0);
+    } finally {
+      await locks.close();
+      if (paused) await clients[2]!.call('client', 'unpause').catch(() => undefined);
+      for (const c of clients) c.disconnect();
+    }
+  });
 });

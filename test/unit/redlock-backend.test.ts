@@ -16,6 +16,7 @@ import {
   type LockInfo,
 } from '../../src/backends/backend.js';
 import { type NodeBackend, RedlockBackend } from '../../src/backends/redlock.js';
+import { Cleanups } from '../../src/cleanups.js';
 import type { Driver } from '../../src/clients/driver.js';
 import { type LockMode, QuorumError, ServerOutOfMemoryError } from '../../src/errors.js';
 import { type LockKeys, lockKeys } from '../../src/keys/keys.js';
@@ -73,7 +74,7 @@ const fakeClients = (n: number) =>
 
 function setup(n: number, nodeTimeoutMs = 100) {
   const nodes = Array.from({ length: n }, () => new StubNode());
-  const backend = new RedlockBackend(fakeClients(n), nodes, 'rwlock', { driftFactor: 0.01, driftMs: 2, nodeTimeoutMs });
+  const backend = new RedlockBackend(fakeClients(n), nodes, 'rwlock', { driftFactor: 0.01, driftMs: 2, nodeTimeoutMs }, new Cleanups());
   return { nodes, backend };
 }
 
