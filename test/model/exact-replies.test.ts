@@ -155,13 +155,15 @@ describe("the scripts' exact replies (virtual clock)", () => {
     expect(Number(await redis.zscore(k.leases, 'r')), "the owner's deadline").to.equal(start + 10_000);
   });
 
+  // Without hand-over ('0', not '0h'): a release that frees the lock hands it to a queued writer that
+  // accepts it, so only then may another writer pass the head.
   it('an unfair queue passes over its head at most twice in a row, and a new head as often again', async () => {
     const start = 8_000_000;
     const tryWrite = (owner: string, id: string) => run('acquireWrite', [LEASE_MS, holderArg('write', id, owner), 2 * LEASE_MS, '0']);
     const release = (owner: string, id: string) => run('release', [holderArg('write', id, owner)]);
     await at(start);
     expect(granted(await tryWrite('holder', 'h.1')), 'the holder').to.equal(true);
-    for (const [i, owner] of ['a', 'b', 'c', 'd', 'e'].entries()) {
+    for (const [i, owner] of ['a', 'b', 'c', 'd', 'e', 'f', 'g'].entries()) {
       await at(start + 10 * (i + 1));
       expect(await tryWrite(owner, `${owner}.1`), `${owner} queues`).to.deep.include.members([0, 'write']);
     }
@@ -180,6 +182,10 @@ describe("the scripts' exact replies (virtual clock)", () => {
     expect(await tryWrite('e', 'e.2'), 'a third pass: e waits behind the head a').to.deep.include.members([0, 'queue']);
     await passAndRelease('a', 'the head a');
     await passAndRelease('e', 'e passes the new head d');
+    await passAndRelease('f', 'f passes the head d');
+    await at((t += 10));
+    expect(await tryWrite('g', 'g.2'), 'a third pass of the new head: g waits behind d').to.deep.include.members([0, 'queue']);
+    await passAndRelease('d', 'the head d');
   });
 
   describe('legacy mode', () => {

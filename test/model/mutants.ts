@@ -19,7 +19,8 @@ export type MutantClass =
   | 'abandon'
   | 'boundary'
   | 'dropped condition'
-  | 'wrong field';
+  | 'wrong field'
+  | 'wrong value';
 
 export interface Mutant {
   readonly id: string;
@@ -392,6 +393,13 @@ export const MUTANTS: readonly Mutant[] = [
     original: 'if current and current > deadline then deadline = current end',
     replacement: "rcall('TIME')",
     class: 'dropped condition',
+  },
+  {
+    id: 'new-head-skip-count-reset-to-one',
+    file: 'includes/acquire-write-body.lua',
+    original: "rcall('HDEL', stateKey, 'sk')",
+    replacement: "rcall('HSET', stateKey, 'sk', 1)",
+    class: 'wrong value',
   },
   {
     id: 'hand-over-skip-count-kept',
