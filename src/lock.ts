@@ -240,7 +240,7 @@ export class RWLock {
           watch.handed.length = 0; // this try finds a handed hold anyway (a repeated acquire)
         }
         attempts++;
-        if (trace) trace.attempts = attempts; // counted as each try is sent: a subscriber sees a wait go on
+        if (trace) trace.attempts = attempts; // counted as each try starts: a subscriber sees a wait go on
         // The acquire's start stands for its first try's send, sparing a clock read per call: it is
         // earlier (that call may even wait for the server check), so a lease counted from it never
         // outlasts the server's.

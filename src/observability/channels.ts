@@ -52,7 +52,7 @@ export interface AcquireTraceContext {
   owner: string | undefined;
   /** How long the acquisition took from the call to its grant or failure, in ms; set at the end. */
   waitedMs: number;
-  /** How many times it asked Redis (1 when the lock was free at once), counted as each try is sent. */
+  /** How many times it asked Redis (1 when the lock was free at once), counted as each try starts (a try may first wait for the server check, or for the eviction check with `onEvictionRisk: 'refuse'`). */
   attempts: number;
   /** How it ended; set at the end. */
   outcome: AcquireOutcomeName | undefined;
