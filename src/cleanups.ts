@@ -13,7 +13,7 @@ export class Cleanups {
   /** Resolved when `acquiring` drops to 0 (only while someone waits for it). */
   private idle: (() => void) | undefined;
   private idleWait: Promise<void> | undefined;
-  /** Set by `close()`: the `performance.now()` time after which a clean-up not sent yet is dropped. */
+  /** Set by `close()`: the `performance.now()` time after which an optional clean-up not sent yet is dropped. */
   private sendUntil = Infinity;
 
   /** An acquire starts: `close()` waits until it has settled (and tracked its clean-up). */
@@ -34,12 +34,15 @@ export class Cleanups {
     this.pending.add(done);
   }
 
-  /** `close()` began: a clean-up still queued past `until` (a `performance.now()` time) is not sent. */
+  /**
+   * `close()` began, or settled: an optional clean-up still queued past
+   * `until` (a `performance.now()` time) is not sent. The earlier bound holds.
+   */
   closing(until: number): void {
-    this.sendUntil = until;
+    this.sendUntil = Math.min(this.sendUntil, until);
   }
 
-  /** Whether a queued clean-up may still be sent (see {@link closing}). */
+  /** Whether an optional clean-up may still be sent (see {@link closing}). */
   get sending(): boolean {
     return performance.now() < this.sendUntil;
   }

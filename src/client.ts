@@ -418,6 +418,8 @@ export class LockClient extends EventEmitter {
     // The acquires just ended give back what they took meanwhile: wait for that too, up to redisTimeoutMs.
     const givenBack = deadlines.within(cleanups.settled(), options.redisTimeoutMs, 'giving back what ended acquires took', {});
     await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
+    // Settled: no optional clean-up still queued goes out after this (a bound's timer may fire a ms early).
+    cleanups.closing(performance.now());
   }
 
   private async withLease<T>(

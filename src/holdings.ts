@@ -598,19 +598,22 @@ export class Holdings implements LeaseHost {
    * `giveBacks`); a failure is reported (the hold expires by itself).
    */
   private giveBack(holding: Holding, lease: Lease): void {
-    this.giveBacks.push(() =>
-      this.deadlines
-        .within(this.backend.abandon(holding.keys, lease.token, lease.holdId), this.redisTimeoutMs, 'giving back', lease)
-        .catch((error: unknown) => {
-          const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-          this.observer?.backgroundError(
-            redisFailure(
-              `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
-              error,
-              context,
-            ),
-          );
-        }),
+    this.giveBacks.push(
+      () =>
+        this.deadlines
+          .within(this.backend.abandon(holding.keys, lease.token, lease.holdId, true), this.redisTimeoutMs, 'giving back', lease)
+          .catch((error: unknown) => {
+            const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+            this.observer?.backgroundError(
+              redisFailure(
+                `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+                error,
+                context,
+              ),
+            );
+          }),
+      // Optional: once close()'s bound has passed, a give-back not sent is not sent (the hold expires by itself).
+      () => undefined,
     );
   }
 

@@ -43,12 +43,12 @@ export async function paced<T, R>(
  * {@link paced} for calls that come one at a time: each goes out in the
  * order it came, at most `inFlight` at once; the first ones at once, in the
  * caller's tick, the rest as those settle. `cleanups` tracks each loop that
- * sends them (so that `close()` waits for it, bounded); once `close()`'s
- * bound has passed, the calls not sent yet are dropped. A call handles its
- * own failure.
+ * sends them (so that `close()` waits for it, bounded). A call given a
+ * `drop` is optional: once `close()`'s bound has passed it is dropped, not
+ * sent (the others still go, however late). A call handles its own failure.
  */
 export class PacedQueue {
-  private readonly calls: { send: () => Promise<void>; drop?: () => void }[] = [];
+  private readonly calls: { send: () => Promise<void>; drop: (() => void) | undefined }[] = [];
   private loops = 0;
 
   constructor(
@@ -57,7 +57,11 @@ export class PacedQueue {
   ) {}
 
   push(call: () => Promise<void>, drop?: () => void): void {
-    this.calls.push(drop ? { send: call, drop } : { send: call });
+    if (drop !== undefined && !this.cleanups.sending) {
+      drop();
+      return;
+    }
+    this.calls.push({ send: call, drop });
     if (this.loops < this.inFlight) {
       this.loops++;
       this.cleanups.track(this.send());
@@ -65,10 +69,10 @@ export class PacedQueue {
   }
 
   /**
-   * Sends `call` as {@link push} does, and settles as it settles; rejects
-   * with {@link ClientClosedError} if it was dropped unsent.
+   * Sends `call` as {@link push} does, and settles as it settles; an
+   * `optional` call dropped unsent rejects with {@link ClientClosedError}.
    */
-  run<R>(call: () => Promise<R>, what: string): Promise<R> {
+  run<R>(call: () => Promise<R>, what: string, optional: boolean): Promise<R> {
     return new Promise<R>((resolve, reject) =>
       this.push(
         async () => {
@@ -78,15 +82,19 @@ export class PacedQueue {
             reject(error);
           }
         },
-        () => reject(new ClientClosedError(`${what} was not sent: the LockClient was closed first (its hold expires by itself)`)),
+        optional
+          ? () => reject(new ClientClosedError(`${what} was not sent: the LockClient was closed first (it expires by itself)`))
+          : undefined,
       ),
     );
   }
 
   private async send(): Promise<void> {
     try {
-      while (this.calls.length > 0 && this.cleanups.sending) await this.calls.shift()!.send();
-      if (!this.cleanups.sending) for (const dropped of this.calls.splice(0)) dropped.drop?.();
+      for (let next = this.calls.shift(); next !== undefined; next = this.calls.shift()) {
+        if (next.drop !== undefined && !this.cleanups.sending) next.drop();
+        else await next.send();
+      }
     } finally {
       this.loops--;
     }

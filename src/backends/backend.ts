@@ -217,9 +217,11 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    * an acquire whose outcome was unknown) or, with {@link ALL_HOLDS}, every
    * hold of the owner. With a hold id, the owner's place in the queue goes
    * only when that acquire registered it: a newer try of the same owner
-   * keeps its place. Repeating it changes nothing more.
+   * keeps its place. Repeating it changes nothing more. An `optional` one
+   * (a hold that expires by itself, given back to free it sooner) is not
+   * sent once `close()`'s bound has passed; the others are, however late.
    */
-  abandon(keys: K, owner: string, drop?: string): Promise<void>;
+  abandon(keys: K, owner: string, drop?: string, optional?: boolean): Promise<void>;
   /**
    * Keeps a waiting writer's place while the server refuses its tries for
    * lack of memory (lua/keep-place.lua): its queue heartbeat moves on, as a

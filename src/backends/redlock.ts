@@ -101,6 +101,15 @@ export class RedlockBackend implements LockBackend {
    */
   private readonly tries = new WeakMap<AcquireRequest, number>();
   /**
+   * The clean-up of holds renewal judged lost, a few at a time (as hash mode
+   * gives back leases lost together, `holdings.ts`): 10,000 lost at once
+   * would otherwise start 10,000 quorum calls at once, each bounded from its
+   * start while it waits in the node queues below, and queue the other
+   * callers' abandons behind them all. Optional: not sent past `close()`'s
+   * bound (each hold expires by itself).
+   */
+  private readonly lostCleanUps: PacedQueue;
+  /**
    * Per node, the abandons of {@link abandon} (the clean-up of holds renewal
    * judged lost, the give-backs of leases that ran out here, a release that
    * found too few holds): at most {@link RELEASE_CALLS_IN_FLIGHT} in flight
@@ -108,7 +117,9 @@ export class RedlockBackend implements LockBackend {
    * it: 10,000 leases lost at once must not send 10,000 abandons ahead of
    * every other call on a node's connection, and a node that answers after
    * the quorum's wait ended must not be sent the next ones on top of those
-   * still in flight. `close()` waits for them, and sends none past its bound.
+   * still in flight. `close()` waits for them (bounded); an optional one
+   * is not sent past its bound, while the give-back of a grant that came
+   * after its acquire ended still goes, however late.
    */
   private readonly abandonsByNode: readonly PacedQueue[];
 
@@ -120,6 +131,7 @@ export class RedlockBackend implements LockBackend {
     cleanups: Cleanups,
   ) {
     this.quorum = quorumOf(nodes.length);
+    this.lostCleanUps = new PacedQueue(RELEASE_CALLS_IN_FLIGHT, cleanups);
     this.abandonsByNode = nodes.map(() => new PacedQueue(RELEASE_CALLS_IN_FLIGHT, cleanups));
     this.addresses = clients.map(addressOf);
   }
@@ -316,7 +328,7 @@ export class RedlockBackend implements LockBackend {
     // Fewer than a majority held it: lost, or released by an earlier call whose outcome was
     // unknown. Drop what is left of this hold alone: the owner's other holds (an outer write
     // under this nested read) are theirs to release.
-    void this.abandon(keys, owner, holdId).catch(() => undefined);
+    void this.abandon(keys, owner, holdId, true).catch(() => undefined);
     return false;
   }
 
@@ -358,7 +370,12 @@ export class RedlockBackend implements LockBackend {
         // Held by too few nodes to count: let go of the rest too, by hold id. Not every hold of
         // the owner: this verdict may come after the owner released these holds and was granted
         // the lock again, and that grant is no part of this lease.
-        for (const holdId of r.holdIds) void this.abandon(r.keys, r.owner, holdId).catch(() => undefined);
+        for (const holdId of r.holdIds) {
+          this.lostCleanUps.push(
+            () => this.abandon(r.keys, r.owner, holdId, true).catch(() => undefined),
+            () => undefined,
+          );
+        }
         return 0;
       }
       const left = settled.flatMap((s) => (s.status === 'ok' && s.value[k]! > 0 ? [s.value[k]!] : [])).sort((a, b) => b - a);
@@ -366,9 +383,9 @@ export class RedlockBackend implements LockBackend {
     });
   }
 
-  async abandon(keys: LockKeys, owner: string, drop?: string): Promise<void> {
+  async abandon(keys: LockKeys, owner: string, drop?: string, optional = false): Promise<void> {
     const gathered = await this.gather(
-      (node, _answered, i) => this.abandonsByNode[i]!.run(() => node.abandon(keys, owner, drop), 'withdrawing from the lock'),
+      (node, _answered, i) => this.abandonsByNode[i]!.run(() => node.abandon(keys, owner, drop), 'withdrawing from the lock', optional),
       this.options.nodeTimeoutMs,
       () => false,
     );

@@ -9,7 +9,7 @@
 import { expect } from 'chai';
 import type { Redis } from 'ioredis';
 import type { NodeBackend } from '../../src/backends/redlock.js';
-import { LockClient } from '../../src/index.js';
+import { ClientClosedError, LockClient } from '../../src/index.js';
 import { RELEASE_CALLS_IN_FLIGHT } from '../../src/paced.js';
 import { type RedisMastersHandle, startRedisMasters } from '../../src/testing/index.js';
 import { selectedTopologies } from '../setup/topologies.js';
@@ -28,16 +28,33 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     await masters?.stop();
   });
 
-  /** The abandons each node of `locks` was sent, in flight now, and the most in flight at once. */
-  function countAbandons(locks: LockClient): { sent: number; inFlight: number; most: number }[] {
+  /**
+   * The abandons each node of `locks` was sent, in flight now, and the most
+   * in flight at once; `hold()` keeps every abandon sent to that node from
+   * reaching it until `let()` (as a node that answers nothing).
+   */
+  function countAbandons(locks: LockClient) {
     const nodes = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes;
     return nodes.map((node) => {
-      const counts = { sent: 0, inFlight: 0, most: 0 };
+      let gate: Promise<void> | undefined;
+      let open: () => void = () => undefined;
+      const counts = {
+        sent: 0,
+        inFlight: 0,
+        most: 0,
+        hold: () => void (gate = new Promise<void>((resolve) => (open = resolve))),
+        let: () => open(),
+      };
       const abandon = node.abandon.bind(node);
-      node.abandon = (...args) => {
+      node.abandon = async (...args) => {
         counts.sent++;
         counts.most = Math.max(counts.most, ++counts.inFlight);
-        return abandon(...args).finally(() => counts.inFlight--);
+        try {
+          await gate;
+          return await abandon(...args);
+        } finally {
+          counts.inFlight--;
+        }
       };
       return counts;
     });
@@ -45,11 +62,11 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
 
   /** LEASES write leases on `{prefix}:0`, `{prefix}:1`, ..., then two nodes lose every lock; counts the leases lost. */
   async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string): Promise<() => number> {
+    let lost = 0;
+    locks.on('lost', (_error, leases) => (lost += leases.length));
     for (let i = 0; i < LEASES; i += 200) {
       await Promise.all(Array.from({ length: 200 }, (_, k) => locks.lock(`{${prefix}}:${i + k}`).acquireWrite()));
     }
-    let lost = 0;
-    locks.on('lost', (_error, leases) => (lost += leases.length));
     await clients[0]!.flushall();
     await clients[1]!.flushall();
     return () => lost;
@@ -86,30 +103,63 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
       await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
     }, 5_000));
 
-  it('sends no abandon still queued once close() has settled', async () => {
+  it('sends no clean-up of a lost lease still queued once close() has settled', async () => {
     const clients = masters.clients();
     const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, redisTimeoutMs: 1_000 });
-    let paused = false;
+    // The third node (the one that still holds every lease) answers no abandon until after close().
+    const third = countAbandons(locks)[2]!;
+    third.hold();
     try {
-      // Abandons sent to the third node (the one that still holds every lease), and in flight there.
-      const third = countAbandons(locks)[2]!;
       const lost = await holdThenLoseOnTwo(locks, clients, 'closing');
-      // The third node answers nothing for a while: the first abandons wait there, the rest queue here.
-      await clients[2]!.call('client', 'pause', '6000', 'all');
-      paused = true;
       await eventually('every lease lost', () => lost() === LEASES, 20_000);
       await eventually('the third node has its abandons in flight', () => third.inFlight === RELEASE_CALLS_IN_FLIGHT, 5_000);
       await locks.close();
       const sentByClose = third.sent;
       expect(sentByClose, 'abandons sent to the third node by the time close() settled').to.be.below(LEASES);
       // Once the node answers those in flight, a queue that outlived close() would send the rest.
+      third.let();
       await eventually('the third node answered the abandons in flight', () => third.inFlight === 0, 20_000);
-      paused = false;
-      await clients[2]!.ping();
       expect(third.sent - sentByClose, 'abandons sent after close() settled').to.equal(0);
     } finally {
+      third.let();
       await locks.close();
-      if (paused) await clients[2]!.call('client', 'unpause').catch(() => undefined);
+      for (const c of clients) c.disconnect();
+    }
+  });
+
+  it('gives back a grant that lands after close() settled, however late', async () => {
+    const clients = masters.clients();
+    const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 20_000, redisTimeoutMs: 300, redlock: { nodeTimeoutMs: 10_000 } });
+    const watcher = new LockClient(masters.clients(), { mode: 'redlock' });
+    try {
+      await (await locks.lock('{late}:warm').acquireWrite()).release(); // the server check and the scripts, done
+      // Every node's acquire waits until after close(), then runs: its grant lands with no acquire waiting for it.
+      let open: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      let landed = 0;
+      const nodes = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes;
+      for (const node of nodes) {
+        const acquire = node.acquire.bind(node);
+        node.acquire = async (r) => {
+          await gate;
+          const outcome = await acquire(r);
+          landed++;
+          return outcome;
+        };
+      }
+      const acquiring = locks
+        .lock('{late}:x')
+        .acquireWrite()
+        .catch((error: unknown) => error);
+      await locks.close();
+      expect(await acquiring).to.be.instanceOf(ClientClosedError);
+      open();
+      await eventually('every node granted the lock', () => landed === nodes.length, 5_000);
+      // Within far less than its 20 s lease: the give-back, not the expiry, frees it.
+      await eventually('the late grant given back', async () => (await watcher.inspect('{late}:x')).mode === 'free', 4_000);
+    } finally {
+      await locks.close();
+      await watcher.close();
       for (const c of clients) c.disconnect();
     }
   });
