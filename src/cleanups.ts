@@ -15,6 +15,8 @@ export class Cleanups {
   private idleWait: Promise<void> | undefined;
   /** Set by `close()`: the `performance.now()` time after which an optional clean-up not sent yet is dropped. */
   private sendUntil = Infinity;
+  /** The queues of optional clean-ups (`paced.ts`), emptied of them once `close()` has settled. */
+  private readonly queues = new Set<{ dropOptional(): void }>();
 
   /** An acquire starts: `close()` waits until it has settled (and tracked its clean-up). */
   acquireStarted(): void {
@@ -40,6 +42,17 @@ export class Cleanups {
    */
   closing(until: number): void {
     this.sendUntil = Math.min(this.sendUntil, until);
+  }
+
+  /** `close()` has settled: no optional clean-up still queued is sent, even behind calls that never answer. */
+  closed(): void {
+    this.closing(performance.now());
+    for (const queue of this.queues) queue.dropOptional();
+  }
+
+  /** A queue whose optional calls {@link closed} drops. */
+  register(queue: { dropOptional(): void }): void {
+    this.queues.add(queue);
   }
 
   /** Whether an optional clean-up may still be sent (see {@link closing}). */

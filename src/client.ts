@@ -404,9 +404,10 @@ export class LockClient extends EventEmitter {
    * acquires in flight with `ClientClosedError` (waits and calls on the
    * wire alike), closes the subscriber connections, and settles once every
    * such acquire has settled and what it took (a grant that lands late, a
-   * place in the writers' queue) has been given back, however late Redis
-   * answers, bounded by `redisTimeoutMs`. Quitting the Redis client after it
-   * then leaves nothing held. The Redis client passed in stays open.
+   * place in the writers' queue) has been given back, waiting at most
+   * `redisTimeoutMs` for Redis (a grant that lands later still is given
+   * back then). Quitting the Redis client after it then leaves nothing
+   * held. The Redis client passed in stays open.
    */
   async close(): Promise<void> {
     if (this.isClosedFlag) return;
@@ -419,7 +420,7 @@ export class LockClient extends EventEmitter {
     const givenBack = deadlines.within(cleanups.settled(), options.redisTimeoutMs, 'giving back what ended acquires took', {});
     await Promise.all([holdings.close(), givenBack.catch(() => undefined)]);
     // Settled: no optional clean-up still queued goes out after this (a bound's timer may fire a ms early).
-    cleanups.closing(performance.now());
+    cleanups.closed();
   }
 
   private async withLease<T>(

@@ -54,7 +54,9 @@ export class PacedQueue {
   constructor(
     private readonly inFlight: number,
     private readonly cleanups: Cleanups,
-  ) {}
+  ) {
+    cleanups.register(this);
+  }
 
   push(call: () => Promise<void>, drop?: () => void): void {
     if (drop !== undefined && !this.cleanups.sending) {
@@ -87,6 +89,14 @@ export class PacedQueue {
           : undefined,
       ),
     );
+  }
+
+  /** Drops every optional call still queued (`close()` has settled). */
+  dropOptional(): void {
+    const kept = this.calls.filter((c) => c.drop === undefined);
+    const dropped = this.calls.filter((c) => c.drop !== undefined);
+    this.calls.splice(0, this.calls.length, ...kept);
+    for (const call of dropped) call.drop!();
   }
 
   private async send(): Promise<void> {

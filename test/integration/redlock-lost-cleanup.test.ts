@@ -60,6 +60,19 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     });
   }
 
+  /** The most quorum abandons (`RedlockBackend.abandon`, each to every node) of `locks` in flight at once, so far. */
+  function countQuorumAbandons(locks: LockClient): () => number {
+    const backend = (locks as unknown as { ctx: { backend: { abandon: NodeBackend['abandon'] } } }).ctx.backend;
+    const abandon = backend.abandon.bind(backend);
+    let inFlight = 0;
+    let most = 0;
+    backend.abandon = (...args) => {
+      most = Math.max(most, ++inFlight);
+      return abandon(...args).finally(() => inFlight--);
+    };
+    return () => most;
+  }
+
   /** LEASES write leases on `{prefix}:0`, `{prefix}:1`, ..., then two nodes lose every lock; counts the leases lost. */
   async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string): Promise<() => number> {
     let lost = 0;
@@ -76,32 +89,64 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
    * Acquires LEASES leases, makes two nodes lose every lock, runs `then`,
    * and checks that no node had more than a few abandons in flight at once.
    */
-  async function loseEveryLease(then: (clients: readonly Redis[]) => Promise<void>, nodeTimeoutMs?: number): Promise<void> {
+  async function loseEveryLease(
+    then: (clients: readonly Redis[]) => Promise<void>,
+    streams: number,
+    nodeTimeoutMs?: number,
+  ): Promise<void> {
     const clients = masters.clients();
     const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, ...(nodeTimeoutMs && { redlock: { nodeTimeoutMs } }) });
     try {
       const abandons = countAbandons(locks);
+      const quorumCalls = countQuorumAbandons(locks);
       const lost = await holdThenLoseOnTwo(locks, clients, 'lost');
       await then(clients);
       await eventually('every lease lost', () => lost() === LEASES, 20_000);
       await eventually('every abandon sent', () => abandons.every((node) => node.sent >= LEASES), 20_000);
       const most = abandons.map((node) => node.most);
       expect(Math.max(...most), `abandons in flight at once, per node: ${most.join(', ')}`).to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      // One stream of clean-ups (renewal's verdicts), or two when the leases also ran out here (the give-backs).
+      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(streams * RELEASE_CALLS_IN_FLIGHT);
     } finally {
       await locks.close();
       for (const c of clients) c.disconnect();
     }
   }
 
-  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease(async () => undefined));
+  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease(async () => undefined, 1));
 
   it(`sends them a few at a time per node when the renewal's answers come after the leases ran out here`, () =>
     // Both nodes that lost the locks answer nothing past the leases' end, and each call waits 5 s for
     // them: every lease runs out here (each given back), and then the renewal's late answers judge
     // each one lost (each cleaned up): two streams of abandons at once, as a loaded machine makes them.
-    loseEveryLease(async (clients) => {
-      await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
-    }, 5_000));
+    loseEveryLease(
+      async (clients) => {
+        await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
+      },
+      2,
+      5_000,
+    ));
+
+  it(`cleans up after ${LEASES} releases that each found too few nodes holding, a few quorum calls at a time`, async () => {
+    const clients = masters.clients();
+    const locks = new LockClient(clients, { mode: 'redlock' });
+    try {
+      const quorumCalls = countQuorumAbandons(locks);
+      const leases = await Promise.all(
+        Array.from({ length: LEASES }, (_, i) => locks.lock(`{released}:${i}`).acquireWrite({ leaseMs: 30_000 })),
+      );
+      await clients[0]!.flushall();
+      await clients[1]!.flushall();
+      const released = await Promise.allSettled(leases.map((lease) => lease.release()));
+      expect(released.filter((r) => r.status === 'rejected').length, 'releases that found the lease lost').to.equal(LEASES);
+      // Each leaves the third node's hold to an abandon of its own: they go a few at a time.
+      await eventually('the third node freed', async () => (await clients[2]!.dbsize()) === 0, 20_000);
+      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+    } finally {
+      await locks.close();
+      for (const c of clients) c.disconnect();
+    }
+  });
 
   it('sends no clean-up of a lost lease still queued once close() has settled', async () => {
     const clients = masters.clients();

@@ -68,6 +68,21 @@ describe('PacedQueue', () => {
     expect(error).to.be.instanceOf(ClientClosedError);
   });
 
+  it('drops the optional calls queued behind a call that never answers once close() has settled', async () => {
+    const cleanups = new Cleanups();
+    const queue = new PacedQueue(1, cleanups);
+    const stuck = pending();
+    void queue.run(stuck.call, 'a call to a node that never answers', false);
+    const queued = queue.run(async () => 'sent', 'an optional call', true);
+    const needed = pending();
+    void queue.run(needed.call, 'a needed call', false);
+    cleanups.closed();
+    expect(await queued.catch((e: unknown) => e)).to.be.instanceOf(ClientClosedError);
+    stuck.answer();
+    await new Promise(setImmediate);
+    expect(needed.sent(), 'the needed call, still sent once the node answers').to.equal(true);
+  });
+
   it('rejects a call that throws at once, and goes on with the next', async () => {
     const queue = new PacedQueue(1, new Cleanups());
     const thrown = queue.run(
