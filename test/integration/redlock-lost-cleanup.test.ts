@@ -73,6 +73,22 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     return () => most;
   }
 
+  /**
+   * Two nodes lose every lock of `prefix`, once every node holds all LEASES:
+   * an acquire returns on a majority's grants, and a node still behind (its
+   * server check, a busy machine) would grant the rest after the flush,
+   * holding those leases on a majority again.
+   */
+  async function loseOnTwo(clients: readonly Redis[], prefix: string): Promise<void> {
+    await eventually(
+      `every node holds every lease of ${prefix}`,
+      async () => (await Promise.all(clients.map((c) => c.keys(`*{${prefix}}*`)))).every((keys) => keys.length >= LEASES),
+      20_000,
+    );
+    await clients[0]!.flushall();
+    await clients[1]!.flushall();
+  }
+
   /** LEASES write leases on `{prefix}:0`, `{prefix}:1`, ..., then two nodes lose every lock; counts the leases lost. */
   async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string): Promise<() => number> {
     let lost = 0;
@@ -80,8 +96,7 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     for (let i = 0; i < LEASES; i += 200) {
       await Promise.all(Array.from({ length: 200 }, (_, k) => locks.lock(`{${prefix}}:${i + k}`).acquireWrite()));
     }
-    await clients[0]!.flushall();
-    await clients[1]!.flushall();
+    await loseOnTwo(clients, prefix);
     return () => lost;
   }
 
@@ -135,8 +150,7 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
       const leases = await Promise.all(
         Array.from({ length: LEASES }, (_, i) => locks.lock(`{released}:${i}`).acquireWrite({ leaseMs: 30_000 })),
       );
-      await clients[0]!.flushall();
-      await clients[1]!.flushall();
+      await loseOnTwo(clients, 'released');
       const released = await Promise.allSettled(leases.map((lease) => lease.release()));
       expect(released.filter((r) => r.status === 'rejected').length, 'releases that found the lease lost').to.equal(LEASES);
       // Each leaves the third node's hold to an abandon of its own: they go a few at a time.
