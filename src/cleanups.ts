@@ -13,8 +13,8 @@ export class Cleanups {
   /** Resolved when `acquiring` drops to 0 (only while someone waits for it). */
   private idle: (() => void) | undefined;
   private idleWait: Promise<void> | undefined;
-  /** Set by `close()`: the `performance.now()` time after which an optional clean-up not sent yet is dropped. */
-  private sendUntil = Infinity;
+  /** Set once `close()` has settled: an optional clean-up not sent yet is dropped. */
+  private stopped = false;
   /** The queues of optional clean-ups (`paced.ts`), emptied of them once `close()` has settled. */
   private readonly queues = new Set<{ dropOptional(): void }>();
 
@@ -36,17 +36,9 @@ export class Cleanups {
     this.pending.add(done);
   }
 
-  /**
-   * `close()` began, or settled: an optional clean-up still queued past
-   * `until` (a `performance.now()` time) is not sent. The earlier bound holds.
-   */
-  closing(until: number): void {
-    this.sendUntil = Math.min(this.sendUntil, until);
-  }
-
   /** `close()` has settled: no optional clean-up still queued is sent, even behind calls that never answer. */
   closed(): void {
-    this.closing(performance.now());
+    this.stopped = true;
     for (const queue of this.queues) queue.dropOptional();
   }
 
@@ -55,9 +47,9 @@ export class Cleanups {
     this.queues.add(queue);
   }
 
-  /** Whether an optional clean-up may still be sent (see {@link closing}). */
+  /** Whether an optional clean-up may still be sent (see {@link closed}). */
   get sending(): boolean {
-    return performance.now() < this.sendUntil;
+    return !this.stopped;
   }
 
   /** Settles once no acquire is in flight and every clean-up started so far has ended. */

@@ -333,7 +333,6 @@ export class Holdings implements LeaseHost {
   async close(): Promise<void> {
     this.closed = true;
     if (this.round) this.round.cancelled = true;
-    this.cleanups.closing(performance.now() + this.redisTimeoutMs);
     clearInterval(this.renewTimer);
     this.renewTimer = undefined;
     clearTimeout(this.retryTimer);
@@ -612,8 +611,8 @@ export class Holdings implements LeaseHost {
               ),
             );
           }),
-      // Optional: once close()'s bound has passed, a give-back not sent is not sent (the hold expires by itself).
-      () => undefined,
+      // Optional: once close() has settled, a give-back not sent is not sent (the hold expires by itself).
+      true,
     );
   }
 

@@ -43,9 +43,9 @@ export async function paced<T, R>(
  * {@link paced} for calls that come one at a time: each goes out in the
  * order it came, at most `inFlight` at once; the first ones at once, in the
  * caller's tick, the rest as those settle. `cleanups` tracks each loop that
- * sends them (so that `close()` waits for it, bounded). A call given a
- * `drop` is optional: once `close()`'s bound has passed it is dropped, not
- * sent (the others still go, however late). A call handles its own failure.
+ * sends them (so that `close()` waits for it, bounded). An optional call
+ * is dropped, not sent, once `close()` has settled (at its bound at the
+ * latest); the others still go, however late. A call handles its own failure.
  */
 export class PacedQueue {
   private readonly calls: { send: () => Promise<void>; drop: (() => void) | undefined }[] = [];
@@ -58,7 +58,11 @@ export class PacedQueue {
     cleanups.register(this);
   }
 
-  push(call: () => Promise<void>, drop?: () => void): void {
+  push(call: () => Promise<void>, optional: boolean): void {
+    this.enqueue(call, optional ? ignore : undefined);
+  }
+
+  private enqueue(call: () => Promise<void>, drop: (() => void) | undefined): void {
     if (drop !== undefined && !this.cleanups.sending) {
       drop();
       return;
@@ -76,7 +80,7 @@ export class PacedQueue {
    */
   run<R>(call: () => Promise<R>, what: string, optional: boolean): Promise<R> {
     return new Promise<R>((resolve, reject) =>
-      this.push(
+      this.enqueue(
         async () => {
           try {
             resolve(await call()); // a call that throws at once rejects too, and the queue goes on
@@ -110,3 +114,5 @@ export class PacedQueue {
     }
   }
 }
+
+function ignore(): void {}

@@ -107,8 +107,8 @@ export class RedlockBackend implements LockBackend {
    * gives back leases lost together, `holdings.ts`): 10,000 lost at once
    * would otherwise start 10,000 quorum calls at once, each bounded from its
    * start while it waits in the node queues below, and queue the other
-   * callers' abandons behind them all. Optional: not sent past `close()`'s
-   * bound (each hold expires by itself).
+   * callers' abandons behind them all. Optional: not sent once `close()` has
+   * settled (each hold expires by itself).
    */
   private readonly lostCleanUps: PacedQueue;
   /**
@@ -120,7 +120,7 @@ export class RedlockBackend implements LockBackend {
    * every other call on a node's connection, and a node that answers after
    * the quorum's wait ended must not be sent the next ones on top of those
    * still in flight. `close()` waits for them (bounded); an optional one
-   * is not sent past its bound, while the give-back of a grant that came
+   * is not sent once it has settled, while the give-back of a grant that came
    * after its acquire ended still goes, however late.
    */
   private readonly abandonsByNode: readonly PacedQueue[];
@@ -330,10 +330,7 @@ export class RedlockBackend implements LockBackend {
     // Fewer than a majority held it: lost, or released by an earlier call whose outcome was
     // unknown. Drop what is left of this hold alone: the owner's other holds (an outer write
     // under this nested read) are theirs to release.
-    this.lostCleanUps.push(
-      () => this.abandon(keys, owner, holdId, true).catch(() => undefined),
-      () => undefined,
-    );
+    this.lostCleanUps.push(() => this.abandon(keys, owner, holdId, true).catch(() => undefined), true);
     return false;
   }
 
@@ -376,10 +373,7 @@ export class RedlockBackend implements LockBackend {
         // the owner: this verdict may come after the owner released these holds and was granted
         // the lock again, and that grant is no part of this lease.
         for (const holdId of r.holdIds) {
-          this.lostCleanUps.push(
-            () => this.abandon(r.keys, r.owner, holdId, true).catch(() => undefined),
-            () => undefined,
-          );
+          this.lostCleanUps.push(() => this.abandon(r.keys, r.owner, holdId, true).catch(() => undefined), true);
         }
         return 0;
       }

@@ -44,7 +44,7 @@ describe('PacedQueue', () => {
     const answered = queue.run(first.call, 'the first call', true);
     const dropped = queue.run(optional.call, 'the optional call', true);
     const sentLate = queue.run(needed.call, 'the needed call', false);
-    cleanups.closing(performance.now()); // close() began, and its bound is already past
+    cleanups.closed(); // close() has settled
     first.answer();
     expect(await answered).to.equal('answered');
     const error = await dropped.catch((e: unknown) => e);
@@ -63,7 +63,7 @@ describe('PacedQueue', () => {
     const queue = new PacedQueue(1, cleanups);
     const stuck = pending();
     void queue.run(stuck.call, 'a call to a node that never answers', false);
-    cleanups.closing(performance.now());
+    cleanups.closed();
     const error = await queue.run(async () => 'sent', 'the late optional call', true).catch((e: unknown) => e);
     expect(error).to.be.instanceOf(ClientClosedError);
   });
