@@ -77,7 +77,7 @@ forEachTopology('least privilege: the documented ACL', { clients: ALL_CLIENTS },
 
   it('lets a LockClient acquire, wait and be woken, extend, renew, inspect and release', async () => {
     const redis = await clientAs(ctx, 'app', passwordOf(app));
-    const locks = open(redis, { leaseMs: 600 });
+    const locks = open(redis, { leaseMs: 2_000 });
     const other = open(await clientAs(ctx, 'app', passwordOf(app)), { recheckMs: 20_000 });
     const next = await handOffWrite(locks, other, 'job:{1}'); // the wake-up comes over the permitted channel
     const reader = await locks.lock('job:{2}').acquireRead();

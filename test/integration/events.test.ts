@@ -117,7 +117,8 @@ forEachTopology('LockClient events and stats', { clients: ALL_CLIENTS }, (ctx) =
   });
 
   it('counts a lease lost when Redis no longer holds it', async () => {
-    const locks = open({ leaseMs: 300 });
+    // Renewed every second: a loaded machine's late renewal must not lose it by its deadline first.
+    const locks = open({ leaseMs: 3_000 });
     let lostEvents = 0;
     locks.on('lost', () => lostEvents++);
     await locks.lock('ev:lost').acquireWrite();

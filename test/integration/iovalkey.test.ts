@@ -38,7 +38,7 @@ forEachTopology('iovalkey as the client', (ctx) => {
   });
 
   it('acquires, waits and is woken, extends, inspects and releases', async () => {
-    const { locks } = open({ leaseMs: 600 });
+    const { locks } = open({ leaseMs: 2_000 });
     const { locks: other } = open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up
     await (await handOffWrite(locks, other, 'job:{1}')).release();
     const readers = await Promise.all([locks.lock('job:{1}').acquireRead(), other.lock('job:{1}').acquireRead()]);

@@ -55,7 +55,7 @@ forEachTopology('node-redis as the client', { clients: ['node-redis', 'node-redi
   });
 
   it('acquires, waits and is woken, extends, inspects and releases', async () => {
-    const locks = open(await ctx.lockRedis(), { leaseMs: 600 });
+    const locks = open(await ctx.lockRedis(), { leaseMs: 2_000 });
     const other = open(await ctx.lockRedis(), { recheckMs: 20_000 }); // a grant before 20 s is the wake-up
     await (await handOffWrite(locks, other, 'job:{1}')).release();
     expect(locks.stats().subscriberErrors + other.stats().subscriberErrors).to.equal(0);

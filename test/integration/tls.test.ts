@@ -185,7 +185,7 @@ for (const make of tlsServer ? [standaloneTls, clusterTls] : [])
       };
 
       it('acquires, waits and is woken, renews, extends, inspects, releases and force-releases', async () => {
-        const locks = await open({ leaseMs: 600 });
+        const locks = await open({ leaseMs: 2_000 });
         const other = await open({ recheckMs: 20_000 }); // a grant before 20 s is the wake-up, over the TLS subscriber
         await handOffWrite(locks, other, 'job:{1}');
         expect((await other.forceRelease('job:{1}')).deleted.length).to.be.greaterThan(0);
