@@ -598,19 +598,23 @@ export class Holdings implements LeaseHost {
    */
   private giveBack(holding: Holding, lease: Lease): void {
     this.giveBacks.push(
-      () =>
-        this.deadlines
-          .within(this.backend.abandon(holding.keys, lease.token, lease.holdId, true), this.redisTimeoutMs, 'giving back', lease)
-          .catch((error: unknown) => {
-            const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
-            this.observer?.backgroundError(
-              redisFailure(
-                `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
-                error,
-                context,
-              ),
-            );
-          }),
+      async () => {
+        const abandoning = this.backend.abandon(holding.keys, lease.token, lease.holdId, true);
+        const reported = this.deadlines.within(abandoning, this.redisTimeoutMs, 'giving back', lease).catch((error: unknown) => {
+          const context = { resource: lease.resource, mode: lease.mode, owner: lease.token };
+          this.observer?.backgroundError(
+            redisFailure(
+              `giving back the ${lease.mode} lock on "${lease.resource}" after its lease ran out here (it expires by itself)`,
+              error,
+              context,
+            ),
+          );
+        });
+        // A call that ends by itself (redlock: by nodeTimeoutMs, which may be later) keeps its
+        // place until it has: no more give-backs in flight than the queue allows.
+        if (this.backend.settlesByItself) await abandoning.catch(() => undefined);
+        await reported;
+      },
       // Optional: once close() has settled, a give-back not sent is not sent (the hold expires by itself).
       true,
     );

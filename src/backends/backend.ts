@@ -242,6 +242,13 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    */
   readonly handsOver: boolean;
   /**
+   * Whether every call settles by itself within a bound of its own, whatever
+   * Redis does (`redlock`: each node's answer waits `nodeTimeoutMs`, which
+   * may be longer than `redisTimeoutMs`). Calls paced a few at a time keep
+   * their place in the queue until then, not only until `redisTimeoutMs`.
+   */
+  readonly settlesByItself: boolean;
+  /**
    * The grant that releases handed a waiting writer, as their wake-up messages
    * told it (`handed`, by node), when they name the hold of the writer's latest
    * queued try (`queuedUntil`, by node, as its refusal gave it) on enough

@@ -60,6 +60,30 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     });
   }
 
+  /**
+   * The calls in flight now, and the most at once, of one of `locks`'
+   * paced streams of quorum abandons: the give-backs of leases that ran out
+   * here (holdings), or the clean-ups of leases a renewal or a release found
+   * held by too few nodes (the redlock backend).
+   */
+  function countStream(locks: LockClient, stream: 'giveBacks' | 'lostCleanUps') {
+    type Queue = { push(call: () => Promise<void>, optional: boolean): void };
+    const { ctx } = locks as unknown as { ctx: { holdings: { giveBacks: Queue }; backend: { lostCleanUps: Queue } } };
+    const queue = stream === 'giveBacks' ? ctx.holdings.giveBacks : ctx.backend.lostCleanUps;
+    const push = queue.push.bind(queue);
+    const counts = { inFlight: 0, most: 0 };
+    queue.push = (call, optional) =>
+      push(async () => {
+        counts.most = Math.max(counts.most, ++counts.inFlight);
+        try {
+          await call();
+        } finally {
+          counts.inFlight--;
+        }
+      }, optional);
+    return counts;
+  }
+
   /** The most quorum abandons (`RedlockBackend.abandon`, each to every node) of `locks` in flight at once, so far. */
   function countQuorumAbandons(locks: LockClient): () => number {
     const backend = (locks as unknown as { ctx: { backend: { abandon: NodeBackend['abandon'] } } }).ctx.backend;
@@ -74,63 +98,68 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
   }
 
   /**
-   * Two nodes lose every lock of `prefix`, once every node holds all LEASES:
-   * an acquire returns on a majority's grants, and a node still behind (its
-   * server check, a busy machine) would grant the rest after the flush,
-   * holding those leases on a majority again.
+   * LEASES write leases on `{prefix}:0`, `{prefix}:1`, ...; then two nodes
+   * lose every lock, once no node has an acquire call in flight: an acquire
+   * returns on a majority's grants, and a node still behind would grant
+   * after the flush, holding that lease on a majority again. (A node whose
+   * call failed holds nothing: the lease is then held by the third alone, or
+   * by none.)
    */
-  async function loseOnTwo(clients: readonly Redis[], prefix: string): Promise<void> {
-    await eventually(
-      `every node holds every lease of ${prefix}`,
-      async () => (await Promise.all(clients.map((c) => c.keys(`*{${prefix}}*`)))).every((keys) => keys.length >= LEASES),
-      20_000,
-    );
+  async function acquireThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string, leaseMs?: number): Promise<Lease[]> {
+    const nodes = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes;
+    let acquiring = 0;
+    for (const node of nodes) {
+      const acquire = node.acquire.bind(node);
+      node.acquire = (...args) => {
+        acquiring++;
+        return acquire(...args).finally(() => acquiring--);
+      };
+    }
+    const leases: Lease[] = [];
+    for (let i = 0; i < LEASES; i += 200) {
+      const batch = Array.from({ length: 200 }, (_, k) => locks.lock(`{${prefix}}:${i + k}`).acquireWrite(leaseMs ? { leaseMs } : {}));
+      leases.push(...(await Promise.all(batch)));
+    }
+    await eventually('no node has an acquire in flight', () => acquiring === 0, 20_000);
     await clients[0]!.flushall();
     await clients[1]!.flushall();
+    return leases;
   }
 
-  /** LEASES write leases on `{prefix}:0`, `{prefix}:1`, ..., then two nodes lose every lock; counts the leases lost. */
+  /** {@link acquireThenLoseOnTwo}, counting the leases lost. */
   async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string): Promise<() => number> {
     let lost = 0;
     locks.on('lost', (_error, leases) => (lost += leases.length));
-    for (let i = 0; i < LEASES; i += 200) {
-      await Promise.all(Array.from({ length: 200 }, (_, k) => locks.lock(`{${prefix}}:${i + k}`).acquireWrite()));
-    }
-    await loseOnTwo(clients, prefix);
+    await acquireThenLoseOnTwo(locks, clients, prefix);
     return () => lost;
   }
 
   /**
-   * Acquires LEASES leases, makes two nodes lose every lock, runs `then`,
-   * and checks that no node had more than a few abandons in flight at once.
+   * Acquires LEASES leases on `prefix`, makes two nodes lose every lock,
+   * runs `then`, and once every clean-up was answered checks that neither
+   * stream of them had more than a few calls in flight at once, nor any
+   * node more than a few abandons.
    */
-  async function loseEveryLease(
-    then: (clients: readonly Redis[]) => Promise<void>,
-    timeouts: { redisTimeoutMs?: number; nodeTimeoutMs?: number } = {},
-  ): Promise<void> {
+  async function loseEveryLease(prefix: string, then: (clients: readonly Redis[]) => Promise<void>, nodeTimeoutMs?: number): Promise<void> {
     const clients = masters.clients();
-    const { redisTimeoutMs, nodeTimeoutMs } = timeouts;
-    const locks = new LockClient(clients, {
-      mode: 'redlock',
-      leaseMs: 3_000,
-      ...(redisTimeoutMs && { redisTimeoutMs }),
-      ...(nodeTimeoutMs && { redlock: { nodeTimeoutMs } }),
-    });
+    const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, ...(nodeTimeoutMs && { redlock: { nodeTimeoutMs } }) });
     try {
       const abandons = countAbandons(locks);
+      const streams = { giveBacks: countStream(locks, 'giveBacks'), lostCleanUps: countStream(locks, 'lostCleanUps') };
       const quorumCalls = countQuorumAbandons(locks);
-      const lost = await holdThenLoseOnTwo(locks, clients, 'lost');
+      const lost = await holdThenLoseOnTwo(locks, clients, prefix);
       await then(clients);
       await eventually('every lease lost', () => lost() === LEASES, 20_000);
+      // Each lease cleaned up on every node, by one stream or both; then nothing left in flight.
       await eventually('every abandon sent', () => abandons.every((node) => node.sent >= LEASES), 20_000);
+      await eventually('every clean-up answered', () => [...abandons, ...Object.values(streams)].every((c) => c.inFlight === 0));
+      expect(streams.lostCleanUps.most, "clean-ups of renewal's verdicts in flight at once").to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      // Leases that ran out here first are given back too (a loaded machine's renewal can come after
+      // the lease's end even with no node paused): a second stream, as few at a time.
+      expect(streams.giveBacks.most, 'give-backs in flight at once').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(2 * RELEASE_CALLS_IN_FLIGHT);
       const most = abandons.map((node) => node.most);
       expect(Math.max(...most), `abandons in flight at once, per node: ${most.join(', ')}`).to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
-      // Two streams of quorum calls, each a few at a time: the clean-ups of renewal's verdicts, and the
-      // give-backs of leases that ran out here first (a loaded machine's renewal can come after the
-      // lease's end even with no node paused). A give-back's place goes to the next one when the call
-      // is answered or after redisTimeoutMs, and a quorum call ends by nodeTimeoutMs: with
-      // nodeTimeoutMs <= redisTimeoutMs (each case here) no give-back's call outlives its place.
-      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(2 * RELEASE_CALLS_IN_FLIGHT);
       // Every node answers again (a pause `then` made is over), so the next case finds them all serving.
       await Promise.all(clients.map((c) => c.ping()));
     } finally {
@@ -139,17 +168,19 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     }
   }
 
-  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease(async () => undefined));
+  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease('lost', async () => undefined));
 
   it(`sends them a few at a time per node when the renewal's answers come after the leases ran out here`, () =>
     // Both nodes that lost the locks answer nothing past the leases' end, and each call waits 5 s for
-    // them: every lease runs out here (each given back), and then the renewal's late answers judge
-    // each one lost (each cleaned up): two streams of abandons at once, as a loaded machine makes them.
+    // them, longer than redisTimeoutMs (1 s): every lease runs out here (each given back, each
+    // give-back's quorum call outliving its bound), and then the renewal's late answers judge each
+    // one lost (each cleaned up): two streams of abandons at once, as a loaded machine makes them.
     loseEveryLease(
+      'late',
       async (clients) => {
-        await Promise.all([clients[0]!.call('client', 'pause', '3500', 'all'), clients[1]!.call('client', 'pause', '3500', 'all')]);
+        await Promise.all([clients[0]!.call('client', 'pause', '4500', 'all'), clients[1]!.call('client', 'pause', '4500', 'all')]);
       },
-      { redisTimeoutMs: 6_000, nodeTimeoutMs: 5_000 },
+      5_000,
     ));
 
   it(`cleans up after ${LEASES} releases that each found too few nodes holding, a few quorum calls at a time`, async () => {
@@ -157,15 +188,7 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     const locks = new LockClient(clients, { mode: 'redlock' });
     try {
       const quorumCalls = countQuorumAbandons(locks);
-      const leases: Lease[] = [];
-      for (let i = 0; i < LEASES; i += 200) {
-        leases.push(
-          ...(await Promise.all(
-            Array.from({ length: 200 }, (_, k) => locks.lock(`{released}:${i + k}`).acquireWrite({ leaseMs: 30_000 })),
-          )),
-        );
-      }
-      await loseOnTwo(clients, 'released');
+      const leases = await acquireThenLoseOnTwo(locks, clients, 'released', 30_000);
       const released = await Promise.allSettled(leases.map((lease) => lease.release()));
       expect(released.filter((r) => r.status === 'rejected').length, 'releases that found the lease lost').to.equal(LEASES);
       // Each leaves the third node's hold to an abandon of its own: they go a few at a time.
@@ -180,7 +203,7 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
   it('sends no clean-up of a lost lease still queued once close() has settled', async () => {
     const clients = masters.clients();
     const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, redisTimeoutMs: 1_000 });
-    // The third node (the one that still holds every lease) answers no abandon until after close().
+    // The third node (the one that still holds the leases) answers no abandon until after close().
     const third = countAbandons(locks)[2]!;
     third.hold();
     try {

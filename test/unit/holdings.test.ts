@@ -34,6 +34,7 @@ describe('Holdings (renewal timing and loss)', () => {
     keepPlace: () => Promise.reject(new Error('unused')),
     inspect: () => Promise.reject(new Error('unused')),
     handsOver: true,
+    settlesByItself: false,
     takeHanded: () => undefined,
   };
 
@@ -156,6 +157,30 @@ describe('Holdings (renewal timing and loss)', () => {
       expect(sent).to.include(lockKeys('p', 'later').state);
     } finally {
       backend.abandon = abandon;
+    }
+  });
+
+  it('keeps a give-back in flight past redisTimeoutMs while a backend that ends its own calls (redlock) has not', async () => {
+    // Each quorum call waits nodeTimeoutMs (3 s here) for its nodes: freed at redisTimeoutMs, its place
+    // would let another call start while it still runs, 16 more every redisTimeoutMs.
+    for (let i = 0; i < RELEASE_CALLS_IN_FLIGHT; i++) grant(`slow${i}`, `s${i}`, false, 500);
+    grant('later', 'l', false, 800);
+    const sent: string[] = [];
+    const { abandon } = backend;
+    const mutable = backend as { settlesByItself: boolean };
+    mutable.settlesByItself = true;
+    backend.abandon = async (keys) => {
+      sent.push(keys.state);
+      if (keys.state.includes('slow')) await new Promise((resolve) => setTimeout(resolve, 3_000));
+    };
+    try {
+      await clock.tickAsync(2_499); // the slow calls' redisTimeoutMs passed at 1500, their own end is at 3500
+      expect(sent, 'sent by 2.5 s').to.have.length(RELEASE_CALLS_IN_FLIGHT);
+      await clock.tickAsync(1_001);
+      expect(sent, 'sent once the first call ended').to.include(lockKeys('p', 'later').state);
+    } finally {
+      backend.abandon = abandon;
+      mutable.settlesByItself = false;
     }
   });
 
