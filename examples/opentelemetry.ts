@@ -7,9 +7,9 @@
  *
  * - Every acquisition becomes a span `rwlock.acquire <mode>`, child of the
  *   span active where it was called, with the resource, owner, outcome,
- *   fence, attempts and wait as attributes, and an error status when it
- *   timed out or failed; releases, extensions and renewal rounds become
- *   spans too.
+ *   fence, attempts, wait and whether a release handed it the lock as
+ *   attributes, and an error status when it timed out or failed; releases,
+ *   extensions and renewal rounds become spans too.
  * - `LockMetrics` counts acquisitions by mode and outcome, their durations
  *   (a histogram with the library's bucket bounds), the leases held, losses
  *   and renewal rounds.
@@ -99,6 +99,7 @@ export function traceRwlock(tracer: Tracer): () => void {
         'rwlock.outcome': c.outcome,
         'rwlock.fence': c.fence,
         'rwlock.attempts': c.attempts || undefined,
+        'rwlock.handed': c.handed || undefined,
         'rwlock.waited_ms': c.outcome === undefined ? undefined : c.waitedMs,
       }),
     // A busy try is an answer, not a failure.
@@ -221,6 +222,7 @@ export async function runOpenTelemetryExample(
         a['rwlock.resource'],
         a['rwlock.outcome'],
         a['rwlock.attempts'] && `${a['rwlock.attempts']} attempt(s)`,
+        a['rwlock.handed'] && 'handed by the release',
         a['rwlock.renewed'] !== undefined && `${a['rwlock.renewed']} renewed`,
       ];
       log(`span ${s.name.padEnd(26)} ${s.status.code === SpanStatusCode.ERROR ? 'ERROR' : 'ok   '} ${what.filter(Boolean).join(', ')}`);
@@ -257,7 +259,12 @@ export function checkOpenTelemetryOutcome({ spans, metrics: m, stats }: OpenTele
   check(children.length === 2, `the transfer span has ${children.length} acquire children, not 2`);
   const timedOut = acquires.filter((s) => s.attributes['rwlock.outcome'] === 'timeout');
   check(timedOut.length === 1 && timedOut[0]!.status.code === SpanStatusCode.ERROR, 'one timed-out acquire span, with an error status');
-  const waited = acquires.find((s) => s.attributes['rwlock.outcome'] === 'granted' && Number(s.attributes['rwlock.attempts']) > 1);
+  // Granted by a later try, or handed the lock by the release while its first try queued it.
+  const waited = acquires.find(
+    (s) =>
+      s.attributes['rwlock.outcome'] === 'granted' &&
+      (Number(s.attributes['rwlock.attempts']) > 1 || s.attributes['rwlock.handed'] === true),
+  );
   check(waited !== undefined, 'a granted acquire span that waited');
   const releases = spans.filter((s) => s.name.startsWith('rwlock.release'));
   check(releases.length === stats.reduce((n, s) => n + s.releases, 0), 'one release span per release');
