@@ -120,12 +120,17 @@ forEachTopology('LockClient events and stats', { clients: ALL_CLIENTS }, (ctx) =
     // Renewed every second: a loaded machine's late renewal must not lose it by its deadline first.
     const locks = open({ leaseMs: 3_000 });
     let lostEvents = 0;
-    locks.on('lost', () => lostEvents++);
+    let why = '';
+    locks.on('lost', (error) => {
+      lostEvents++;
+      why = error.message;
+    });
     await locks.lock('ev:lost').acquireWrite();
     await eventually('a renewal', () => locks.stats().renewals >= 1);
     await ctx.flush(); // its keys are gone: the next renewal finds it not held
     await eventually('the loss', () => locks.stats().losses === 1, 5_000);
     expect(lostEvents).to.equal(1);
+    expect(why, 'found by the renewal, not run out by its deadline').to.match(/renewal found it no longer held/);
     expect(locks.stats().heldLeases).to.equal(0);
   });
 

@@ -143,8 +143,8 @@ forEachTopology('read-write lock', { clients: ALL_CLIENTS }, (ctx) => {
 
   it('frees an abandoned lock after its lease, leaving no keys behind', async () => {
     const abandoned = open();
-    // The lease runs from the server's grant, which comes after this call starts (the same
-    // machine's clock): nobody else gets the lock sooner than 300 ms after it.
+    // Its lease runs from this call's start here (its holder gives it back at that deadline) and
+    // from the server's grant there, which comes later: nobody else gets it sooner than 300 ms after.
     const started = performance.now();
     await abandoned.lock('abandoned').acquireWrite({ leaseMs: 300 });
     abandoned.removeAllListeners();

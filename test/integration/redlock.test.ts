@@ -351,10 +351,10 @@ function suite(n: number, clientKind: ClientKind = 'ioredis'): void {
       const holder = await open();
       const waiter = await open({ recheckMs: 20_000 });
       const held = await holder.lock('queue').acquireWrite();
-      let releasedAt = 0;
       const waiting = waiter.lock('queue').acquireWrite({ waitMs: 10_000 });
-      await sleep(300); // the waiter has subscribed and sleeps
-      releasedAt = performance.now();
+      // Queued: it subscribed before its first try, and now sleeps until a wake-up or its re-check.
+      await eventually('the waiter queued', async () => (await holder.inspect('queue')).queue.length > 0);
+      const releasedAt = performance.now();
       await held.release();
       const next = await waiting;
       expect(performance.now() - releasedAt).to.be.below(1_000);

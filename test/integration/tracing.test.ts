@@ -194,7 +194,7 @@ forEachTopology('tracing channels', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ct
 
   it('publishes each renewal round with the holdings it renewed', async () => {
     const renewals = record<RenewTraceContext>(TRACING_CHANNELS.renew);
-    const fast = new LockClient(await ctx.lockRedis(), { leaseMs: 300 }); // renews every 100 ms
+    const fast = new LockClient(await ctx.lockRedis(), { leaseMs: 1_500 }); // renews every 500 ms; a late round still finds both held
     try {
       const a = await fast.lock('traced:4').acquireWrite();
       const b = await fast.lock('traced:5').acquireRead();

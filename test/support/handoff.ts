@@ -11,8 +11,8 @@ import { eventually } from './eventually.js';
 /**
  * `locks` (with a lease short enough to be renewed during the test, and long
  * enough that a loaded machine's late renewal does not lose it first) takes
- * the write lock of `resource`; `other` (with a long `recheckMs`, so only a
- * wake-up grants it in time) queues behind it. The holder is renewed,
+ * the write lock of `resource`; `other` (with a long `recheckMs`) queues
+ * behind it. The holder is renewed,
  * extends, shows in `inspect`, and releases; the waiter gets the lock, and
  * its lease is returned.
  */

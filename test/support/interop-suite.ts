@@ -272,8 +272,9 @@ export function interopSuite(ctx: TopologyContext, mode: 'legacy' | 'bridge'): v
     const r = await lock().acquireRead();
     expect(await old.tryRead()).to.equal(true);
     expect(await lock().tryAcquireWrite({ owner: r.token })).to.equal(null);
-    setTimeout(() => void old.releaseRead(), 150);
+    const released = releaseLater(150, () => old.releaseRead());
     const w = await lock().acquireWrite({ owner: r.token, waitMs: 5_000 });
+    released.sentAt(); // throws if the upgrade was granted before the old reader left
     expect(await redis.get(keys.write)).to.equal(r.token);
     await w.release();
     await r.release();
