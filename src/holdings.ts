@@ -593,8 +593,10 @@ export class Holdings implements LeaseHost {
 
   /**
    * Drops `lease`'s hold in Redis, in the background (the first ones at once,
-   * the rest as those are answered or given up after `redisTimeoutMs`: see
-   * `giveBacks`); a failure is reported (the hold expires by itself).
+   * the rest as those are answered or given up after `redisTimeoutMs`, or in
+   * `redlock` mode once their quorum call has ended: see `giveBacks`); a
+   * failure, or no answer within `redisTimeoutMs`, is reported (the hold
+   * expires by itself).
    */
   private giveBack(holding: Holding, lease: Lease): void {
     this.giveBacks.push(
@@ -612,7 +614,7 @@ export class Holdings implements LeaseHost {
         });
         // A call that ends by itself (redlock: by nodeTimeoutMs, which may be later) keeps its
         // place until it has: no more give-backs in flight than the queue allows.
-        if (this.backend.settlesByItself) await abandoning.catch(() => undefined);
+        if (this.backend.abandonEndsByItself) await abandoning.catch(() => undefined);
         await reported;
       },
       // Optional: once close() has settled, a give-back not sent is not sent (the hold expires by itself).

@@ -242,12 +242,12 @@ export interface LockBackend<K extends LockKeys = LockKeys> {
    */
   readonly handsOver: boolean;
   /**
-   * Whether every call settles by itself within a bound of its own, whatever
-   * Redis does (`redlock`: each node's answer waits `nodeTimeoutMs`, which
-   * may be longer than `redisTimeoutMs`). Calls paced a few at a time keep
-   * their place in the queue until then, not only until `redisTimeoutMs`.
+   * Whether {@link abandon} settles within a bound of its own, whatever
+   * Redis does (`redlock`: it waits `nodeTimeoutMs` for the nodes' answers,
+   * which may be longer than `redisTimeoutMs`). A give-back then keeps its
+   * place in its paced queue until it has, not only until `redisTimeoutMs`.
    */
-  readonly settlesByItself: boolean;
+  readonly abandonEndsByItself: boolean;
   /**
    * The grant that releases handed a waiting writer, as their wake-up messages
    * told it (`handed`, by node), when they name the hold of the writer's latest

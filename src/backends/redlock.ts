@@ -80,8 +80,8 @@ export class RedlockBackend implements LockBackend {
   readonly quorum: number;
   /** Every node runs the hash-mode scripts. */
   readonly handsOver = true;
-  /** Every call gathers the nodes' answers for at most nodeTimeoutMs (`gather`). */
-  readonly settlesByItself = true;
+  /** An abandon gathers the nodes' answers for at most nodeTimeoutMs (`gather`, never re-armed there). */
+  readonly abandonEndsByItself = true;
   private readonly addresses: string[];
   /**
    * Each waiting writer's place in every node's queue: the median of the

@@ -63,8 +63,8 @@ export class ScriptedBackend<K extends LockKeys> implements LockBackend<K> {
     return this.layout.handsOver;
   }
 
-  /** A call waits on its connection for as long as the driver keeps it; its callers bound the wait. */
-  readonly settlesByItself = false;
+  /** An abandon waits on its connection for as long as the driver keeps it; its callers bound the wait. */
+  readonly abandonEndsByItself = false;
 
   // Each operation's scripts refuse a lock of another layout version with an error reply, which
   // becomes a LayoutVersionError here (a try/catch: nothing more on the path that succeeds).

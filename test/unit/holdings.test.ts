@@ -34,7 +34,7 @@ describe('Holdings (renewal timing and loss)', () => {
     keepPlace: () => Promise.reject(new Error('unused')),
     inspect: () => Promise.reject(new Error('unused')),
     handsOver: true,
-    settlesByItself: false,
+    abandonEndsByItself: false,
     takeHanded: () => undefined,
   };
 
@@ -163,12 +163,18 @@ describe('Holdings (renewal timing and loss)', () => {
   it('keeps a give-back in flight past redisTimeoutMs while a backend that ends its own calls (redlock) has not', async () => {
     // Each quorum call waits nodeTimeoutMs (3 s here) for its nodes: freed at redisTimeoutMs, its place
     // would let another call start while it still runs, 16 more every redisTimeoutMs.
+    const reported: number[] = []; // when each give-back's failure was reported
+    const observer = { released: () => undefined, renewed: () => undefined, renewalFailed: () => undefined };
+    holdings = new Holdings(backend, 3000, (e) => losses.push(e), new Deadlines(), 1000, {
+      ...observer,
+      backgroundError: () => void reported.push(performance.now()),
+    });
     for (let i = 0; i < RELEASE_CALLS_IN_FLIGHT; i++) grant(`slow${i}`, `s${i}`, false, 500);
     grant('later', 'l', false, 800);
     const sent: string[] = [];
     const { abandon } = backend;
-    const mutable = backend as { settlesByItself: boolean };
-    mutable.settlesByItself = true;
+    const mutable = backend as { abandonEndsByItself: boolean };
+    mutable.abandonEndsByItself = true;
     backend.abandon = async (keys) => {
       sent.push(keys.state);
       if (keys.state.includes('slow')) await new Promise((resolve) => setTimeout(resolve, 3_000));
@@ -176,11 +182,14 @@ describe('Holdings (renewal timing and loss)', () => {
     try {
       await clock.tickAsync(2_499); // the slow calls' redisTimeoutMs passed at 1500, their own end is at 3500
       expect(sent, 'sent by 2.5 s').to.have.length(RELEASE_CALLS_IN_FLIGHT);
+      // Each is still reported at its bound, while it keeps its place.
+      expect(reported, 'give-backs reported unanswered by 2.5 s').to.have.length(RELEASE_CALLS_IN_FLIGHT);
+      expect(Math.max(...reported), 'reported at redisTimeoutMs').to.be.at.most(1_501);
       await clock.tickAsync(1_001);
       expect(sent, 'sent once the first call ended').to.include(lockKeys('p', 'later').state);
     } finally {
       backend.abandon = abandon;
-      mutable.settlesByItself = false;
+      mutable.abandonEndsByItself = false;
     }
   });
 
