@@ -61,40 +61,44 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
   }
 
   /**
-   * The calls in flight now, and the most at once, of one of `locks`'
-   * paced streams of quorum abandons: the give-backs of leases that ran out
-   * here (holdings), or the clean-ups of leases a renewal or a release found
-   * held by too few nodes (the redlock backend).
+   * The quorum abandons (`RedlockBackend.abandon`, each to every node) of
+   * `locks` in flight, now and the most at once: in all, and by the paced
+   * stream that sent them (the give-backs of leases that ran out here, in
+   * holdings; the clean-ups of leases a renewal or a release found held by
+   * too few nodes, in the redlock backend).
    */
-  function countStream(locks: LockClient, stream: 'giveBacks' | 'lostCleanUps') {
+  function countQuorumAbandons(locks: LockClient) {
     type Queue = { push(call: () => Promise<void>, optional: boolean): void };
-    const { ctx } = locks as unknown as { ctx: { holdings: { giveBacks: Queue }; backend: { lostCleanUps: Queue } } };
-    const queue = stream === 'giveBacks' ? ctx.holdings.giveBacks : ctx.backend.lostCleanUps;
-    const push = queue.push.bind(queue);
-    const counts = { inFlight: 0, most: 0 };
-    queue.push = (call, optional) =>
-      push(async () => {
-        counts.most = Math.max(counts.most, ++counts.inFlight);
-        try {
-          await call();
-        } finally {
-          counts.inFlight--;
-        }
-      }, optional);
-    return counts;
-  }
-
-  /** The most quorum abandons (`RedlockBackend.abandon`, each to every node) of `locks` in flight at once, so far. */
-  function countQuorumAbandons(locks: LockClient): () => number {
-    const backend = (locks as unknown as { ctx: { backend: { abandon: NodeBackend['abandon'] } } }).ctx.backend;
-    const abandon = backend.abandon.bind(backend);
-    let inFlight = 0;
-    let most = 0;
-    backend.abandon = (...args) => {
-      most = Math.max(most, ++inFlight);
-      return abandon(...args).finally(() => inFlight--);
+    type Backend = { abandon: NodeBackend['abandon']; lostCleanUps: Queue };
+    const { ctx } = locks as unknown as { ctx: { holdings: { giveBacks: Queue }; backend: Backend } };
+    const counter = () => ({ inFlight: 0, most: 0 });
+    const counts = { all: counter(), giveBacks: counter(), lostCleanUps: counter() };
+    let sending: 'giveBacks' | 'lostCleanUps' | undefined;
+    for (const [stream, queue] of [
+      ['giveBacks', ctx.holdings.giveBacks],
+      ['lostCleanUps', ctx.backend.lostCleanUps],
+    ] as const) {
+      const push = queue.push.bind(queue);
+      // A call the queue sends makes its quorum call at once, in the same turn: it is this stream's.
+      queue.push = (call, optional) =>
+        push(() => {
+          sending = stream;
+          try {
+            return call();
+          } finally {
+            sending = undefined;
+          }
+        }, optional);
+    }
+    const abandon = ctx.backend.abandon.bind(ctx.backend);
+    ctx.backend.abandon = (...args) => {
+      const mine = sending ? [counts.all, counts[sending]] : [counts.all];
+      for (const c of mine) c.most = Math.max(c.most, ++c.inFlight);
+      return abandon(...args).finally(() => {
+        for (const c of mine) c.inFlight--;
+      });
     };
-    return () => most;
+    return counts;
   }
 
   /**
@@ -105,7 +109,12 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
    * call failed holds nothing: the lease is then held by the third alone, or
    * by none.)
    */
-  async function acquireThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string, leaseMs?: number): Promise<Lease[]> {
+  async function acquireThenLoseOnTwo(
+    locks: LockClient,
+    clients: readonly Redis[],
+    prefix: string,
+    { leaseMs, pauseMs }: { leaseMs?: number; pauseMs?: number } = {},
+  ): Promise<Lease[]> {
     const nodes = (locks as unknown as { ctx: { backend: { nodes: NodeBackend[] } } }).ctx.backend.nodes;
     let acquiring = 0;
     for (const node of nodes) {
@@ -121,46 +130,49 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
       leases.push(...(await Promise.all(batch)));
     }
     await eventually('no node has an acquire in flight', () => acquiring === 0, 20_000);
-    await clients[0]!.flushall();
-    await clients[1]!.flushall();
+    // With `pauseMs`, both then answer nothing for that long: in the same transaction as the flush,
+    // so that no renewal finds the leases gone before the pause.
+    const lose = (c: Redis) => (pauseMs ? c.multi([['flushall'], ['client', 'pause', String(pauseMs), 'all']]).exec() : c.flushall());
+    await Promise.all([lose(clients[0]!), lose(clients[1]!)]);
     return leases;
   }
 
   /** {@link acquireThenLoseOnTwo}, counting the leases lost. */
-  async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string): Promise<() => number> {
+  async function holdThenLoseOnTwo(locks: LockClient, clients: readonly Redis[], prefix: string, pauseMs?: number): Promise<() => number> {
     let lost = 0;
     locks.on('lost', (_error, leases) => (lost += leases.length));
-    await acquireThenLoseOnTwo(locks, clients, prefix);
+    await acquireThenLoseOnTwo(locks, clients, prefix, { pauseMs });
     return () => lost;
   }
 
   /**
-   * Acquires LEASES leases on `prefix`, makes two nodes lose every lock,
-   * runs `then`, and once every clean-up was answered checks that neither
-   * stream of them had more than a few calls in flight at once, nor any
-   * node more than a few abandons.
+   * Acquires LEASES leases on `prefix`, makes two nodes lose every lock (and
+   * with `pauseMs` answer nothing for that long), and once every clean-up was
+   * answered checks that neither stream of them had more than a few quorum
+   * calls in flight at once, nor any node more than a few abandons.
    */
-  async function loseEveryLease(prefix: string, then: (clients: readonly Redis[]) => Promise<void>, nodeTimeoutMs?: number): Promise<void> {
+  async function loseEveryLease(prefix: string, paused?: { pauseMs: number; nodeTimeoutMs: number }): Promise<void> {
     const clients = masters.clients();
+    const nodeTimeoutMs = paused?.nodeTimeoutMs;
     const locks = new LockClient(clients, { mode: 'redlock', leaseMs: 3_000, ...(nodeTimeoutMs && { redlock: { nodeTimeoutMs } }) });
     try {
       const abandons = countAbandons(locks);
-      const streams = { giveBacks: countStream(locks, 'giveBacks'), lostCleanUps: countStream(locks, 'lostCleanUps') };
       const quorumCalls = countQuorumAbandons(locks);
-      const lost = await holdThenLoseOnTwo(locks, clients, prefix);
-      await then(clients);
+      const lost = await holdThenLoseOnTwo(locks, clients, prefix, paused?.pauseMs);
       await eventually('every lease lost', () => lost() === LEASES, 20_000);
       // Each lease cleaned up on every node, by one stream or both; then nothing left in flight.
       await eventually('every abandon sent', () => abandons.every((node) => node.sent >= LEASES), 20_000);
-      await eventually('every clean-up answered', () => [...abandons, ...Object.values(streams)].every((c) => c.inFlight === 0));
-      expect(streams.lostCleanUps.most, "clean-ups of renewal's verdicts in flight at once").to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      await eventually('every clean-up answered', () => [...abandons, quorumCalls.all].every((c) => c.inFlight === 0));
+      const { giveBacks, lostCleanUps, all } = quorumCalls;
+      expect(lostCleanUps.most, "clean-ups of renewal's verdicts in flight at once").to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
       // Leases that ran out here first are given back too (a loaded machine's renewal can come after
       // the lease's end even with no node paused): a second stream, as few at a time.
-      expect(streams.giveBacks.most, 'give-backs in flight at once').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
-      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(2 * RELEASE_CALLS_IN_FLIGHT);
+      expect(giveBacks.most, 'give-backs in flight at once').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      if (paused) expect(giveBacks.most, 'give-backs in flight at once, leases run out in the pause').to.be.greaterThan(0);
+      expect(all.most, 'quorum abandons in flight at once').to.be.at.most(2 * RELEASE_CALLS_IN_FLIGHT);
       const most = abandons.map((node) => node.most);
       expect(Math.max(...most), `abandons in flight at once, per node: ${most.join(', ')}`).to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
-      // Every node answers again (a pause `then` made is over), so the next case finds them all serving.
+      // Every node answers again (the pause is over), so the next case finds them all serving.
       await Promise.all(clients.map((c) => c.ping()));
     } finally {
       await locks.close();
@@ -168,32 +180,27 @@ describe('redlock clean-up of leases judged lost [3 independent servers]', funct
     }
   }
 
-  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease('lost', async () => undefined));
+  it(`sends the abandons of ${LEASES} leases lost at once a few at a time per node`, () => loseEveryLease('lost'));
 
   it(`sends them a few at a time per node when the renewal's answers come after the leases ran out here`, () =>
     // Both nodes that lost the locks answer nothing past the leases' end, and each call waits 5 s for
     // them, longer than redisTimeoutMs (1 s): every lease runs out here (each given back, each
     // give-back's quorum call outliving its bound), and then the renewal's late answers judge each
     // one lost (each cleaned up): two streams of abandons at once, as a loaded machine makes them.
-    loseEveryLease(
-      'late',
-      async (clients) => {
-        await Promise.all([clients[0]!.call('client', 'pause', '4500', 'all'), clients[1]!.call('client', 'pause', '4500', 'all')]);
-      },
-      5_000,
-    ));
+    loseEveryLease('late', { pauseMs: 4_500, nodeTimeoutMs: 5_000 }));
 
   it(`cleans up after ${LEASES} releases that each found too few nodes holding, a few quorum calls at a time`, async () => {
     const clients = masters.clients();
     const locks = new LockClient(clients, { mode: 'redlock' });
     try {
       const quorumCalls = countQuorumAbandons(locks);
-      const leases = await acquireThenLoseOnTwo(locks, clients, 'released', 30_000);
+      const leases = await acquireThenLoseOnTwo(locks, clients, 'released', { leaseMs: 30_000 });
       const released = await Promise.allSettled(leases.map((lease) => lease.release()));
       expect(released.filter((r) => r.status === 'rejected').length, 'releases that found the lease lost').to.equal(LEASES);
       // Each leaves the third node's hold to an abandon of its own: they go a few at a time.
       await eventually('the third node freed', async () => (await clients[2]!.dbsize()) === 0, 20_000);
-      expect(quorumCalls(), 'quorum abandons in flight at once').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
+      expect(quorumCalls.lostCleanUps.most, 'quorum abandons in flight at once').to.be.within(1, RELEASE_CALLS_IN_FLIGHT);
+      expect(quorumCalls.all.most, 'quorum abandons in flight at once, in all').to.be.at.most(RELEASE_CALLS_IN_FLIGHT);
     } finally {
       await locks.close();
       for (const c of clients) c.disconnect();
