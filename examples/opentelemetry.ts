@@ -171,7 +171,7 @@ export async function runOpenTelemetryExample(
 
   const untrace = traceRwlock(trace.getTracer('redis-rwlock'));
   const payments = new LockClient(redis, { recheckMs: 100 });
-  const ledger = new LockClient(redis, { leaseMs: 600, recheckMs: 100 }); // renews every 200 ms
+  const ledger = new LockClient(redis, { leaseMs: 1_500, recheckMs: 100 }); // renews every 500 ms
   // The global MeterProvider's meter; the leases held and losses of both clients.
   const lockMetrics = new LockMetrics().observe(payments).observe(ledger);
   const app = trace.getTracer('example-app');

@@ -227,7 +227,7 @@ forEachTopology('liveness', { clients: NODE_REDIS_IN_CI_AND_GLIDE }, (ctx) => {
       );
     expect(error).to.be.instanceOf(RedisUnavailableError);
     // Once the pause is over the acquire runs, granting, and the best-effort release right after it.
-    // (An inspect during the pause times out: it is a script, which CLIENT PAUSE WRITE holds back.)
+    // (An inspect queues behind the paused acquire on the same connection; one that times out reads as not yet free.)
     const free = () =>
       impatient.inspect('unknown').then(
         (info) => info.mode === 'free',
