@@ -64,9 +64,11 @@ export class ReportCache {
     const cached = await this.get();
     if (cached && Date.now() - cached.builtAt < maxAgeMs) return cached;
     return this.#locks.withWrite(this.#resource, async (lease) => {
-      // Check again: another caller may have rebuilt it while we waited.
+      // Check again: another caller may have rebuilt it while we waited (a newer version than we
+      // saw; its age alone could pass maxAgeMs on a busy machine, and it would be rebuilt again).
       const current = await this.#read();
-      if (current && Date.now() - current.builtAt < maxAgeMs) return current;
+      const rebuiltMeanwhile = current && current.version !== cached?.version;
+      if (current && (rebuiltMeanwhile || Date.now() - current.builtAt < maxAgeMs)) return current;
       return this.#write((current?.version ?? 0) + 1, await compute((current?.version ?? 0) + 1, lease.signal));
     });
   }
