@@ -59,7 +59,7 @@ export class PacedQueue {
   }
 
   push(call: () => Promise<void>, optional: boolean): void {
-    this.enqueue(call, optional ? ignore : undefined);
+    this.enqueue(call, optional ? () => undefined : undefined);
   }
 
   private enqueue(call: () => Promise<void>, drop: (() => void) | undefined): void {
@@ -114,5 +114,3 @@ export class PacedQueue {
     }
   }
 }
-
-function ignore(): void {}
