@@ -343,6 +343,10 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
   const perCall = (what: string) => r.anatomy?.find((a) => a.what.startsWith(what))?.usecPerCall;
   // Results from before the fenced floor's own release row: the floor's, on the floor's key.
   const fencedCycle = [perCall('fenced floor acquire'), perCall('fenced floor release') ?? perCall('floor release')];
+  const holderCycle = [perCall('string-holder layout acquire'), perCall('string-holder layout release')];
+  const stringHolder = holderCycle.every((v) => v !== undefined) ? holderCycle : undefined;
+  const keptCycle = [perCall('string-holder layout, its key kept while'), perCall('string-holder layout, its key kept:')];
+  const keptHolder = keptCycle.every((v) => v !== undefined) ? keptCycle : undefined;
   if (fencedCycle.every((v) => v !== undefined)) {
     const fenced = fencedCycle[0]! + fencedCycle[1]!;
     for (const mode of ['write', 'read'] as const) {
@@ -357,7 +361,13 @@ export function evaluateTargets(kind: TopologyKind, r: TopologyResults, waiters:
         `<= ${SERVER_USEC_VS_FENCED_FLOOR}`,
         atMost(v, SERVER_USEC_VS_FENCED_FLOOR),
         'x',
-        `on ${cpu}; rwlock ${acquire.toFixed(2)} + ${release.toFixed(2)} µs, fenced floor ${fencedCycle[0]!.toFixed(2)} + ${fencedCycle[1]!.toFixed(2)} µs`,
+        `on ${cpu}; rwlock ${acquire.toFixed(2)} + ${release.toFixed(2)} µs, fenced floor ${fencedCycle[0]!.toFixed(2)} + ${fencedCycle[1]!.toFixed(2)} µs` +
+          (stringHolder !== undefined && mode === 'write'
+            ? `; a sole holder in a string key (a layout change, not made): ${stringHolder[0]!.toFixed(2)} + ${stringHolder[1]!.toFixed(2)} µs, ${((stringHolder[0]! + stringHolder[1]!) / fenced).toFixed(2)}x`
+            : '') +
+          (keptHolder !== undefined && mode === 'write'
+            ? `; the same with its key kept while the lock has any state (no EXISTS): ${keptHolder[0]!.toFixed(2)} + ${keptHolder[1]!.toFixed(2)} µs, ${((keptHolder[0]! + keptHolder[1]!) / fenced).toFixed(2)}x`
+            : ''),
       );
     }
   }

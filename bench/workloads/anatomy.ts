@@ -7,7 +7,12 @@
  * PEXPIRE) and of its release (HGET, DEL), without any of the library's
  * logic. The calls are pipelined on one admin connection, so the figures are
  * the server's own work, not round trips. They bound what any implementation
- * of this key layout can reach.
+ * of this key layout can reach. Four more rows price two layouts this one
+ * could become (a new layout version each, not made), with the keys and
+ * arguments the real scripts would send: a free lock's sole holder in a
+ * string key of its own, granted by `SET NX PX` once the hash and leases are
+ * seen absent and released by a compare and `DEL`; and the same with that
+ * key kept while the lock has any state, so the grant checks nothing else.
  */
 import type { Redis } from 'ioredis';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
@@ -35,6 +40,23 @@ return 1`;
 const RELEASE_COMMANDS = `redis.call('HGET', KEYS[1], 'o')
 redis.call('DEL', KEYS[1])
 return 0`;
+// The string-holder layout's uncontended cycle. KEYS: holder, state, leases, queue; the grant's
+// ARGV as acquire-write.lua's (leaseMs, holder, waitBeatMs, flags), the release's the holder.
+// The holder key holds '<fence> <holder>' (a 16-digit fence): a second caller would move it into
+// the hash, so a release that finds it unchanged has nobody to wake.
+const STRING_HOLDER_GRANT = `if redis.call('EXISTS', KEYS[2], KEYS[3]) == 0 then
+local t = redis.call('TIME')
+if redis.call('SET', KEYS[1], t[1] .. string.sub('00000' .. t[2], -6) .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[1]) then return t[1] * 1000000 + t[2] end
+end
+return 0`;
+// The same with the holder key kept for as long as the lock has any state (a marker once it
+// spills into the hash): the free-lock grant is then SET NX PX alone, with no EXISTS.
+const KEPT_HOLDER_GRANT = `local t = redis.call('TIME')
+if redis.call('SET', KEYS[1], t[1] .. string.sub('00000' .. t[2], -6) .. ' ' .. ARGV[2], 'NX', 'PX', ARGV[1]) then return t[1] * 1000000 + t[2] end
+return 0`;
+const STRING_HOLDER_RELEASE = `local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 18) == ARGV[1] then redis.call('DEL', KEYS[1]) return 0 end
+return -1`;
 
 /** µs per call of `command` (INFO commandstats) over calls `from` to `to` of `send`, pipelined 100 at a time. */
 async function timed(
@@ -65,7 +87,19 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
   const n = config.anatomy.calls;
   const node = await topology.masterFor(`{anatomy${tag}}`);
   const load = async (lua: string) => (await node.script('LOAD', lua)) as string;
-  const [floorRelease, fencedGrant, empty, grantCommands, releaseCommands, acquireWrite, acquireRead, release] = await Promise.all([
+  const [
+    floorRelease,
+    fencedGrant,
+    empty,
+    grantCommands,
+    releaseCommands,
+    acquireWrite,
+    acquireRead,
+    release,
+    stringGrant,
+    stringRelease,
+    keptGrant,
+  ] = await Promise.all([
     load(FLOOR_RELEASE),
     load(FENCED_GRANT_LUA),
     load(EMPTY),
@@ -74,6 +108,9 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
     load(LUA_SOURCES.acquireWrite),
     load(LUA_SOURCES.acquireRead),
     load(LUA_SOURCES.release),
+    load(STRING_HOLDER_GRANT),
+    load(STRING_HOLDER_RELEASE),
+    load(KEPT_HOLDER_GRANT),
   ]);
   const owner = (i: number) => `${String(i).padStart(8, '0')}-0000-4000-8000-000000000000`;
   // The hold as the scripts take it (holderArg in src/backends/scripts.ts).
@@ -108,6 +145,19 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
     p.evalsha(grantCommands, 2, ...keys('x', i).slice(0, 2), holder('w', i)),
   );
   row("reference: the release's commands alone, no logic", 'evalsha', (p, i) => p.evalsha(releaseCommands, 1, keys('x', i)[0]));
+  const holderKey = (kind: string, i: number) => `rwlock#holder:{anatomy${tag}}:${kind}:${i}`;
+  row('string-holder layout acquire write, free lock', 'evalsha', (p, i) =>
+    p.evalsha(stringGrant, 4, holderKey('s', i), ...keys('s', i), 30_000, holder('w', i), 0, '0h'),
+  );
+  row('string-holder layout release write, only holder', 'evalsha', (p, i) =>
+    p.evalsha(stringRelease, 4, holderKey('s', i), ...keys('s', i), holder('w', i)),
+  );
+  row('string-holder layout, its key kept while the lock has state: acquire write, free lock', 'evalsha', (p, i) =>
+    p.evalsha(keptGrant, 4, holderKey('k', i), ...keys('k', i), 30_000, holder('w', i), 0, '0h'),
+  );
+  row('string-holder layout, its key kept: release write, only holder', 'evalsha', (p, i) =>
+    p.evalsha(stringRelease, 4, holderKey('k', i), ...keys('k', i), holder('w', i)),
+  );
   const rounds = rows.map(() => [] as { usec: number; calls: number }[]);
   const chunk = Math.ceil(n / ROUNDS);
   for (let from = 0; from < n; from += chunk) {
@@ -117,7 +167,7 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
   for (let i = 0; i < n; i += 100) {
     const pipeline = node.pipeline();
     for (let k = i; k < Math.min(n, i + 100); k++)
-      pipeline.del(`floor:{anatomy${tag}}:${k}`, `fenced:{anatomy${tag}}:${k}`, ...keys('x', k));
+      pipeline.del(`floor:{anatomy${tag}}:${k}`, `fenced:{anatomy${tag}}:${k}`, ...keys('x', k), holderKey('s', k), holderKey('k', k));
     await pipeline.exec();
   }
   return rows.map((r, k) => ({
