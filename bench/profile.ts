@@ -12,9 +12,12 @@
  * --part <one of the parts printed> (whose functions are listed; default
  * redis-rwlock),
  * --in-flight N (default 64; at 1 a cycle is two round trips, and the part
- * the socket writes take includes the server's own run on a small machine).
+ * the socket writes take includes the server's own run on a small machine),
+ * --save <file.cpuprofile> (the whole profile, for Chrome DevTools or
+ * `npx speedscope`: callers and inlined frames the table sums away).
  * To compare a change, run it in both checkouts.
  */
+import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
 import { parseArgs } from 'node:util';
 import { type LibName, makeAdapter } from './libs.js';
@@ -52,6 +55,7 @@ const { values } = parseArgs({
     seconds: { type: 'string', default: '8' },
     'in-flight': { type: 'string', default: '64' },
     part: { type: 'string', default: 'redis-rwlock' },
+    save: { type: 'string' },
   },
 });
 const kind = values.topology as TopologyKind;
@@ -75,6 +79,7 @@ try {
   const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: Profile };
   session.disconnect();
   await adapter.close();
+  if (values.save !== undefined) await writeFile(values.save, JSON.stringify(profile));
 
   const byPart = new Map<string, number>();
   const byFunction = new Map<string, number>();
