@@ -13,6 +13,9 @@
  * string key of its own, granted by `SET NX PX` once the hash and leases are
  * seen absent and released by a compare and `DEL`; and the same with that
  * key kept while the lock has any state, so the grant checks nothing else.
+ * Two more send redis-rwlock's own scripts only the keys and arguments
+ * their common case reads, which prices a protocol whose scripts derive
+ * the other keys' names from the hash's.
  */
 import type { Redis } from 'ioredis';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
@@ -140,6 +143,15 @@ export async function measureAnatomy(topology: Topology, config: BenchConfig, ta
   row('redis-rwlock release write, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('w', i), holder('w', i)));
   row('redis-rwlock acquire read, free lock', 'evalsha', (p, i) => p.evalsha(acquireRead, 3, ...keys('r', i), 30_000, holder('r', i), '1'));
   row('redis-rwlock release read, only holder', 'evalsha', (p, i) => p.evalsha(release, 3, ...keys('r', i), holder('r', i)));
+  // The same scripts sent only what their common case reads: the keys and arguments a protocol
+  // could send if the scripts derived the other keys' names from the hash's (not made: a script
+  // must declare every key it touches). Their free-lock paths read nothing else.
+  row('redis-rwlock acquire write, free lock, sent only the keys and arguments its common case reads', 'evalsha', (p, i) =>
+    p.evalsha(acquireWrite, 2, ...keys('d', i).slice(0, 2), 30_000, holder('w', i)),
+  );
+  row("redis-rwlock release write, only holder, sent only its hash's key", 'evalsha', (p, i) =>
+    p.evalsha(release, 1, keys('d', i)[0], holder('w', i)),
+  );
   row('reference: a script that does nothing', 'evalsha', (p) => p.evalsha(empty, 0));
   row("reference: the write grant's commands alone, no logic", 'evalsha', (p, i) =>
     p.evalsha(grantCommands, 2, ...keys('x', i).slice(0, 2), holder('w', i)),
