@@ -1,5 +1,5 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { v4 as uuidv4 } from 'uuid';
 import type { AcquireOutcome, AcquireRequest, BlockReason, LockBackend, LockInfo } from './backends/backend.js';
 import type { Cleanups } from './cleanups.js';
 import type { BoundErrors, Deadlines } from './deadlines.js';
@@ -186,7 +186,7 @@ export class RWLock {
     const { ctx, keys, resource } = this;
     const base: RWLockErrorContext = { resource, mode };
     const o = ownOptions(options, waiting ? WAIT_OPTIONS : TRY_OPTIONS, 'options', base);
-    const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? uuidv4()) : ownerToken(o.owner, base, ctx.options.mode);
+    const owner = o.owner === undefined ? (enclosingOwner(keys.state) ?? randomUUID()) : ownerToken(o.owner, base, ctx.options.mode);
     const context: RWLockErrorContext = { resource, mode, owner };
     if (trace) trace.owner = owner;
     const autoRenew = o.leaseMs === undefined;
