@@ -7,7 +7,7 @@ export const MAX_RESOURCE_BYTES = 4096;
 export const MAX_PREFIX_BYTES = 256;
 
 // eslint-disable-next-line no-control-regex
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
+export const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 const PREFIX_FORBIDDEN = /[{}#\s]/;
 
 /** Every Redis name one lock uses. They all hash to `slot`. */
@@ -88,7 +88,8 @@ export function validateResource(resource: unknown): string {
   if (CONTROL_CHARS.test(resource)) {
     throw new InvalidArgumentError('resource', 'must not contain control characters', { resource });
   }
-  const bytes = Buffer.byteLength(resource);
+  // A UTF-16 code unit is at most 3 UTF-8 bytes: a name that short needs no count (0.1 µs a call).
+  const bytes = resource.length * 3 <= MAX_RESOURCE_BYTES ? 0 : Buffer.byteLength(resource);
   if (bytes > MAX_RESOURCE_BYTES) {
     throw new InvalidArgumentError(
       'resource',

@@ -1,6 +1,6 @@
 import calculateSlot from 'cluster-key-slot';
 import { CrossSlotError, InvalidArgumentError } from '../errors.js';
-import { describe, hashTagOf, type LockKeys, lockKeys } from './keys.js';
+import { CONTROL_CHARS, describe, hashTagOf, type LockKeys, lockKeys } from './keys.js';
 
 /** The two keys an old two-key-scheme process locks `resource` with. */
 export interface LegacyKeyPair {
@@ -45,9 +45,6 @@ export interface LegacyLockKeys extends LockKeys {
   /** `legacy` or `bridge`. */
   readonly layout: 'legacy' | 'bridge';
 }
-
-// eslint-disable-next-line no-control-regex
-const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 function legacyKey(value: unknown, which: 'read' | 'write', resource: string): string {
   const argument = `legacyKeys(${JSON.stringify(resource)}).${which}`;
