@@ -25,6 +25,15 @@ export interface BenchConfig {
     readonly inFlight: readonly number[];
     /** Untimed cycles before each measurement (JIT, script cache, slot map). */
     readonly warmupMs: number;
+    /**
+     * The warm-up instead, the first time a library runs in the process:
+     * until V8's optimizing tier has compiled its code, a library measures
+     * slower than it runs in a long-lived service. With 250 ms for every
+     * first time, redis-rwlock's write lock at 16 in flight on new names
+     * measured 0.90-0.91x the floor, with 2.5 s 0.96-1.02x (the floor's own
+     * first warm-up as long; two runs each, AMD EPYC).
+     */
+    readonly firstWarmupMs: number;
     /** Timed ms per library and concurrency, in `slices` slices taken round-robin over the libraries. */
     readonly durationMs: number;
     readonly slices: number;
@@ -119,6 +128,7 @@ export const FULL: BenchConfig = {
     patterns: ['new', 'reused'],
     inFlight: [1, 16, 64],
     warmupMs: 250,
+    firstWarmupMs: 2_500,
     durationMs: 1_500,
     slices: 6,
     slicesAtOne: 30,
@@ -143,6 +153,7 @@ export const SMOKE: BenchConfig = {
     patterns: ['new', 'reused'],
     inFlight: [1, 16, 64],
     warmupMs: 20,
+    firstWarmupMs: 20,
     durationMs: 60,
     slices: 2,
     slicesAtOne: 3,

@@ -133,6 +133,9 @@ interface Contestant {
   readonly sliceRates: number[];
 }
 
+/** The libraries that ran their first warm-up in this process (`firstWarmupMs`). */
+const warmedUp = new Set<LibName>();
+
 async function enter(
   topology: Topology,
   config: BenchConfig,
@@ -148,7 +151,9 @@ async function enter(
   const adapter = makeAdapter(lib, redis, config.fastRetryMs);
   const resources = Array.from({ length: inFlight }, (_, i) => `u:${tag}:${lib}:${pattern}:${inFlight}:${i}`);
   adapter.measuring?.(true);
-  await cycleLoop(adapter, lib, resources, config.uncontended.warmupMs, config.uncontended.maxCycles, false, pattern);
+  const warmupMs = warmedUp.has(lib) ? config.uncontended.warmupMs : config.uncontended.firstWarmupMs;
+  warmedUp.add(lib);
+  await cycleLoop(adapter, lib, resources, warmupMs, config.uncontended.maxCycles, false, pattern);
   adapter.measuring?.(false);
   return {
     lib,
