@@ -85,7 +85,7 @@ export async function fencedSet(
   const ttlMs = options?.ttlMs === undefined ? 0 : duration('ttlMs', options.ttlMs, 1);
   let reply: [number, string];
   try {
-    reply = await runScript(client, 'fencedSet', [key, fenceKey], [value as string, f, ttlMs]);
+    reply = await runScript(client, 'fencedSet', [key, fenceKey], [value, f, ttlMs]);
   } catch (error) {
     throw redisFailure(`writing "${key}" with fence ${f}`, error, {});
   }

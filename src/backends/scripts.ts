@@ -1,4 +1,4 @@
-import { type Driver, refusedForGood, type SlotOf } from '../clients/driver.js';
+import { type Driver, refusedForGood, type ScriptArg, type SlotOf } from '../clients/driver.js';
 import { type LockMode, PLAIN_CLUSTER_NODE, type RWLockErrorContext, UnsupportedServerError } from '../errors.js';
 import type { LUA_SOURCES } from '../lua/scripts.generated.js';
 import { checkMemory, refuseIfEvicting } from './eviction.js';
@@ -110,7 +110,7 @@ interface ScriptTable {
   legacyInspect: [LegacyKeys, args: InspectArgs, reply: LegacyInspectReply];
   fencedSet: [
     keys: readonly [key: string, fenceKey: string],
-    args: readonly [value: string, fence: number, ttlMs: number],
+    args: readonly [value: string | Buffer | number, fence: number, ttlMs: number],
     reply: [stored: number, lastFence: string],
   ];
   fencedGet: [keys: readonly [key: string, fenceKey: string], args: readonly [fence: number], reply: string | null];
@@ -179,7 +179,7 @@ export function runScript<N extends ScriptName>(
       () => runScript(client, name, keys, args, lock),
       (error: unknown) => recheck(client, check, error, () => runScript(client, name, keys, args, lock)),
     );
-  const flat: (string | number)[] = [keys.length, ...keys, ...args];
+  const flat: ScriptArg[] = [keys.length, ...keys, ...args];
   const first = client.script(name, flat, lock) as Promise<ScriptReply<N>>;
   if (!client.cluster) return first;
   return first.catch((error: unknown) => retryWhileMigrating(client, name, flat, error)) as Promise<ScriptReply<N>>;
@@ -275,7 +275,7 @@ async function clusterNode(client: Driver): Promise<void> {
 }
 
 /** Tries a refused call again, with backoff, while the refusal says its slot is migrating. */
-async function retryWhileMigrating(client: Driver, name: ScriptName, args: (string | number)[], error: unknown): Promise<unknown> {
+async function retryWhileMigrating(client: Driver, name: ScriptName, args: ScriptArg[], error: unknown): Promise<unknown> {
   const deadline = performance.now() + MIGRATION_RETRY_MS;
   for (let delay = 25; ; delay = Math.min(2 * delay, 400)) {
     if (!client.notRunWhileMigrating(error) || performance.now() + delay > deadline) throw error;

@@ -1,6 +1,12 @@
 import type { ScriptName } from '../backends/scripts.js';
 
 /**
+ * One argument of a script call as a driver sends it: a number goes as its
+ * decimal string, a Buffer (a `fencedSet` value) as its bytes.
+ */
+export type ScriptArg = string | number | Buffer;
+
+/**
  * What the library needs from a Redis client, and all it uses of one: the
  * core and the backends see a client only through this. One adapter per
  * client library (`ioredis.ts`: ioredis 5 and 6, iovalkey; `node-redis.ts`:
@@ -29,7 +35,7 @@ export interface Driver {
    * only there: hashing its slot costs), so that a driver may join the
    * writes of one tick on it.
    */
-  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown>;
+  script(name: ScriptName, args: readonly ScriptArg[], lock?: SlotOf): Promise<unknown>;
   /** Any command, on any one node: the server check (`COMMAND INFO`). */
   command(args: readonly string[]): Promise<unknown>;
   /**

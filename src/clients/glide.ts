@@ -9,6 +9,7 @@ import {
   type MasterReply,
   type NodeChanged,
   refusedWhileMigrating,
+  type ScriptArg,
   type SlotOf,
   type Subscriber,
   type SubscriberEvents,
@@ -63,7 +64,7 @@ interface GlideApi {
   /** Private in GLIDE's typings: the options the client was created with. */
   readonly config?: GlideOptions;
   readonly constructor: { createClient(options: GlideOptions): Promise<GlideApi> };
-  customCommand(args: readonly string[], options?: { route: unknown }): Promise<unknown>;
+  customCommand(args: readonly (string | Buffer)[], options?: { route: unknown }): Promise<unknown>;
   ssubscribe?(channels: Iterable<string>, timeoutMs: number): Promise<void>;
   sunsubscribe?(channels: Iterable<string> | null, timeoutMs: number): Promise<void>;
   sunsubscribeLazy?(channels: Iterable<string> | null): Promise<void>;
@@ -190,13 +191,17 @@ export class GlideDriver implements Driver {
     return this.client.isClosed === true;
   }
 
-  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
-    const command = new Array<string>(args.length + 2);
-    for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
+  script(name: ScriptName, args: readonly ScriptArg[], lock?: SlotOf): Promise<unknown> {
+    // Strings and Buffers, as GLIDE sends them (a Buffer, a fencedSet value, as its bytes).
+    const command = new Array<string | Buffer>(args.length + 2);
+    for (let i = 0; i < args.length; i++) {
+      const arg = args[i]!;
+      command[i + 2] = typeof arg === 'number' ? String(arg) : arg;
+    }
     let master = '';
     let slot: number | undefined;
     if (this.cluster) {
-      const key = command[3]; // after the SHA and the key count: the first key routes the call
+      const key = command[3] as string | undefined; // after the SHA and the key count: the first key routes the call
       slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
       master = (slot !== undefined && this.masterOf(slot)) || '';
     }

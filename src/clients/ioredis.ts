@@ -13,13 +13,14 @@ import {
   type MasterReply,
   type NodeChanged,
   refusedWhileMigrating,
+  type ScriptArg,
   type SlotOf,
   type Subscriber,
   type SubscriberEvents,
 } from './driver.js';
 import { NodeScripts, shaOf } from './script-shas.js';
 
-type Invoke = (...args: readonly (string | number)[]) => Promise<unknown>;
+type Invoke = (...args: readonly ScriptArg[]) => Promise<unknown>;
 /** ioredis' `Command` class. */
 type CommandClass = new (name: string, args: readonly never[], options: { readonly replyEncoding: 'utf8' }) => Command;
 /** A script call's `Command` is made with no arguments; they are set after (see `IoredisDriver.send`). */
@@ -127,7 +128,7 @@ export class IoredisDriver implements Driver {
     return isClosed(this.client);
   }
 
-  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
+  script(name: ScriptName, args: readonly ScriptArg[], lock?: SlotOf): Promise<unknown> {
     const client = this.client;
     if (this.keyPrefix !== '') return this.defined(name, args);
     if (!isCluster(client)) {
@@ -141,7 +142,7 @@ export class IoredisDriver implements Driver {
   }
 
   /** Script `name` on `connection`, its node's scripts loaded once ({@link NodeScripts}). */
-  private run(connection: Redis, name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+  private run(connection: Redis, name: ScriptName, args: readonly ScriptArg[]): Promise<unknown> {
     let scripts = this.nodes.get(connection);
     if (scripts === undefined) {
       this.nodes.set(connection, (scripts = new NodeScripts(() => this.changed())));
@@ -170,7 +171,7 @@ export class IoredisDriver implements Driver {
    * loaded machine took longer to resolve the import than a warm-up cycle,
    * and the calls went to the queue.
    */
-  private send(connection: Redis, name: ScriptName, args: readonly (string | number)[], asEval: boolean): Promise<unknown> {
+  private send(connection: Redis, name: ScriptName, args: readonly ScriptArg[], asEval: boolean): Promise<unknown> {
     if (this.loading !== undefined && connection.options.enableAutoPipelining) {
       return this.loading.then(() => this.send(connection, name, args, asEval));
     }
@@ -179,12 +180,12 @@ export class IoredisDriver implements Driver {
     if (Command === undefined)
       return ((asEval ? connection.eval : connection.evalsha) as unknown as Invoke).call(connection, first, ...args);
     const command = new Command(asEval ? 'eval' : 'evalsha', NO_ARGS, UTF8);
-    // As strings: the constructor turned the arguments it was given (none) to strings already.
     // Copied by concat: the same list built by push was moved to the old space by V8, and its
     // scavenges took 3.5 ms instead of 0.7 (node --trace-gc, bench/profile.ts at 16 in flight).
-    const argv = [first].concat(args as string[]);
-    for (let i = 1; i < argv.length; i++) if (typeof argv[i] !== 'string') argv[i] = String(argv[i]);
-    command.args = argv;
+    command.args = [first].concat(args as string[]);
+    // What the constructor did to the arguments it was given (none): numbers to strings, and
+    // a Buffer (a fencedSet value) sent as its bytes.
+    command.stringifyArguments();
     return connection.sendCommand(command) as Promise<unknown>;
   }
 
@@ -195,7 +196,7 @@ export class IoredisDriver implements Driver {
    * from the one defined), goes as EVALSHA (EVAL on NOSCRIPT), which ioredis
    * routes by its first key.
    */
-  private defined(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+  private defined(name: ScriptName, args: readonly ScriptArg[]): Promise<unknown> {
     const client = this.client as unknown as Record<string, Invoke>;
     if (KEY_COUNTS[name] !== args[0]) {
       return client.evalsha!(shaOf(name), ...args).catch((error: unknown) => {

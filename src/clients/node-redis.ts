@@ -10,6 +10,7 @@ import {
   type MasterReply,
   type NodeChanged,
   refusedWhileMigrating,
+  type ScriptArg,
   type SlotOf,
   type Subscriber,
   type SubscriberEvents,
@@ -66,7 +67,7 @@ type Listener = (message: string, channel: string) => void;
 interface NodeRedisApi {
   readonly isOpen: boolean;
   readonly options?: ConnectOptions;
-  sendCommand(args: readonly string[]): Promise<unknown>;
+  sendCommand(args: readonly (string | Buffer)[]): Promise<unknown>;
   duplicate(): NodeRedisApi;
   connect(): Promise<unknown>;
   destroy(): void;
@@ -103,7 +104,7 @@ interface NodeRedisClusterApi {
   readonly _options: { readonly rootNodes: readonly ConnectOptions[] };
   readonly slots: readonly ({ readonly master: MasterNode } | undefined)[];
   readonly masters: readonly MasterNode[];
-  sendCommand(firstKey: string | undefined, isReadonly: boolean, args: readonly string[]): Promise<unknown>;
+  sendCommand(firstKey: string | undefined, isReadonly: boolean, args: readonly (string | Buffer)[]): Promise<unknown>;
   nodeClient(node: MasterNode): Promise<NodeRedisApi>;
   sSubscribe(channel: string, listener: Listener): Promise<void>;
   sUnsubscribe(channel: string, listener: Listener): Promise<void>;
@@ -122,16 +123,22 @@ export function isNodeRedisCluster(value: object): boolean {
   return typeof (value as { nodeClient?: unknown }).nodeClient === 'function';
 }
 
+/** A script call as node-redis sends it: `EVALSHA` (or `EVAL`), the SHA (or text), then its arguments. */
+type ScriptCommand = (string | Buffer)[];
+
 /**
- * `EVALSHA <sha> <args>`, every argument a string (node-redis sends strings
- * and Buffers only); the SHA is swapped for the script's text when it goes
+ * `EVALSHA <sha> <args>`, every argument a string or a Buffer (node-redis
+ * sends those only); the SHA is swapped for the script's text when it goes
  * as `EVAL` ({@link scriptCall}).
  */
-function evalSha(name: ScriptName, args: readonly (string | number)[]): string[] {
-  const command = new Array<string>(args.length + 2);
+function evalSha(name: ScriptName, args: readonly ScriptArg[]): ScriptCommand {
+  const command: ScriptCommand = new Array<string | Buffer>(args.length + 2);
   command[0] = 'EVALSHA';
   command[1] = shaOf(name);
-  for (let i = 0; i < args.length; i++) command[i + 2] = String(args[i]);
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    command[i + 2] = typeof arg === 'number' ? String(arg) : arg;
+  }
   return command;
 }
 
@@ -151,8 +158,8 @@ const MAX_RESENDS = 20;
 function scriptCall(
   scripts: NodeScripts,
   name: ScriptName,
-  command: string[],
-  send: (command: string[]) => Promise<unknown>,
+  command: ScriptCommand,
+  send: (command: ScriptCommand) => Promise<unknown>,
   client: { readonly isOpen: boolean },
 ): Promise<unknown> {
   return scripts.run(
@@ -173,7 +180,7 @@ function scriptCall(
  * (hold ids), so a dropped reply costs a resend, not an unknown outcome.
  * A call failed by the user's own `destroy()` is `ClientClosedError`.
  */
-function sendScript(command: string[], send: (command: string[]) => Promise<unknown>, client: { readonly isOpen: boolean }) {
+function sendScript(command: ScriptCommand, send: (command: ScriptCommand) => Promise<unknown>, client: { readonly isOpen: boolean }) {
   let resends = 0;
   const attempt = (): Promise<unknown> =>
     send(command).catch((error: unknown) => {
@@ -232,7 +239,7 @@ export class NodeRedisDriver implements Driver {
   private readonly client: NodeRedisApi;
   private changed: NodeChanged = () => undefined;
   private readonly scripts = new NodeScripts(() => this.changed());
-  private readonly send: (command: string[]) => Promise<unknown>;
+  private readonly send: (command: ScriptCommand) => Promise<unknown>;
 
   constructor(client: NodeRedisCompatibleClient) {
     const api = (this.client = client as unknown as NodeRedisApi);
@@ -243,7 +250,7 @@ export class NodeRedisDriver implements Driver {
     return !this.client.isOpen;
   }
 
-  script(name: ScriptName, args: readonly (string | number)[]): Promise<unknown> {
+  script(name: ScriptName, args: readonly ScriptArg[]): Promise<unknown> {
     return scriptCall(this.scripts, name, evalSha(name, args), this.send, this.client);
   }
 
@@ -306,9 +313,9 @@ export class NodeRedisClusterDriver implements Driver {
     return !this.client.isOpen;
   }
 
-  script(name: ScriptName, args: readonly (string | number)[], lock?: SlotOf): Promise<unknown> {
+  script(name: ScriptName, args: readonly ScriptArg[], lock?: SlotOf): Promise<unknown> {
     const command = evalSha(name, args);
-    const key = command[3]; // after EVALSHA, the SHA and the key count: the first key routes the call
+    const key = command[3] as string | undefined; // after EVALSHA, the SHA and the key count: the first key routes the call
     const slot = lock?.slot ?? (key === undefined ? undefined : calculateSlot(key));
     const master = slot === undefined ? undefined : this.client.slots[slot]?.master.address;
     let scripts = this.nodes.get(master ?? '');

@@ -24,7 +24,7 @@ import type { ExtendRequest } from '../../src/backends/backend.js';
 import { hashLayout } from '../../src/backends/layouts.js';
 import { ScriptedBackend } from '../../src/backends/scripted.js';
 import type { ScriptName } from '../../src/backends/scripts.js';
-import type { Driver } from '../../src/clients/driver.js';
+import type { Driver, ScriptArg } from '../../src/clients/driver.js';
 import { driverFor } from '../../src/clients/index.js';
 import { CrossSlotError, LockClient, type LockKeys, lockKeys, type RenewTraceContext, TRACING_CHANNELS } from '../../src/index.js';
 import { LUA_SOURCES } from '../../src/lua/scripts.generated.js';
@@ -155,7 +155,7 @@ forEachTopology('declared keys', (ctx) => {
       const driver = driverFor(first!);
       const toFirst = driver.script.bind(driver);
       const toSecond = driverFor(second!);
-      const secondOf = (args: readonly (string | number)[]) => Number(args[0]) > 0 && calculateSlot(String(args[1])) % 2 === 1;
+      const secondOf = (args: readonly ScriptArg[]) => Number(args[0]) > 0 && calculateSlot(String(args[1])) % 2 === 1;
       driver.script = (name, args, lock) => (secondOf(args) ? toSecond.script(name, args, lock) : toFirst(name, args, lock));
       // A third of the lease is the renewal period: a round every 500 ms.
       const locks = new LockClient(first!, { leaseMs: 1_500 });
