@@ -22,7 +22,11 @@ import { NodeScripts, shaOf } from './script-shas.js';
 
 type Invoke = (...args: readonly ScriptArg[]) => Promise<unknown>;
 /** ioredis' `Command` class. */
-type CommandClass = new (name: string, args: readonly never[], options: { readonly replyEncoding: 'utf8' }) => Command;
+type CommandClass = new (
+  name: string,
+  args: readonly never[],
+  options: { readonly replyEncoding: 'utf8'; readonly errorStack?: Error },
+) => Command;
 /** A script call's `Command` is made with no arguments; they are set after (see `IoredisDriver.send`). */
 const NO_ARGS: readonly never[] = [];
 const UTF8 = { replyEncoding: 'utf8' } as const;
@@ -179,7 +183,11 @@ export class IoredisDriver implements Driver {
     const Command = this.Command;
     if (Command === undefined)
       return ((asEval ? connection.eval : connection.evalsha) as unknown as Invoke).call(connection, first, ...args);
-    const command = new Command(asEval ? 'eval' : 'evalsha', NO_ARGS, UTF8);
+    const command = new Command(
+      asEval ? 'eval' : 'evalsha',
+      NO_ARGS,
+      connection.options.showFriendlyErrorStack ? { replyEncoding: 'utf8', errorStack: new Error() } : UTF8,
+    );
     // Copied by concat: the same list built by push was moved to the old space by V8, and its
     // scavenges took 3.5 ms instead of 0.7 (node --trace-gc, bench/profile.ts at 16 in flight).
     command.args = [first].concat(args as string[]);

@@ -5,14 +5,16 @@
  * the rest of ioredis' work on the call. The driver builds each script's
  * `Command` with no arguments and sets them after, so it copies none, with
  * autopipelining on and off; what ioredis' command methods give a call
- * still holds (a Buffer sent as its bytes).
+ * still holds (a Buffer sent as its bytes, a friendly error stack).
  */
 import { expect } from 'chai';
 import type { Cluster, Redis } from 'ioredis';
+import { holderArg } from '../../src/backends/scripts.js';
 import { driverFor } from '../../src/clients/index.js';
 import { IoredisDriver } from '../../src/clients/ioredis.js';
 import { fencedSet, LockClient } from '../../src/index.js';
 import { forEachTopology } from '../setup/topologies.js';
+import { rejection } from '../support/rejection.js';
 
 const realFlat = Array.prototype.flat;
 
@@ -74,4 +76,26 @@ forEachTopology('a script call on ioredis', (ctx) => {
     await fencedSet(redis, 'blob:{cost}', bytes, 100);
     expect((await redis.getBuffer('blob:{cost}'))?.toString('hex')).to.equal(bytes.toString('hex'));
   });
+
+  if (ctx.kind === 'standalone')
+    it("carries the caller's stack in a script's error, on a client with showFriendlyErrorStack", async () => {
+      const redis = ctx.client({ showFriendlyErrorStack: true }) as Redis;
+      const driver = new IoredisDriver(redis);
+      const args = (key: string) => [
+        3,
+        key,
+        `rwlock#leases:${key}`,
+        `rwlock#queue:${key}`,
+        30_000,
+        holderArg('write', 'x.0', 'me'),
+        0,
+        '0',
+      ];
+      await loaded(driver);
+      expect(await driver.script('acquireWrite', args('rwlock:{stack-ok}'))).to.be.a('number'); // the script loaded
+      await redis.set('rwlock:{stack}', 'not a hash');
+      const error = await rejection(driver.script('acquireWrite', args('rwlock:{stack}')));
+      expect(error.message).to.match(/WRONGTYPE/);
+      expect(error.stack, 'the stack of the call').to.include('ioredis-script-calls.test.ts');
+    });
 });
