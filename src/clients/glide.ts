@@ -196,7 +196,7 @@ export class GlideDriver implements Driver {
     const command = new Array<string | Buffer>(args.length + 2);
     for (let i = 0; i < args.length; i++) {
       const arg = args[i]!;
-      command[i + 2] = typeof arg === 'number' ? String(arg) : arg;
+      command[i + 2] = typeof arg === 'string' || Buffer.isBuffer(arg) ? arg : String(arg);
     }
     let master = '';
     let slot: number | undefined;

@@ -137,7 +137,7 @@ function evalSha(name: ScriptName, args: readonly ScriptArg[]): ScriptCommand {
   command[1] = shaOf(name);
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    command[i + 2] = typeof arg === 'number' ? String(arg) : arg;
+    command[i + 2] = typeof arg === 'string' || Buffer.isBuffer(arg) ? arg : String(arg);
   }
   return command;
 }
