@@ -330,6 +330,10 @@ const typeRows: { client: string; typesNode: string; typescript: string; resolut
 
 /** The @types/node a project is checked with: the oldest the package supports, then the newest (what `npm i -D @types/node` installs). */
 const TYPES_NODE = ['@types/node@^20', '@types/node@latest'];
+/** The ioredis version package-lock.json installs, which every suite runs on. */
+const LOCKED_IOREDIS = (
+  JSON.parse(readFileSync(path.join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { version?: string }> }
+).packages['node_modules/ioredis']!.version!;
 
 /**
  * Type-checks `files` in `dir` (skipLibCheck off) with each of TYPES_NODE
@@ -591,7 +595,9 @@ try {
     [
       'install',
       tarball,
-      'ioredis@^6',
+      // The ioredis the suites run on (package-lock.json): 6.1.0's own declarations import the untyped
+      // redis-errors, so with skipLibCheck off (the examples' check below) tsc fails in ioredis' files.
+      `ioredis@${LOCKED_IOREDIS}`,
       '@opentelemetry/api@^1.9',
       TYPES_NODE[0]!,
       '--prefer-offline',
