@@ -6,6 +6,9 @@ import type { ScriptName } from '../backends/scripts.js';
  */
 export type ScriptArg = string | number | Buffer;
 
+/** `arg` as a client library that sends strings and Buffers only takes it: a Buffer as it is, the rest as `String()` of it. */
+export const sendable = (arg: ScriptArg): string | Buffer => (typeof arg === 'string' || Buffer.isBuffer(arg) ? arg : String(arg));
+
 /**
  * What the library needs from a Redis client, and all it uses of one: the
  * core and the backends see a client only through this. One adapter per

@@ -14,6 +14,7 @@ import {
   type Subscriber,
   type SubscriberEvents,
   type SubscriberOptions,
+  sendable,
 } from './driver.js';
 import { type RespEndpoint, RespSubscriber } from './resp-subscriber.js';
 import { NodeScripts, shaOf } from './script-shas.js';
@@ -194,10 +195,7 @@ export class GlideDriver implements Driver {
   script(name: ScriptName, args: readonly ScriptArg[], lock?: SlotOf): Promise<unknown> {
     // Strings and Buffers, as GLIDE sends them (a Buffer, a fencedSet value, as its bytes).
     const command = new Array<string | Buffer>(args.length + 2);
-    for (let i = 0; i < args.length; i++) {
-      const arg = args[i]!;
-      command[i + 2] = typeof arg === 'string' || Buffer.isBuffer(arg) ? arg : String(arg);
-    }
+    for (let i = 0; i < args.length; i++) command[i + 2] = sendable(args[i]!);
     let master = '';
     let slot: number | undefined;
     if (this.cluster) {

@@ -14,6 +14,7 @@ import {
   type SlotOf,
   type Subscriber,
   type SubscriberEvents,
+  sendable,
 } from './driver.js';
 import { NodeScripts, shaOf } from './script-shas.js';
 
@@ -135,10 +136,7 @@ function evalSha(name: ScriptName, args: readonly ScriptArg[]): ScriptCommand {
   const command: ScriptCommand = new Array<string | Buffer>(args.length + 2);
   command[0] = 'EVALSHA';
   command[1] = shaOf(name);
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    command[i + 2] = typeof arg === 'string' || Buffer.isBuffer(arg) ? arg : String(arg);
-  }
+  for (let i = 0; i < args.length; i++) command[i + 2] = sendable(args[i]!);
   return command;
 }
 
